@@ -1,0 +1,44 @@
+"""Shared analysis that rules reuse, built once per file on first use.
+
+- ``tree``: parents, enclosing function/loops/statements, call sites by name, imports.
+- ``grad``: whether autograd is off at a point (context managers, decorators, same-file callers).
+- ``graph``: whether an expression still carries an autograd graph.
+- ``loops``: what a loop is (training, evaluation) and where its data comes from.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from memlint.analysis.grad import GradModeAnalysis
+from memlint.analysis.graph import GraphAnalysis
+from memlint.analysis.imports import ImportTable
+from memlint.analysis.loops import LoopAnalysis
+from memlint.analysis.tree import TreeIndex
+
+
+class ModuleAnalysis:
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+
+    @cached_property
+    def tree(self) -> TreeIndex:
+        return TreeIndex(self.module)
+
+    @property
+    def imports(self) -> ImportTable:
+        return self.tree.imports
+
+    @cached_property
+    def grad(self) -> GradModeAnalysis:
+        return GradModeAnalysis(self.tree)
+
+    @cached_property
+    def graph(self) -> GraphAnalysis:
+        return GraphAnalysis(self.tree, self.grad)
+
+    @cached_property
+    def loops(self) -> LoopAnalysis:
+        return LoopAnalysis(self.tree)

@@ -1,0 +1,74 @@
+"""A cheap import-alias table: enough to know that ``t.no_grad`` or ``nn.MSELoss`` is torch's.
+
+libcst's QualifiedNameProvider/ScopeProvider pair halves throughput; memlint rules only need
+to resolve dotted names through the file's own imports.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def dotted_name(expr: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts: list[str] = []
+    node: cst.BaseExpression = expr
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _module_name(node: cst.BaseExpression) -> str | None:
+    return dotted_name(node)
+
+
+class ImportTable:
+    """Maps names bound by top-level and nested imports to the dotted path they stand for."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+
+    def add_import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = _module_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.aliases[alias.asname.name.value] = full
+            else:
+                head = full.split(".", 1)[0]
+                self.aliases[head] = head
+
+    def add_import_from(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        base = _module_name(node.module)
+        if base is None:
+            return
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            local = alias.name.value
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.aliases[local] = f"{base}.{alias.name.value}"
+
+    def resolve(self, dotted: str) -> str:
+        """Expand the head of ``dotted`` through the imports; unknown heads stay as written."""
+        head, _, rest = dotted.partition(".")
+        full = self.aliases.get(head)
+        if full is None:
+            return dotted
+        return f"{full}.{rest}" if rest else full
+
+    def qualified_name(self, expr: cst.BaseExpression) -> str | None:
+        """The import-resolved dotted name of ``expr`` (``F.mse_loss`` -> ``torch.nn.functional.mse_loss``)."""
+        dotted = dotted_name(expr)
+        return None if dotted is None else self.resolve(dotted)
+
+    def imports_torch(self) -> bool:
+        return any(v == "torch" or v.startswith("torch.") for v in self.aliases.values())

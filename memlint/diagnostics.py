@@ -1,0 +1,63 @@
+"""The records a lint run produces, shared by the engine, the cache and every output format."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class FixSafety(enum.Enum):
+    """Ruff's model: safe fixes keep runtime behaviour, unsafe ones may change it."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding, with 1-based lines and columns as editors and ruff show them."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    message: str
+    fix: FixSafety | None = None
+    # The line of the enclosing statement's start, so `# noqa` there also applies.
+    statement_line: int | None = field(default=None, compare=False)
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.column, self.code)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "fix": None if self.fix is None else {"applicability": self.fix.value},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Diagnostic:
+        fix = data.get("fix")
+        return cls(
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            code=data["code"],
+            name=data["name"],
+            message=data["message"],
+            fix=None if fix is None else FixSafety(fix["applicability"]),
+            statement_line=data.get("statement_line"),
+        )

@@ -1,0 +1,113 @@
+"""Lint one file: prefilter, parse once, run every enabled rule in one batched pass.
+
+Positions are resolved only for files that have findings, so the common case (a clean
+file) pays for parsing and one walk, never for PositionProvider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from memlint.context import FileContext
+from memlint.diagnostics import Diagnostic, FixSafety
+from memlint.rules.base import Finding, Rule
+
+PARSE_ERROR = ("MEM999", "parse-error")
+INTERNAL_ERROR = ("MEM997", "internal-error")
+
+
+def applicable_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The cheap text prefilter: a rule runs only if the file contains one of its triggers."""
+    return [r for r in rules if not r.triggers or any(t in text for t in r.triggers)]
+
+
+def _decode_for_prefilter(source: bytes) -> str:
+    return source.decode("utf-8", errors="replace")
+
+
+def file_diagnostic(path: str, code_name: tuple[str, str], message: str, line: int = 1,
+                    column: int = 1) -> Diagnostic:
+    return Diagnostic(
+        path=path, line=line, column=column, end_line=line, end_column=column,
+        code=code_name[0], name=code_name[1], message=message,
+    )
+
+
+def parse(source: bytes) -> cst.Module:
+    """Parse bytes, honouring a PEP 263 coding cookie and the file's line endings."""
+    return cst.parse_module(source)
+
+
+def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding]:
+    instances = [rule(context) for rule in rules]
+    cst.visit_batched(context.module, instances)
+    findings: list[Finding] = []
+    for instance in instances:
+        findings.extend(instance.findings)
+    return findings
+
+
+def position_findings(context: FileContext, findings: Sequence[Finding]) -> list[Diagnostic]:
+    wrapper = MetadataWrapper(context.module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    tree = context.analysis.tree
+    out: list[Diagnostic] = []
+    for f in findings:
+        pos = positions[f.node]
+        stmt = tree.enclosing_statement(f.node)
+        stmt_pos = positions.get(stmt)
+        out.append(
+            Diagnostic(
+                path=context.path,
+                line=pos.start.line,
+                column=pos.start.column + 1,
+                end_line=pos.end.line,
+                end_column=pos.end.column + 1,
+                code=f.code,
+                name=f.name,
+                message=f.message,
+                fix=None if f.fix is None else f.fix.safety,
+                statement_line=None if stmt_pos is None else stmt_pos.start.line,
+            )
+        )
+    return out
+
+
+def lint_module(context: FileContext, rules: Sequence[type[Rule]]) -> tuple[list[Finding], list[Diagnostic]]:
+    findings = run_rules(context, rules)
+    if not findings:
+        return [], []
+    return findings, position_findings(context, findings)
+
+
+def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]]) -> list[Diagnostic]:
+    """All diagnostics for one file, before suppression comments are applied.
+
+    Never raises for a problem in the file: a syntax error becomes MEM999 and an unexpected
+    failure inside a rule becomes MEM997, so one bad file cannot stop a run.
+    """
+    active = applicable_rules(_decode_for_prefilter(source), rules)
+    if not active:
+        return []
+    try:
+        module = parse(source)
+    except cst.ParserSyntaxError as exc:
+        return [file_diagnostic(path, PARSE_ERROR, f"cannot parse: {exc.message}",
+                                exc.raw_line, exc.raw_column + 1)]
+    except (RecursionError, MemoryError, ValueError, UnicodeDecodeError, SyntaxError) as exc:
+        return [file_diagnostic(path, PARSE_ERROR, f"cannot parse: {type(exc).__name__}: {exc}")]
+    context = FileContext(path=path, source=module.code, module=module)
+    try:
+        _, diagnostics = lint_module(context, active)
+    except RecursionError:
+        return [file_diagnostic(path, INTERNAL_ERROR, "file is nested too deeply to analyse")]
+    except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the run
+        return [file_diagnostic(path, INTERNAL_ERROR,
+                                f"internal error while linting: {type(exc).__name__}: {exc}")]
+    return sorted(diagnostics, key=Diagnostic.sort_key)
+
+
+__all__ = ["FixSafety", "lint_source", "lint_module", "applicable_rules", "parse"]

@@ -1,0 +1,32 @@
+"""Where rules live: one module per rule, named ``memNNN_<name>.py``, found automatically."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+
+from memlint.rules.base import Rule
+
+
+@cache
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule class, ordered by code."""
+    found: list[type[Rule]] = []
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("mem"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, Rule)
+                and value is not Rule
+                and value.__module__ == module.__name__
+            ):
+                found.append(value)
+    return tuple(sorted(found, key=lambda r: r.code))
+
+
+def rules_by_code() -> dict[str, type[Rule]]:
+    return {rule.code: rule for rule in all_rules()}

@@ -1,0 +1,101 @@
+"""The contract every rule follows: one class, its own docs and its own examples.
+
+A rule is a libcst ``BatchableCSTVisitor``: the engine walks each file once and dispatches
+every node to all enabled rules (Fixit's model). Rules read shared facts from
+``self.context.analysis`` instead of re-deriving them, and call :meth:`Rule.report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+import libcst as cst
+
+from memlint.diagnostics import FixSafety
+
+if TYPE_CHECKING:
+    from memlint.context import FileContext
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Code the rule must stay silent on."""
+
+    source: str
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Code the rule must flag, on exactly ``lines`` (1-based, in the dedented source)."""
+
+    source: str
+    lines: tuple[int, ...]
+    # Expected source after applying this rule's fixes (safe and unsafe); None: no fix offered.
+    fixed: str | None = None
+
+
+@dataclass(frozen=True)
+class Fix:
+    """Replacements computed on the libcst tree; the fixer applies them with a transformer."""
+
+    safety: FixSafety
+    # original node -> replacement node (cst.RemovalSentinel.REMOVE to delete)
+    replacements: Mapping[cst.CSTNode, cst.CSTNode | cst.RemovalSentinel]
+
+
+@dataclass
+class Finding:
+    """What a rule reports, before the engine turns it into a positioned Diagnostic."""
+
+    node: cst.CSTNode
+    code: str
+    name: str
+    message: str
+    fix: Fix | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class Rule(cst.BatchableCSTVisitor):
+    """Base class for memlint rules.
+
+    Subclasses set the class attributes below and write their documentation as the class
+    docstring in ruff's shape: ``## What it does``, ``## Why is this bad?``, ``## Example``,
+    ``## How to fix`` (and ``## Fix safety`` where a fix is offered).
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    # On by default? Opt-in rules are enabled through `select`.
+    default_enabled: ClassVar[bool] = True
+    # The engine skips the rule on a file that contains none of these substrings.
+    # An empty tuple means the rule always runs.
+    triggers: ClassVar[tuple[str, ...]] = ()
+    # The best fix this rule can offer, for `memlint rule` and the README table.
+    fix_safety: ClassVar[FixSafety | None] = None
+    valid: ClassVar[Sequence[Valid]] = ()
+    invalid: ClassVar[Sequence[Invalid]] = ()
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__()
+        self.context = context
+        self.findings: list[Finding] = []
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str | None = None,
+        *,
+        fix: Fix | None = None,
+    ) -> None:
+        self.findings.append(
+            Finding(
+                node=node,
+                code=self.code,
+                name=self.name,
+                message=message or self.message,
+                fix=fix,
+            )
+        )
