@@ -1,0 +1,240 @@
+"""MEM015 deprecated-amp-api."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from memlint.diagnostics import FixSafety
+from memlint.edits import has_star_args, prepend_arg
+from memlint.rules.base import Fix, Invalid, Rule, Valid
+
+# Deprecated name -> (device string, new attribute under ``torch.amp``).
+DEPRECATED = {
+    "torch.cuda.amp.autocast": ("cuda", "autocast"),
+    "torch.cuda.amp.GradScaler": ("cuda", "GradScaler"),
+    "torch.cpu.amp.autocast": ("cpu", "autocast"),
+    "torch.cpu.amp.GradScaler": ("cpu", "GradScaler"),
+}
+# The old autocast took (enabled, dtype, cache_enabled) positionally; the new one takes
+# (device_type, dtype, enabled, cache_enabled), so positional arguments become keywords.
+OLD_AUTOCAST_POSITIONS = ("enabled", "dtype", "cache_enabled")
+
+
+def module_torch_alias(module: cst.Module) -> str | None:
+    """The name a top-level ``import torch`` / ``import torch as t`` binds, if any.
+
+    Only module-level imports count: a name bound inside some function is not in scope
+    at every call site.
+    """
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if not isinstance(small, cst.Import):
+                continue
+            for alias in small.names:
+                if not (isinstance(alias.name, cst.Name) and alias.name.value == "torch"):
+                    continue
+                if alias.asname is None:
+                    return "torch"
+                if isinstance(alias.asname.name, cst.Name):
+                    return alias.asname.name.value
+    return None
+
+
+def _torch_head(func: cst.BaseExpression) -> cst.Name | None:
+    """The ``torch`` name at the head of ``torch.cuda.amp.X`` as written, else None."""
+    node = func
+    depth = 0
+    while isinstance(node, cst.Attribute):
+        node = node.value
+        depth += 1
+    return node if isinstance(node, cst.Name) and depth == 3 else None
+
+
+class DeprecatedAmpApi(Rule):
+    """
+    ## What it does
+    Flags calls to `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler` and their
+    `torch.cpu.amp` twins, however they were imported.
+
+    ## Why is this bad?
+    These device-specific entry points are deprecated: every call emits a `FutureWarning`
+    and they will be removed. The device-generic `torch.amp` API takes the device as its
+    first argument and behaves the same.
+
+    ## Example
+    ```python
+    scaler = torch.cuda.amp.GradScaler()
+    with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+        loss = model(x)
+    ```
+
+    Use instead:
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.amp.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    ```
+
+    ## How to fix
+    Call `torch.amp.autocast("cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`.
+
+    ## Fix safety
+    The fix is safe: it is the migration PyTorch's own deprecation warning prescribes, and
+    the old classes are thin wrappers that forward to the new ones. Positional autocast
+    arguments are turned into keywords because the new signature orders them differently.
+    For names imported with `from torch.cuda.amp import ...`, the fix needs a module-level
+    `import torch` to refer to `torch.amp`; without one no fix is offered. A call that
+    passes `*args` is left alone.
+    """
+
+    code = "MEM015"
+    name = "deprecated-amp-api"
+    message = "`{old}` is deprecated; use `torch.amp.{new}(\"{device}\", ...)`"
+    triggers = ("amp",)
+    fix_safety = FixSafety.SAFE
+    valid = (
+        Valid(
+            """
+            import torch
+            scaler = torch.amp.GradScaler("cuda")
+            with torch.amp.autocast("cuda", dtype=torch.bfloat16):
+                pass
+            """
+        ),
+        Valid(
+            """
+            from contextlib import nullcontext as autocast
+            with autocast():
+                pass
+            """
+        ),
+        Valid(
+            """
+            import apex.amp as amp
+            model, opt = amp.initialize(model, opt)
+            """
+        ),
+    )
+    invalid = (
+        Invalid(
+            """
+            import torch
+            scaler = torch.cuda.amp.GradScaler(init_scale=1024)
+            with torch.cuda.amp.autocast():  # mixed precision
+                pass
+            """,
+            lines=(3, 4),
+            fixed="""
+            import torch
+            scaler = torch.amp.GradScaler("cuda", init_scale=1024)
+            with torch.amp.autocast("cuda"):  # mixed precision
+                pass
+            """,
+        ),
+        Invalid(
+            """
+            import torch as t
+            with t.cuda.amp.autocast(True, t.bfloat16):
+                pass
+            """,
+            lines=(3,),
+            fixed="""
+            import torch as t
+            with t.amp.autocast("cuda", enabled=True, dtype=t.bfloat16):
+                pass
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.cuda.amp import GradScaler, autocast
+
+            scaler = GradScaler(
+                growth_interval=100,
+                enabled=use_amp,
+            )
+
+            @autocast()
+            def forward(x):
+                return x
+            """,
+            lines=(5, 10),
+            fixed="""
+            import torch
+            from torch.cuda.amp import GradScaler, autocast
+
+            scaler = torch.amp.GradScaler(
+                "cuda",
+                growth_interval=100,
+                enabled=use_amp,
+            )
+
+            @torch.amp.autocast("cuda")
+            def forward(x):
+                return x
+            """,
+        ),
+        Invalid(
+            # Without a module-level `import torch` there is no name to rewrite to.
+            """
+            from torch.cuda.amp import autocast
+            with autocast():
+                pass
+            """,
+            lines=(3,),
+        ),
+        Invalid(
+            """
+            import torch
+            with torch.cpu.amp.autocast(dtype=torch.bfloat16):
+                pass
+            """,
+            lines=(3,),
+            fixed="""
+            import torch
+            with torch.amp.autocast("cpu", dtype=torch.bfloat16):
+                pass
+            """,
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.context.analysis.imports.qualified_name(node.func)
+        if qualified not in DEPRECATED:
+            return
+        device, new = DEPRECATED[qualified]
+        message = self.message.format(old=qualified, new=new, device=device)
+        self.report(node, message, fix=self._fix(node, device, new))
+
+    def _fix(self, node: cst.Call, device: str, new: str) -> Fix | None:
+        if has_star_args(node):
+            return None
+        head = _torch_head(node.func)
+        torch_name = head.value if head is not None else module_torch_alias(self.context.module)
+        if torch_name is None:
+            return None
+        func = cst.Attribute(
+            value=cst.Attribute(value=cst.Name(torch_name), attr=cst.Name("amp")),
+            attr=cst.Name(new),
+        )
+        args = list(node.args)
+        if new == "autocast":
+            for i, arg in enumerate(args):
+                if arg.keyword is None and i < len(OLD_AUTOCAST_POSITIONS):
+                    args[i] = arg.with_changes(
+                        keyword=cst.Name(OLD_AUTOCAST_POSITIONS[i]),
+                        equal=cst.AssignEqual(
+                            whitespace_before=cst.SimpleWhitespace(""),
+                            whitespace_after=cst.SimpleWhitespace(""),
+                        ),
+                    )
+        call = prepend_arg(
+            node.with_changes(args=args),
+            cst.Arg(value=cst.SimpleString(f'"{device}"')),
+        )
+        if isinstance(node.func, cst.Attribute | cst.Name):
+            func = func.with_changes(lpar=node.func.lpar, rpar=node.func.rpar)
+        replacement = call.with_changes(func=func)
+        return Fix(FixSafety.SAFE, {node: replacement})
