@@ -1,0 +1,221 @@
+"""MEM010 factory-then-move: ``torch.zeros(...).cuda()`` builds on the host, then copies."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from memlint.diagnostics import FixSafety
+from memlint.rules.base import Fix, Invalid, Rule, Valid
+
+# Same values whichever device builds them, so moving `device=` into the call is safe.
+DETERMINISTIC_FACTORIES = frozenset({
+    "zeros", "ones", "full", "empty", "arange", "eye", "tensor", "as_tensor", "linspace",
+    "logspace",
+})
+# On a CUDA device these draw from the CUDA generator, so the numbers change: unsafe fix.
+RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
+# `out=` writes into an existing tensor, `pin_memory=True` and `generator=` (a CPU generator)
+# mark deliberate host staging, `device=` is an explicit choice: leave those alone.
+_STAGING_KEYWORDS = frozenset({"out", "pin_memory", "generator", "device"})
+# `.to()` keywords that only matter for a copy and can be dropped with it.
+_COPY_ONLY_KEYWORDS = frozenset({"non_blocking"})
+_CUDA_LITERAL = re.compile(r"""^[rRbB]?(['"])(cuda|mps|xpu)(:\d+)?\1$""")
+_DEVICE_NAME = re.compile(r"device|^dev$|^gpu(_id)?$|^(local_)?rank$", re.IGNORECASE)
+
+
+def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def _positional(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None]
+
+
+def _string(value: str) -> cst.SimpleString:
+    return cst.SimpleString(f'"{value}"')
+
+
+class FactoryThenMove(Rule):
+    """
+    ## What it does
+    Flags a tensor factory whose result is immediately moved to an accelerator:
+    ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``.
+
+    ## Why is this bad?
+    The tensor is allocated and filled in host memory, then copied to the device and the host
+    copy thrown away: an extra allocation, a host-to-device transfer and, for ``.cuda()``, a
+    synchronisation point, every time the line runs. Creating it where it is used costs one
+    device allocation and a fill kernel.
+
+    ## Example
+    ```python
+    mask = torch.zeros(n, n).cuda()
+    positions = torch.arange(seq_len).to(device)
+    ```
+
+    ## How to fix
+    Pass the device to the factory:
+    ```python
+    mask = torch.zeros(n, n, device="cuda")
+    positions = torch.arange(seq_len, device=device)
+    ```
+    ``.to(dtype)`` and ``.to(other_tensor)`` are not reported, nor are factories given ``out=``,
+    ``device=``, ``pin_memory=`` or a ``generator=``. ``*_like`` factories are not reported
+    either: they inherit the device of their argument, which is often already the target.
+
+    ## Fix safety
+    Safe for deterministic factories (``zeros``, ``ones``, ``full``, ``empty``, ``arange``,
+    ``eye``, ``tensor``, ``as_tensor``, ``linspace``, ``logspace``) moved with ``.cuda()`` or
+    ``.to(<device>)``. Unsafe for random factories (``rand``, ``randn``, ``randint``,
+    ``randperm``, ``normal``): on the device they draw from the device's generator and produce
+    different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
+    a non-leaf, the directly created one is a leaf. No fix is offered when the move also changes
+    the dtype or passes arguments the factory cannot take.
+    """
+
+    code = "MEM010"
+    name = "factory-then-move"
+    message = (
+        "tensor is created on the CPU and then copied to the device; pass `device=` to "
+        "`torch.{factory}` instead"
+    )
+    triggers = (").cuda(", ").to(")
+    fix_safety = FixSafety.SAFE
+
+    valid = (
+        Valid("""
+            import torch
+            mask = torch.zeros(n, n, device="cuda")
+            half = torch.ones(n).to(torch.float16)
+            same = torch.zeros(n).to(other)
+            staged = torch.empty(n, pin_memory=True).cuda(non_blocking=True)
+            torch.zeros(n, out=buf).cuda()
+            host = torch.ones(n).to("cpu")
+            like = torch.zeros_like(x).cuda()
+        """),
+    )
+    invalid = (
+        Invalid(
+            """
+            import torch
+            mask = torch.zeros(n, n).cuda()
+            pos = torch.arange(seq_len).to(device)
+            ids = torch.tensor([1, 2, 3]).cuda(1)
+            noise = torch.randn(b, d).to(device=self.device, non_blocking=True)
+            """,
+            lines=(3, 4, 5, 6),
+            fixed="""
+            import torch
+            mask = torch.zeros(n, n, device="cuda")
+            pos = torch.arange(seq_len, device=device)
+            ids = torch.tensor([1, 2, 3], device="cuda:1")
+            noise = torch.randn(b, d, device=self.device)
+            """,
+        ),
+        Invalid(
+            """
+            from torch import ones
+            scale = ones(4, dtype=torch.int64).to(x.device, torch.float32)
+            """,
+            lines=(3,),
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
+            return
+        factory = func.value
+        if not isinstance(factory, cst.Call):
+            return
+        qualified = self.context.analysis.imports.qualified_name(factory.func)
+        if qualified is None or not qualified.startswith("torch."):
+            return
+        short = qualified[len("torch."):]
+        if short not in DETERMINISTIC_FACTORIES and short not in RANDOM_FACTORIES:
+            return
+        if any(a.keyword is not None and a.keyword.value in _STAGING_KEYWORDS
+               for a in factory.args):
+            return
+        if any(a.star for a in factory.args):
+            return
+        target = self._cuda_target(node) if func.attr.value == "cuda" else self._to_target(node)
+        if target is None:
+            return
+        device, fixable = target
+        fix = None
+        if fixable and device is not None:
+            unsafe = short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
+            safety = FixSafety.UNSAFE if unsafe else FixSafety.SAFE
+            new_arg = cst.Arg(
+                keyword=cst.Name("device"),
+                value=device,
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""),
+                    whitespace_after=cst.SimpleWhitespace(""),
+                ),
+            )
+            fix = Fix(safety, {node: factory.with_changes(args=[*factory.args, new_arg])})
+        self.report(node, self.message.format(factory=short), fix=fix)
+
+    def _cuda_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
+        """``.cuda()`` -> ``"cuda"``; ``.cuda(1)`` -> ``"cuda:1"``; a variable index: no fix."""
+        fixable = all(
+            a.keyword is None or a.keyword.value in ({"device"} | _COPY_ONLY_KEYWORDS)
+            for a in move.args
+        )
+        index_arg = _keyword(move, "device")
+        positional = _positional(move)
+        if index_arg is None and positional:
+            index_arg = positional[0]
+        if index_arg is None:
+            return _string("cuda"), fixable
+        value = index_arg.value
+        if isinstance(value, cst.Integer):
+            return _string(f"cuda:{value.value}"), fixable
+        if isinstance(value, cst.SimpleString) and _CUDA_LITERAL.match(value.value):
+            return value, fixable
+        return None, False
+
+    def _to_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
+        """The device a ``.to(...)`` moves to, or None when it is no device move."""
+        device_arg = _keyword(move, "device")
+        positional = _positional(move)
+        extra_positional = positional
+        if device_arg is None and positional:
+            device_arg = positional[0]
+            extra_positional = positional[1:]
+        if device_arg is None or not self._is_device(device_arg.value):
+            return None
+        fixable = not extra_positional and all(
+            a.keyword is None or a.keyword.value in ({"device"} | _COPY_ONLY_KEYWORDS)
+            for a in move.args
+        ) and not any(a.star for a in move.args)
+        return device_arg.value, fixable
+
+    def _is_device(self, expr: cst.BaseExpression) -> bool:
+        """An accelerator target: a ``"cuda…"`` literal, ``torch.device(...)`` that is not the
+        CPU, ``x.device`` or a ``device``-named value."""
+        if isinstance(expr, cst.SimpleString):
+            return bool(_CUDA_LITERAL.match(expr.value))
+        if isinstance(expr, cst.Call):
+            name = self.context.analysis.imports.qualified_name(expr.func)
+            if name != "torch.device":
+                return False
+            first = expr.args[0].value if expr.args else None
+            return not (isinstance(first, cst.SimpleString) and "cpu" in first.value)
+        last: str | None = None
+        if isinstance(expr, cst.Attribute):
+            last = expr.attr.value
+        elif isinstance(expr, cst.Name):
+            last = expr.value
+        return (
+            last is not None
+            and bool(_DEVICE_NAME.search(last))
+            and "cpu" not in last.lower()
+        )
