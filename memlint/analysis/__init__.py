@@ -1,5 +1,6 @@
 """Shared analysis that rules reuse, built once per file on first use.
 
+- ``calls``: what a call is (backward, optimizer step, zero_grad, loss, model forward).
 - ``tree``: parents, enclosing function/loops/statements, call sites by name, imports.
 - ``grad``: whether autograd is off at a point (context managers, decorators, same-file callers).
 - ``graph``: whether an expression still carries an autograd graph.
@@ -12,6 +13,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from memlint.analysis.calls import CallClassifier
 from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.graph import GraphAnalysis
 from memlint.analysis.imports import ImportTable
@@ -32,12 +34,16 @@ class ModuleAnalysis:
         return self.tree.imports
 
     @cached_property
+    def calls(self) -> CallClassifier:
+        return CallClassifier(self.tree)
+
+    @cached_property
     def grad(self) -> GradModeAnalysis:
         return GradModeAnalysis(self.tree)
 
     @cached_property
     def graph(self) -> GraphAnalysis:
-        return GraphAnalysis(self.tree, self.grad)
+        return GraphAnalysis(self.tree, self.grad, self.calls)
 
     @cached_property
     def loops(self) -> LoopAnalysis:

@@ -5,38 +5,117 @@ Contract (owned by the core-rules work; keep the public methods stable):
   ``torch.inference_mode()`` (not ``inference_mode(False)``), ``torch.set_grad_enabled(False)``
   as a ``with`` context or as a decorator of an enclosing function, or when every same-file
   call site of the enclosing function is itself under no-grad.
+- ``grad_mode_at(node) -> "off" | "on" | "unknown"``: the same question with a third answer
+  for ``set_grad_enabled(<expression>)`` (``phase == "train"``), which only runtime knows.
+
+The nearest switch wins, so ``enable_grad()`` inside ``no_grad()`` is "on". A function with
+no switch of its own takes the mode of its same-file call sites: "off" if all are off, "on"
+if any is on, otherwise "unknown"; a function nobody in the file calls runs with grad "on".
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import libcst as cst
 
 from memlint.analysis.tree import TreeIndex
 
+GradMode = Literal["off", "on", "unknown"]
+
 NO_GRAD_NAMES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+ENABLE_GRAD_NAMES = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
+SET_GRAD_NAMES = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+
+
+def _bool_literal(expr: cst.BaseExpression) -> bool | None:
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return None
 
 
 class GradModeAnalysis:
     def __init__(self, tree: TreeIndex) -> None:
         self.tree = tree
+        self._function_modes: dict[cst.FunctionDef, GradMode] = {}
+        self._in_progress: set[cst.FunctionDef] = set()
 
-    def _disables_grad(self, expr: cst.BaseExpression) -> bool:
+    def switch_mode(self, expr: cst.BaseExpression) -> GradMode | None:
+        """The mode a ``with`` item or decorator sets, or None when it does not touch grad."""
         call = expr if isinstance(expr, cst.Call) else None
         target = call.func if call is not None else expr
         name = self.tree.imports.qualified_name(target)
+        if name is None:
+            return None
         if name in NO_GRAD_NAMES:
-            return True
-        if name == "torch.set_grad_enabled" and call is not None and call.args:
-            value = call.args[0].value
-            return isinstance(value, cst.Name) and value.value == "False"
-        return False
+            if name == "torch.inference_mode" and call is not None and call.args:
+                flag = _bool_literal(call.args[0].value)
+                return "unknown" if flag is None else ("off" if flag else None)
+            return "off"
+        if name in ENABLE_GRAD_NAMES:
+            return "on"
+        if name in SET_GRAD_NAMES:
+            if call is None or not call.args:
+                return None
+            flag = _bool_literal(call.args[0].value)
+            if flag is None:
+                return "unknown"
+            return "on" if flag else "off"
+        return None
+
+    def _disables_grad(self, expr: cst.BaseExpression) -> bool:
+        return self.switch_mode(expr) == "off"
+
+    def grad_mode_at(self, node: cst.CSTNode) -> GradMode:
+        """Whether autograd records operations where ``node`` runs."""
+        for anc in self.tree.ancestors(node):
+            if isinstance(anc, (cst.With)):
+                # Items apply left to right; the last one that touches grad wins.
+                modes = [self.switch_mode(i.item) for i in anc.items]
+                decided = [m for m in modes if m is not None]
+                if decided:
+                    return decided[-1]
+            elif isinstance(anc, cst.FunctionDef):
+                return self.function_mode(anc)
+            elif isinstance(anc, cst.Lambda):
+                continue
+        return "on"
 
     def no_grad_at(self, node: cst.CSTNode) -> bool:
-        for anc in self.tree.ancestors(node):
-            if isinstance(anc, cst.With) and any(self._disables_grad(i.item) for i in anc.items):
-                return True
-            if isinstance(anc, cst.FunctionDef) and any(
-                self._disables_grad(d.decorator) for d in anc.decorators
-            ):
-                return True
-        return False
+        """True only when autograd is certainly off at ``node``."""
+        return self.grad_mode_at(node) == "off"
+
+    def function_mode(self, func: cst.FunctionDef) -> GradMode:
+        """The mode a function body starts in: its decorators, else its same-file callers."""
+        cached = self._function_modes.get(func)
+        if cached is not None:
+            return cached
+        for deco in reversed(func.decorators):
+            mode = self.switch_mode(deco.decorator)
+            if mode is not None:
+                self._function_modes[func] = mode
+                return mode
+        if func in self._in_progress:
+            return "unknown"
+        self._in_progress.add(func)
+        try:
+            mode = self._mode_from_callers(func)
+        finally:
+            self._in_progress.discard(func)
+        self._function_modes[func] = mode
+        return mode
+
+    def _mode_from_callers(self, func: cst.FunctionDef) -> GradMode:
+        modes: list[GradMode] = []
+        for call in self.tree.calls_by_name.get(func.name.value, ()):
+            if self.tree.is_inside(call, func):
+                continue  # recursion says nothing about how the outside world calls it
+            caller = self.tree.enclosing_function(call)
+            if caller is not None and caller in self._in_progress:
+                continue  # a call cycle: let the other call sites decide
+            modes.append(self.grad_mode_at(call))
+        if not modes or "on" in modes:
+            return "on"
+        if all(m == "off" for m in modes):
+            return "off"
+        return "unknown"

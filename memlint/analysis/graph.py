@@ -5,20 +5,510 @@ Contract (owned by the core-rules work; keep the public methods stable):
   ``outputs.loss`` / ``out["loss"]``, a model forward, arithmetic on such values, or the
   receiver of ``.backward()``; False after ``.item()``, ``.detach()``, ``float()``,
   ``.tolist()``, ``.cpu().numpy()``, for Python numbers, or when produced under no-grad.
+- ``graph_state(expr) -> True | False | None``: the same with None for "cannot tell".
+
+How names are resolved: each function (or the module, for top-level scripts) is scanned once
+for its bindings, in source order. A name reads its latest binding before the use; with none
+before it (a value carried round a loop) every binding in the function is considered. A
+parameter takes the arguments of the function's same-file call sites, a same-file function
+call takes its ``return`` values, and ``self.x`` takes every ``self.x = ...`` in the class.
+Appending a graph-carrying value to a list makes the list graph-carrying. A name that is
+later backpropagated (``x.backward()``) carries a graph when nothing else decides it.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Literal
+
 import libcst as cst
 
+from memlint.analysis.calls import (
+    CallClassifier,
+    backward_value,
+    is_backward_call,
+    last_name,
+    method_name,
+    receiver,
+)
 from memlint.analysis.grad import GradModeAnalysis
+from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import TreeIndex
+
+Tri = bool | None
+Scope = cst.FunctionDef | cst.Module
+BindingKind = Literal["assign", "aug", "iter", "param", "unknown"]
+
+# Methods whose result has no autograd history (host values, integer/boolean tensors, detached).
+DETACHING_METHODS = frozenset({
+    "item", "detach", "detach_", "tolist", "numpy", "size", "dim", "numel", "argmax", "argmin",
+    "long", "int", "bool", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
+    "all", "any", "nonzero", "data_ptr", "element_size", "get_device", "__float__",
+    "state_dict", "keys", "append", "extend", "insert", "backward", "zero_grad", "step",
+})
+# Attributes that never carry the value's graph.
+DETACHED_ATTRIBUTES = frozenset({
+    "data", "grad", "shape", "device", "dtype", "requires_grad", "is_cuda", "ndim", "grad_fn",
+})
+HOST_BUILTINS = frozenset({
+    "float", "int", "bool", "str", "len", "round", "repr", "format", "print", "isinstance",
+    "hasattr", "range", "enumerate", "id", "type",
+})
+PASS_THROUGH_BUILTINS = frozenset({"sum", "max", "min", "abs", "list", "tuple", "sorted"})
+# torch functions that build fresh leaf tensors: no history whatever their arguments are.
+TORCH_FACTORIES = frozenset({
+    "tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "randn", "rand",
+    "randint", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
+    "from_numpy", "as_tensor", "manual_seed", "no_grad", "inference_mode", "device", "load",
+    "save", "is_tensor", "numel", "isfinite", "isnan", "isinf", "argmax", "argmin", "eq",
+})
+# Deep chains of rebinding (`h = h + f(h)` hundreds of times) give up rather than recurse.
+MAX_DEPTH = 120
+MUTATORS = frozenset({"append", "extend", "insert", "add", "appendleft"})
+
+
+def tri_or(values: list[Tri]) -> Tri:
+    """True if any is True, False if all are False (or there are none), else None."""
+    if any(v is True for v in values):
+        return True
+    if all(v is False for v in values):
+        return False
+    return None
+
+
+@dataclass
+class Binding:
+    node: cst.CSTNode
+    kind: BindingKind
+    value: cst.BaseExpression | None
+    # Source order where the binding takes effect (after its right-hand side ran).
+    order: int
+
+
+@dataclass
+class ScopeFacts:
+    """One scan of a function body (nested functions and classes excluded)."""
+
+    order: dict[cst.CSTNode, int] = field(default_factory=dict)
+    bindings: defaultdict[str, list[Binding]] = field(default_factory=lambda: defaultdict(list))
+    # `lst.append(v)`, `d[k] = v`: (order, stored value), per container name.
+    mutations: defaultdict[str, list[tuple[int, cst.BaseExpression]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    # Dotted names that some `.backward()` in this scope consumes.
+    backward_names: set[str] = field(default_factory=set)
 
 
 class GraphAnalysis:
-    def __init__(self, tree: TreeIndex, grad: GradModeAnalysis) -> None:
+    def __init__(
+        self, tree: TreeIndex, grad: GradModeAnalysis, calls: CallClassifier | None = None
+    ) -> None:
         self.tree = tree
         self.grad = grad
+        self.calls = calls if calls is not None else CallClassifier(tree)
+        self._scopes: dict[Scope, ScopeFacts] = {}
+        self._memo: dict[cst.CSTNode, Tri] = {}
+        self._returns: dict[cst.FunctionDef, Tri] = {}
+        self._in_progress: set[cst.CSTNode] = set()
+
+    # ----------------------------------------------------------------- public API
 
     def carries_graph(self, expr: cst.BaseExpression) -> bool:
-        raise NotImplementedError
+        """True when ``expr`` certainly or very likely holds an autograd graph."""
+        return self.graph_state(expr) is True
+
+    def graph_state(self, expr: cst.BaseExpression) -> Tri:
+        """True: carries a graph; False: certainly not; None: cannot tell."""
+        return self._eval(expr)
+
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        func = self.tree.enclosing_function(node)
+        return func if func is not None else self.tree.module
+
+    def facts(self, scope: Scope) -> ScopeFacts:
+        """Bindings of one function (or the module's top level), computed once."""
+        facts = self._scopes.get(scope)
+        if facts is None:
+            facts = self._scan(scope)
+            self._scopes[scope] = facts
+        return facts
+
+    def is_backpropagated(self, name: str, scope: Scope, after: cst.CSTNode | None = None) -> bool:
+        """Is the value named ``name`` (dotted) consumed by a ``.backward()`` in ``scope``?
+
+        With ``after``, only backward calls that come later in source order, or that sit in a
+        loop around ``after`` (so run again after it), count.
+        """
+        facts = self.facts(scope)
+        if after is None:
+            return name in facts.backward_names
+        start = facts.order.get(after, -1)
+        loops = self.tree.enclosing_loops(after)
+        for call in self._backward_calls(scope):
+            value = backward_value(call)
+            if value is None or not _mentions(value, name):
+                continue
+            if facts.order.get(call, -1) > start or any(
+                self.tree.is_inside(call, loop) for loop in loops
+            ):
+                return True
+        return False
+
+    # ----------------------------------------------------------------- scanning
+
+    def _backward_calls(self, scope: Scope) -> list[cst.Call]:
+        return [
+            c
+            for name in ("backward", "manual_backward")
+            for c in self.tree.calls_by_name.get(name, ())
+            if self.scope_of(c) is scope and is_backward_call(c)
+        ]
+
+    def _scan(self, scope: Scope) -> ScopeFacts:
+        facts = ScopeFacts()
+        order = facts.order
+        nodes = list(self.tree.walk(scope))
+        for i, node in enumerate(nodes):
+            order[node] = i
+        if isinstance(scope, cst.FunctionDef):
+            params = scope.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                facts.bindings[param.name.value].append(Binding(param, "param", None, -1))
+        for node in nodes:
+            if isinstance(node, cst.Assign):
+                end = self._end_order(node, order)
+                for target in node.targets:
+                    self._bind(facts, target.target, node.value, node, end)
+            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+                self._bind(facts, node.target, node.value, node, self._end_order(node, order))
+            elif isinstance(node, cst.AugAssign):
+                end = self._end_order(node, order)
+                name = dotted_name(node.target)
+                if name is not None:
+                    facts.bindings[name].append(Binding(node, "aug", node.value, end))
+                elif isinstance(node.target, cst.Subscript):
+                    self._mutate(facts, node.target.value, node.value, end)
+            elif isinstance(node, cst.For):
+                self._bind(facts, node.target, node.iter, node, order[node], kind="iter")
+            elif isinstance(node, cst.NamedExpr):
+                self._bind(facts, node.target, node.value, node, self._end_order(node, order))
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                self._bind(facts, node.asname.name, None, node, order[node], kind="unknown")
+            elif isinstance(node, cst.Call):
+                if method_name(node) in MUTATORS and node.args:
+                    recv = receiver(node)
+                    if recv is not None:
+                        self._mutate(facts, recv, node.args[-1].value, order[node])
+                elif is_backward_call(node):
+                    value = backward_value(node)
+                    for name in _names_in(value):
+                        facts.backward_names.add(name)
+        for bindings in facts.bindings.values():
+            bindings.sort(key=lambda b: b.order)
+        return facts
+
+    @staticmethod
+    def _end_order(node: cst.CSTNode, order: dict[cst.CSTNode, int]) -> int:
+        """Order of the last node of ``node``'s subtree: where an assignment takes effect."""
+        last = order.get(node, -1)
+        current = node
+        while current.children:
+            current = current.children[-1]
+            if current not in order:
+                break
+            last = order[current]
+        return last
+
+    def _bind(
+        self,
+        facts: ScopeFacts,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression | None,
+        node: cst.CSTNode,
+        at: int,
+        kind: BindingKind = "assign",
+    ) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            paired = (
+                isinstance(value, (cst.Tuple, cst.List))
+                and len(value.elements) == len(elements)
+                and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+            )
+            for i, element in enumerate(elements):
+                sub = value
+                if paired and isinstance(value, (cst.Tuple, cst.List)):
+                    sub = value.elements[i].value
+                self._bind(facts, element, sub, node, at, kind)
+            return
+        if isinstance(target, cst.Subscript):
+            if value is not None:
+                self._mutate(facts, target.value, value, at)
+            return
+        name = dotted_name(target)
+        if name is not None:
+            facts.bindings[name].append(Binding(node, kind, value, at))
+
+    @staticmethod
+    def _mutate(
+        facts: ScopeFacts, container: cst.BaseExpression, value: cst.BaseExpression, at: int
+    ) -> None:
+        name = dotted_name(container)
+        if name is not None:
+            facts.mutations[name].append((at, value))
+
+    # ----------------------------------------------------------------- evaluation
+
+    def _eval(self, expr: cst.BaseExpression) -> Tri:
+        if expr in self._memo:
+            return self._memo[expr]
+        if expr in self._in_progress or len(self._in_progress) > MAX_DEPTH:
+            return None
+        self._in_progress.add(expr)
+        try:
+            result = self._eval_uncached(expr)
+        finally:
+            self._in_progress.discard(expr)
+        self._memo[expr] = result
+        return result
+
+    def _produced_without_grad(self, expr: cst.CSTNode) -> bool:
+        return self.grad.no_grad_at(expr)
+
+    def _eval_uncached(self, expr: cst.BaseExpression) -> Tri:
+        if isinstance(
+            expr,
+            (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+             cst.FormattedString, cst.Comparison, cst.Lambda, cst.Ellipsis),
+        ):
+            return False
+        if isinstance(expr, cst.Name):
+            if expr.value in ("True", "False", "None"):
+                return False
+            return self._eval_name(expr.value, expr)
+        if isinstance(expr, cst.Attribute):
+            return self._eval_attribute(expr)
+        if isinstance(expr, cst.Subscript):
+            key = _subscript_key(expr)
+            base = self._eval(expr.value)
+            if key is not None and "loss" in key.lower() and base is not False:
+                return True
+            return base
+        if isinstance(expr, cst.Call):
+            return self._eval_call(expr)
+        if isinstance(expr, cst.BinaryOperation):
+            if self._produced_without_grad(expr):
+                return False
+            return tri_or([self._eval(expr.left), self._eval(expr.right)])
+        if isinstance(expr, cst.UnaryOperation):
+            if isinstance(expr.operator, cst.Not):
+                return False
+            return self._eval(expr.expression)
+        if isinstance(expr, cst.BooleanOperation):
+            return tri_or([self._eval(expr.left), self._eval(expr.right)])
+        if isinstance(expr, cst.IfExp):
+            return tri_or([self._eval(expr.body), self._eval(expr.orelse)])
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            return tri_or([self._eval(e.value) for e in expr.elements])
+        if isinstance(expr, cst.Dict):
+            return tri_or([self._eval(e.value) for e in expr.elements])
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            if self._eval(expr.elt) is True:
+                return True
+            return self._eval(expr.for_in.iter)
+        if isinstance(expr, cst.NamedExpr):
+            return self._eval(expr.value)
+        return None
+
+    def _eval_attribute(self, expr: cst.Attribute) -> Tri:
+        attr = expr.attr.value
+        if attr in DETACHED_ATTRIBUTES:
+            return False
+        name = dotted_name(expr)
+        if name is not None and name.startswith("self."):
+            return self._eval_self_attribute(name, expr)
+        base = self._eval(expr.value)
+        if base is None and (attr == "loss" or attr.endswith("_loss")):
+            return True  # `outputs.loss` from an opaque model call
+        return base
+
+    def _eval_self_attribute(self, name: str, use: cst.Attribute) -> Tri:
+        found = self._eval_name(name, use, fall_back_to_outer=False)
+        if found is not None:
+            return found
+        cls = self.tree.enclosing_class(use)
+        if cls is None:
+            return None
+        states: list[Tri] = []
+        for method in _methods(cls):
+            facts = self.facts(method)
+            for binding in facts.bindings.get(name, ()):
+                states.append(self._eval_binding(binding, name))
+            if name in facts.backward_names:
+                states.append(True)
+        return tri_or(states) if states else None
+
+    def _eval_name(self, name: str, use: cst.CSTNode, *, fall_back_to_outer: bool = True) -> Tri:
+        scope = self.scope_of(use)
+        facts = self.facts(scope)
+        bindings = facts.bindings.get(name)
+        if not bindings:
+            if fall_back_to_outer and isinstance(scope, cst.FunctionDef):
+                # A closure reads the enclosing function's (or module's) binding.
+                return self._eval_name(name, scope)
+            return True if name in facts.backward_names else None
+        at = facts.order.get(use)
+        before = [b for b in bindings if at is not None and b.order < at]
+        if before:
+            result = self._eval_binding(before[-1], name)
+        else:
+            result = tri_or([self._eval_binding(b, name) for b in bindings])
+        if result is not True and at is not None:
+            stored = [self._eval(v) for o, v in facts.mutations.get(name, ()) if o < at]
+            if any(s is True for s in stored):
+                return True
+        if result is None and name in facts.backward_names:
+            return True
+        return result
+
+    def _eval_binding(self, binding: Binding, name: str) -> Tri:
+        if binding.kind == "param":
+            assert isinstance(binding.node, cst.Param)
+            return self._eval_param(binding.node)
+        if binding.kind == "unknown" or binding.value is None:
+            return None
+        if binding.kind == "aug":
+            if self._produced_without_grad(binding.node):
+                return False
+            previous = self._eval_name(name, binding.node)
+            return tri_or([self._eval(binding.value), previous])
+        return self._eval(binding.value)
+
+    def _eval_param(self, param: cst.Param) -> Tri:
+        func = self.tree.enclosing_function(param)
+        if func is None:
+            return None
+        params = func.params
+        positional = [*params.posonly_params, *params.params]
+        names = [p.name.value for p in positional]
+        name = param.name.value
+        index = names.index(name) if name in names else None
+        is_method = bool(names) and names[0] in ("self", "cls")
+        states: list[Tri] = []
+        for call in self.tree.calls_by_name.get(func.name.value, ()):
+            arg = _argument_for(call, name, index, is_method)
+            if arg is None:
+                if param.default is not None:
+                    states.append(self._eval(param.default))
+                continue
+            states.append(self._eval(arg))
+        return tri_or(states) if states else None
+
+    def _eval_call(self, call: cst.Call) -> Tri:
+        func = call.func
+        mname = method_name(call)
+        if mname in DETACHING_METHODS:
+            return False
+        if isinstance(func, cst.Name) and func.value in HOST_BUILTINS:
+            return False
+        if self._produced_without_grad(call):
+            return False
+        if is_backward_call(call):
+            return False
+        if self.calls.is_loss_call(call) or self.calls.is_model_forward(call):
+            return True
+        qualified = self.tree.imports.qualified_name(func)
+        if qualified is not None and qualified.startswith("torch."):
+            if qualified.rsplit(".", 1)[-1] in TORCH_FACTORIES:
+                return False
+            return tri_or([self._eval(a.value) for a in call.args])
+        if isinstance(func, cst.Name) and func.value in PASS_THROUGH_BUILTINS:
+            return tri_or([self._eval(a.value) for a in call.args])
+        callee = last_name(func)
+        defs = self.tree.functions_by_name.get(callee, []) if callee is not None else []
+        if defs:
+            return tri_or([self._returns_of(d) for d in defs])
+        if mname is not None:
+            recv = receiver(call)
+            base = None if recv is None else self._eval(recv)
+            if base is True:
+                return True  # a tensor method: `loss.mean()`, `out.float()`, `loss.cpu()`
+            return None
+        return None
+
+    def _returns_of(self, func: cst.FunctionDef) -> Tri:
+        if func in self._returns:
+            return self._returns[func]
+        if func in self._in_progress:
+            return None
+        self._in_progress.add(func)
+        try:
+            values = [
+                n.value for n in self.tree.walk(func) if isinstance(n, cst.Return) and n.value
+            ]
+            result = tri_or([self._eval(v) for v in values]) if values else False
+        finally:
+            self._in_progress.discard(func)
+        self._returns[func] = result
+        return result
+
+
+def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return [s for s in body if isinstance(s, cst.FunctionDef)]
+
+
+def _subscript_key(expr: cst.Subscript) -> str | None:
+    if len(expr.slice) != 1:
+        return None
+    index = expr.slice[0].slice
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+        return index.value.evaluated_value if isinstance(index.value.evaluated_value, str) else None
+    return None
+
+
+def _names_in(expr: cst.BaseExpression | None) -> list[str]:
+    """Dotted names an expression is built from (``(a + self.b) / k`` -> a, self.b, k)."""
+    if expr is None:
+        return []
+    name = dotted_name(expr)
+    if name is not None:
+        return [name]
+    out: list[str] = []
+    if isinstance(expr, cst.BinaryOperation):
+        out += _names_in(expr.left) + _names_in(expr.right)
+    elif isinstance(expr, cst.UnaryOperation):
+        out += _names_in(expr.expression)
+    elif isinstance(expr, cst.Call):
+        recv = receiver(expr)
+        if recv is not None:
+            out += _names_in(recv)
+        for arg in expr.args:
+            out += _names_in(arg.value)
+    elif isinstance(expr, cst.Subscript):
+        out += _names_in(expr.value)
+    elif isinstance(expr, (cst.List, cst.Tuple)):
+        for element in expr.elements:
+            out += _names_in(element.value)
+    return out
+
+
+def _mentions(expr: cst.BaseExpression, name: str) -> bool:
+    return name in _names_in(expr)
+
+
+def _argument_for(
+    call: cst.Call, name: str, index: int | None, is_method: bool
+) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    if index is None:
+        return None
+    if is_method and isinstance(call.func, cst.Attribute):
+        index -= 1
+    positional = [a for a in call.args if a.keyword is None and a.star == ""]
+    if 0 <= index < len(positional) and all(a.star == "" for a in call.args[: index + 1]):
+        return positional[index].value
+    return None

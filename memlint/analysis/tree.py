@@ -34,6 +34,8 @@ class _Indexer(cst.CSTVisitor):
                 index.calls_by_name[name.rsplit(".", 1)[-1]].append(node)
         elif isinstance(node, cst.FunctionDef):
             index.functions_by_name[node.name.value].append(node)
+        elif isinstance(node, cst.ClassDef):
+            index.classes_by_name[node.name.value].append(node)
         elif isinstance(node, cst.Import):
             index.imports.add_import(node)
         elif isinstance(node, cst.ImportFrom):
@@ -49,6 +51,7 @@ class TreeIndex:
         self.module = module
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.functions_by_name: defaultdict[str, list[cst.FunctionDef]] = defaultdict(list)
+        self.classes_by_name: defaultdict[str, list[cst.ClassDef]] = defaultdict(list)
         # Calls keyed by the last part of the callee's dotted name (`self.reset_grad()` -> `reset_grad`).
         self.calls_by_name: defaultdict[str, list[cst.Call]] = defaultdict(list)
         self.imports = ImportTable()

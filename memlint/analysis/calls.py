@@ -1,0 +1,293 @@
+"""What a call is, in training-code terms: backward, optimizer step, zero_grad, loss, forward.
+
+Every rule needs the same answers, and they are all name heuristics, so they live here once.
+The heuristics lean conservative: a call is only called a loss or a model forward when its
+name says so plainly, because a wrong "yes" turns into a false alarm in every rule downstream.
+
+Pure syntactic questions are module functions; questions that need the file's imports or
+its class and assignment facts are methods of :class:`CallClassifier`.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+import libcst as cst
+
+from memlint.analysis.imports import dotted_name
+from memlint.analysis.tree import TreeIndex
+
+# Receivers whose `.backward(x)` / `.step()` belong to a framework object, not a tensor or a
+# torch optimizer: the value is the first argument, and the engine clears gradients itself.
+_FRAMEWORK_RECEIVER = re.compile(r"accelerator|engine|fabric|trainer|deepspeed", re.IGNORECASE)
+# `optimizer`, `opt`, `optG`, `opt_d`, `g_optim`, `optimizer_D`, `self.opt`.
+_OPTIMIZER_NAME = re.compile(r"optim|^opt(?:$|[A-Z_\d])|_opt(?:$|[_\d])", re.IGNORECASE)
+_SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
+
+# torch.nn.functional losses whose names do not end in `_loss`.
+_FUNCTIONAL_LOSSES = frozenset({
+    "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "ctc_loss",
+})
+# `log_loss(...)`, `plot_losses(...)`, `loss_scale(...)`: named after a loss, but report or
+# read one rather than compute one.
+_NOT_A_LOSS = re.compile(
+    r"^(?:log|print|plot|save|record|update|reset|show|report|track|write|add|append|get)_"
+    r"|scale|meter|history|hist$|logger|tracker",
+    re.IGNORECASE,
+)
+# Metrics libraries compute on the host and return numbers.
+_HOST_LIBRARIES = ("sklearn.", "numpy.", "scipy.", "math.", "statistics.")
+# `get_model()`, `build_net()`: return a module rather than run one.
+_NOT_A_FORWARD = re.compile(
+    r"^(?:get|build|create|load|make|init|setup|prepare|to|wrap|save|copy|unwrap)_",
+    re.IGNORECASE,
+)
+_MODEL_WORDS = frozenset({
+    "model", "net", "network", "module", "generator", "discriminator", "encoder", "decoder",
+    "backbone", "classifier", "critic", "actor", "policy", "teacher", "student", "unet", "vae",
+})
+_MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "Sequential"})
+
+
+def last_name(expr: cst.BaseExpression) -> str | None:
+    """The final identifier of a call target: ``self.opt.step`` -> ``step``."""
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    if isinstance(expr, cst.Name):
+        return expr.value
+    return None
+
+
+def receiver(call: cst.Call) -> cst.BaseExpression | None:
+    """``x`` for ``x.method(...)``, else None."""
+    return call.func.value if isinstance(call.func, cst.Attribute) else None
+
+
+def receiver_name(call: cst.Call) -> str | None:
+    """Dotted name of the receiver; ``opts[0].step()`` reads as ``opts``."""
+    recv = receiver(call)
+    while isinstance(recv, cst.Subscript):
+        recv = recv.value
+    return None if recv is None else dotted_name(recv)
+
+
+def method_name(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def first_arg(call: cst.Call) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is None and arg.star == "":
+            return arg.value
+    return None
+
+
+def is_backward_call(call: cst.Call) -> bool:
+    """``loss.backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``,
+    ``self.manual_backward(loss)``, ``torch.autograd.backward(loss)``."""
+    name = last_name(call.func)
+    return name in ("backward", "manual_backward")
+
+
+def backward_value(call: cst.Call) -> cst.BaseExpression | None:
+    """The tensor whose graph a backward call consumes (``scaler.scale(x)`` unwrapped)."""
+    if not is_backward_call(call):
+        return None
+    recv = receiver(call)
+    value: cst.BaseExpression | None
+    recv_name = None if recv is None else dotted_name(recv)
+    if recv is None or last_name(call.func) == "manual_backward" or recv_name in (
+        "torch.autograd", "autograd"
+    ) or (recv_name is not None and _FRAMEWORK_RECEIVER.search(recv_name)):
+        value = first_arg(call)
+    else:
+        value = recv
+    if isinstance(value, cst.Call) and method_name(value) == "scale" and value.args:
+        value = first_arg(value)
+    return value
+
+
+def is_scaler_step(call: cst.Call) -> bool:
+    name = receiver_name(call)
+    return (
+        method_name(call) == "step"
+        and name is not None
+        and bool(_SCALER_NAME.search(name.rsplit(".", 1)[-1]))
+        and first_arg(call) is not None
+    )
+
+
+def is_optimizer_step(call: cst.Call) -> bool:
+    """``<optimizer>.step()`` by receiver name, or ``scaler.step(opt)``.
+
+    DeepSpeed ``engine.step()`` and Accelerate/Lightning objects are excluded: they own the
+    gradient clearing. Schedulers (``scheduler.step()``) do not match the optimizer names.
+    """
+    if method_name(call) != "step":
+        return False
+    if is_scaler_step(call):
+        return True
+    name = receiver_name(call)
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return bool(_OPTIMIZER_NAME.search(last)) and not _FRAMEWORK_RECEIVER.search(last)
+
+
+def step_optimizer(call: cst.Call) -> str | None:
+    """The dotted name of the optimizer a step call steps (``scaler.step(opt)`` -> ``opt``)."""
+    if is_scaler_step(call):
+        arg = first_arg(call)
+        return None if arg is None else dotted_name(arg)
+    return receiver_name(call)
+
+
+def is_zero_grad(call: cst.Call) -> bool:
+    """``optimizer.zero_grad()`` or ``model.zero_grad()`` (any receiver)."""
+    return method_name(call) == "zero_grad"
+
+
+def is_grad_clearing_call(call: cst.Call) -> bool:
+    """``zero_grad()`` or ``p.grad.zero_()`` / ``p.grad.detach_()`` / ``p.grad.fill_(0)``."""
+    if is_zero_grad(call):
+        return True
+    recv = receiver(call)
+    return (
+        method_name(call) in ("zero_", "detach_", "fill_")
+        and isinstance(recv, cst.Attribute)
+        and recv.attr.value == "grad"
+    )
+
+
+def is_grad_clearing_assign(node: cst.CSTNode) -> bool:
+    """``p.grad = None`` (the tuning guide's manual reset)."""
+    if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Name):
+        return False
+    if node.value.value != "None":
+        return False
+    return any(
+        isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad"
+        for t in node.targets
+    )
+
+
+def is_generate_call(call: cst.Call) -> bool:
+    """``model.generate(...)``: Hugging Face decorates it with no_grad, so it is no forward."""
+    name = receiver_name(call)
+    return method_name(call) == "generate" and name is not None and _is_model_word(
+        name.rsplit(".", 1)[-1]
+    )
+
+
+def _is_model_word(name: str) -> bool:
+    low = name.lower()
+    return (
+        low in _MODEL_WORDS
+        or low.endswith("model")
+        or low.endswith("_net")
+        or low.startswith("net")
+        or low.endswith("_engine")
+    )
+
+
+class CallClassifier:
+    """Call questions that need the file: imports, loss instances, nn.Module classes."""
+
+    def __init__(self, tree: TreeIndex) -> None:
+        self.tree = tree
+
+    @cached_property
+    def _module_classes(self) -> frozenset[str]:
+        """Classes in this file that subclass an nn.Module-like base (one level, by name)."""
+        found: set[str] = set()
+        for name, defs in self.tree.classes_by_name.items():
+            for cls in defs:
+                for base in cls.bases:
+                    base_name = last_name(base.value)
+                    if base_name in _MODULE_BASES or base_name in found:
+                        found.add(name)
+        return frozenset(found)
+
+    def _bound_names(self, callee_ok: frozenset[str] | None, suffix: str | None) -> frozenset[str]:
+        """Names (or ``self.<attr>`` attrs) assigned from a call to a matching callee."""
+        bound: set[str] = set()
+        for callee, calls in self.tree.calls_by_name.items():
+            if not (
+                (callee_ok is not None and callee in callee_ok)
+                or (suffix is not None and callee.endswith(suffix) and callee[:1].isupper())
+            ):
+                continue
+            for call in calls:
+                node: cst.CSTNode = call
+                parent = self.tree.parent(node)
+                # `nn.MSELoss().to(device)`, `Net().cuda()`: climb the method chain.
+                while isinstance(parent, (cst.Attribute, cst.Call)):
+                    node = parent
+                    parent = self.tree.parent(node)
+                if isinstance(parent, cst.Assign):
+                    for target in parent.targets:
+                        name = last_name(target.target)
+                        if name is not None:
+                            bound.add(name)
+                elif isinstance(parent, cst.AnnAssign):
+                    name = last_name(parent.target)
+                    if name is not None:
+                        bound.add(name)
+        return frozenset(bound)
+
+    @cached_property
+    def loss_instances(self) -> frozenset[str]:
+        """Names bound to ``nn.XxxLoss()`` instances (``criterion``, ``self.crit``, ``bce``)."""
+        return self._bound_names(None, "Loss")
+
+    @cached_property
+    def module_instances(self) -> frozenset[str]:
+        """Names bound to instances of this file's nn.Module subclasses (``clf = MyNet()``)."""
+        if not self._module_classes:
+            return frozenset()
+        return self._bound_names(self._module_classes, None)
+
+    def is_loss_call(self, call: cst.Call) -> bool:
+        """``criterion(...)``, ``*loss*(...)``, ``F.*_loss(...)``, a bound ``nn.*Loss()`` instance.
+
+        Constructors (``nn.MSELoss()``), and helpers that log or read a loss (``log_loss``,
+        ``get_loss_scale``) are not loss calls. Names imported from outside torch
+        (``sklearn.metrics.log_loss``) that compute on the host are not either.
+        """
+        name = last_name(call.func)
+        if name is None or name[:1].isupper():
+            return False
+        qualified = self.tree.imports.qualified_name(call.func)
+        if qualified is not None and qualified.startswith("torch.nn.functional."):
+            return name.endswith("_loss") or name in _FUNCTIONAL_LOSSES
+        if qualified is not None and qualified.startswith(_HOST_LIBRARIES):
+            return False
+        if name in self.loss_instances:
+            return True
+        low = name.lower()
+        if "loss" not in low and "criterion" not in low:
+            return False
+        return not _NOT_A_LOSS.search(name)
+
+    def is_model_forward(self, call: cst.Call, *, include_generate: bool = False) -> bool:
+        """A module call: ``model(x)``, ``self.net(x)``, ``netG(z)``, ``encoder(x)``,
+        ``m.forward(x)``, or a name bound to one of this file's nn.Module subclasses.
+
+        Decided by name only, so ``model(x)`` counts and ``f(x)`` does not; ``generate`` is left
+        out unless asked for, because Hugging Face already runs it under no_grad.
+        """
+        func = call.func
+        name = last_name(func)
+        if name is None:
+            return False
+        if name == "forward" and isinstance(func, cst.Attribute):
+            return True
+        if include_generate and is_generate_call(call):
+            return True
+        if name in self.module_instances:
+            return True
+        if name[:1].isupper() or _NOT_A_FORWARD.search(name):
+            return False
+        return _is_model_word(name)
