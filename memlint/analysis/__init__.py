@@ -4,7 +4,8 @@
 - ``tree``: parents, enclosing function/loops/statements, call sites by name, imports.
 - ``grad``: whether autograd is off at a point (context managers, decorators, same-file callers).
 - ``graph``: whether an expression still carries an autograd graph.
-- ``loops``: what a loop is (training, evaluation) and where its data comes from.
+- ``loops``: what a loop is (training, evaluation).
+- ``dataflow``: DataLoader provenance of loop data, and where ``.to()`` sends a tensor.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import cached_property
 import libcst as cst
 
 from memlint.analysis.calls import CallClassifier
+from memlint.analysis.dataflow import DataflowAnalysis
 from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.graph import GraphAnalysis
 from memlint.analysis.imports import ImportTable
@@ -48,3 +50,7 @@ class ModuleAnalysis:
     @cached_property
     def loops(self) -> LoopAnalysis:
         return LoopAnalysis(self.tree)
+
+    @cached_property
+    def dataflow(self) -> DataflowAnalysis:
+        return DataflowAnalysis(self.tree)
