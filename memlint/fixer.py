@@ -1,0 +1,229 @@
+"""Apply the fixes rules computed, ruff's way: safe by default, unsafe on request.
+
+Fixes are node replacements on the libcst tree, applied by a transformer, so comments,
+formatting, the coding cookie and line endings survive untouched. Each pass applies every
+fix that does not overlap an earlier one, then lints the result again; passes repeat until
+nothing is left to fix (bounded), which makes a second ``--fix`` a no-op. A result that no
+longer parses is never kept, and a file is replaced atomically and only if nobody changed
+it while memlint was working.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar, cast
+
+import libcst as cst
+
+from memlint.context import FileContext
+from memlint.diagnostics import Diagnostic, FixSafety
+from memlint.engine import applicable_rules, lint_module, lint_source, parse
+from memlint.rules.base import Finding, Fix, Rule
+
+# Enough for fixes that uncover further fixes; a rule whose fix keeps re-firing stops here.
+MAX_PASSES = 10
+
+NodeT = TypeVar("NodeT", bound=cst.CSTNode)
+Pair = tuple[Finding, Diagnostic]
+# Decides which findings of a file stand (suppression comments, unused-noqa); identity by default.
+FindingFilter = Callable[[FileContext, list[Pair]], list[Pair]]
+
+
+def keep_all(context: FileContext, pairs: list[Pair]) -> list[Pair]:
+    return pairs
+
+
+class FileChangedError(Exception):
+    """The file on disk is no longer the content the fixes were computed from."""
+
+
+@dataclass
+class FixResult:
+    path: str
+    original: bytes
+    fixed: bytes
+    applied: int = 0
+    remaining: list[Diagnostic] = field(default_factory=list)
+    # Why fixing stopped early (a fix that would not parse, an internal error), if it did.
+    problem: str | None = None
+    encoding: str = "utf-8"
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+
+class _ApplyReplacements(cst.CSTTransformer):
+    def __init__(self, replacements: Mapping[cst.CSTNode, cst.CSTNode | cst.RemovalSentinel]):
+        super().__init__()
+        self.replacements = replacements
+
+    def on_leave(
+        self, original_node: NodeT, updated_node: NodeT
+    ) -> NodeT | cst.RemovalSentinel | cst.FlattenSentinel[NodeT]:
+        replacement = self.replacements.get(original_node)
+        if replacement is None:
+            return updated_node
+        # A rule's replacement stands where the original stood; libcst checks the type.
+        return cast(NodeT, replacement)
+
+
+def allowed(fix: Fix, unsafe: bool) -> bool:
+    return fix.safety is FixSafety.SAFE or unsafe
+
+
+def non_overlapping(context: FileContext, fixes: Sequence[Fix]) -> list[Fix]:
+    """Fixes whose replaced nodes neither coincide with nor nest in an earlier chosen fix's.
+
+    The rest wait for the next pass, where they are recomputed on the updated tree.
+    """
+    tree = context.analysis.tree
+    claimed: set[cst.CSTNode] = set()
+    claimed_ancestors: set[cst.CSTNode] = set()
+    chosen: list[Fix] = []
+    for fix in fixes:
+        nodes = list(fix.replacements)
+        clash = any(
+            n in claimed or n in claimed_ancestors or any(a in claimed for a in tree.ancestors(n))
+            for n in nodes
+        )
+        if clash:
+            continue
+        chosen.append(fix)
+        for n in nodes:
+            claimed.add(n)
+            claimed_ancestors.update(tree.ancestors(n))
+    return chosen
+
+
+def _still_valid(original: bytes, candidate: bytes) -> bool:
+    """The candidate parses with libcst, and with CPython too if the original did."""
+    try:
+        parse(candidate)
+    except Exception:  # any failure means the fix broke the file
+        return False
+    try:
+        ast.parse(original)
+    except (SyntaxError, ValueError):
+        return True
+    try:
+        ast.parse(candidate)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def fix_source(
+    path: str,
+    source: bytes,
+    rules: Sequence[type[Rule]],
+    *,
+    unsafe: bool = False,
+    keep: FindingFilter = keep_all,
+) -> FixResult:
+    """Fix ``source`` in memory; the result says what changed and which diagnostics remain."""
+    result = FixResult(path=path, original=source, fixed=source)
+    current = source
+    for pass_number in range(MAX_PASSES + 1):
+        active = applicable_rules(current.decode("utf-8", errors="replace"), rules)
+        if not active:
+            return result
+        try:
+            module = parse(current)
+            result.encoding = module.encoding
+            context = FileContext(path=path, source=module.code, module=module)
+            findings, diagnostics = lint_module(context, active)
+            pairs = keep(context, list(zip(findings, diagnostics, strict=True)))
+        except Exception:  # lint_source reports it as MEM999/MEM997
+            result.remaining = lint_source(path, current, rules)
+            return result
+        fixes = [f.fix for f, _ in pairs if f.fix is not None and allowed(f.fix, unsafe)]
+        if not fixes or pass_number == MAX_PASSES:
+            result.remaining = sorted((d for _, d in pairs), key=Diagnostic.sort_key)
+            return result
+        chosen = non_overlapping(context, fixes)
+        replacements: dict[cst.CSTNode, cst.CSTNode | cst.RemovalSentinel] = {}
+        for fix in chosen:
+            replacements.update(fix.replacements)
+        try:
+            candidate = module.visit(_ApplyReplacements(replacements)).bytes
+        except Exception as exc:  # a broken fix must not lose the file
+            candidate, result.problem = current, f"a fix could not be applied: {exc}"
+        if candidate != current and not _still_valid(source, candidate):
+            candidate, result.problem = current, "a fix produced code that does not parse"
+        if candidate == current:
+            result.remaining = sorted((d for _, d in pairs), key=Diagnostic.sort_key)
+            return result
+        current = candidate
+        result.fixed = current
+        result.applied += len(chosen)
+    return result  # pragma: no cover - the loop always returns
+
+
+def unified_diff(result: FixResult) -> str:
+    """The fix as a unified diff, ``a/`` and ``b/`` prefixed like git's."""
+    def lines(data: bytes) -> list[str]:
+        out = data.decode(result.encoding, errors="replace").splitlines(keepends=True)
+        if out and not out[-1].endswith(("\n", "\r")):
+            out[-1] += "\n\\ No newline at end of file\n"
+        return out
+
+    return "".join(
+        difflib.unified_diff(
+            lines(result.original), lines(result.fixed),
+            fromfile=f"a/{result.path}", tofile=f"b/{result.path}",
+        )
+    )
+
+
+def write_if_unchanged(path: Path, original: bytes, new: bytes) -> None:
+    """Replace ``path`` with ``new`` atomically, unless it no longer holds ``original``.
+
+    The temporary file lives next to the target (``os.replace`` is atomic only within one
+    file system) and takes the target's permission bits. A symlink is followed, so the
+    link stays a link.
+    """
+    target = Path(os.path.realpath(path))
+    mode = stat.S_IMODE(target.stat().st_mode)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".memlint")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(new)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, mode)
+        if target.read_bytes() != original:
+            raise FileChangedError(f"{path}: changed on disk while fixing; left untouched")
+        os.replace(tmp_name, target)
+    except BaseException:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+        raise
+
+
+def fix_file(
+    path: Path,
+    rules: Sequence[type[Rule]],
+    *,
+    unsafe: bool = False,
+    keep: FindingFilter = keep_all,
+    write: bool = True,
+    source: bytes | None = None,
+) -> FixResult:
+    """Fix one file on disk; ``write=False`` computes the result only (``--diff``).
+
+    ``source`` is the content the caller already read, if any; the file is left alone
+    should it differ from that by the time the fix is ready.
+    """
+    data = path.read_bytes() if source is None else source
+    result = fix_source(str(path), data, rules, unsafe=unsafe, keep=keep)
+    if write and result.changed:
+        write_if_unchanged(path, data, result.fixed)
+    return result

@@ -1,0 +1,162 @@
+"""The fixer: every rule's expected fixes, idempotence, and how files on disk are rewritten."""
+
+from __future__ import annotations
+
+import os
+import stat
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memlint.diagnostics import FixSafety
+from memlint.engine import lint_source
+from memlint.fixer import (
+    FileChangedError,
+    fix_file,
+    fix_source,
+    unified_diff,
+    write_if_unchanged,
+)
+from memlint.rules import all_rules
+from memlint.rules.base import Invalid, Rule
+from memlint.rules.mem014_load_without_map_location import LoadWithoutMapLocation
+from memlint.rules.mem015_deprecated_amp_api import DeprecatedAmpApi
+
+INVALID = [
+    pytest.param(rule, case, id=f"{rule.code}-invalid-{i}")
+    for rule in all_rules()
+    for i, case in enumerate(rule.invalid)
+]
+
+
+@pytest.mark.parametrize(("rule", "case"), INVALID)
+def test_invalid_example_fix_matches_expectation(rule: type[Rule], case: Invalid) -> None:
+    source = textwrap.dedent(case.source).encode()
+    result = fix_source("example.py", source, [rule], unsafe=True)
+    if case.fixed is None:
+        assert not result.changed, unified_diff(result)
+        return
+    assert result.fixed.decode() == textwrap.dedent(case.fixed), unified_diff(result)
+    again = fix_source("example.py", result.fixed, [rule], unsafe=True)
+    assert not again.changed, "a second --fix must change nothing"
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)
+def test_fix_safety_matches_what_the_rule_declares(rule: type[Rule]) -> None:
+    """No declared fix: none offered. Declared unsafe: nothing offered as safe."""
+    offered: set[FixSafety] = set()
+    for case in rule.invalid:
+        diags = lint_source("example.py", textwrap.dedent(case.source).encode(), [rule])
+        offered |= {d.fix for d in diags if d.fix is not None}
+    if rule.fix_safety is None:
+        assert offered == set()
+    else:
+        assert offered, f"{rule.code} declares a fix but no invalid example offers one"
+        if rule.fix_safety is FixSafety.UNSAFE:
+            assert offered == {FixSafety.UNSAFE}
+
+
+AMP = b"import torch\nscaler = torch.cuda.amp.GradScaler()  # keep me\n"
+LOAD = b"import torch\nstate = torch.load(path)\n"
+
+
+def test_safe_fixes_apply_by_default_and_unsafe_only_when_asked() -> None:
+    source = AMP + b"state = torch.load(path)\n"
+    rules = [DeprecatedAmpApi, LoadWithoutMapLocation]
+    safe = fix_source("t.py", source, rules)
+    assert b'torch.amp.GradScaler("cuda")  # keep me' in safe.fixed
+    assert b"torch.load(path)\n" in safe.fixed
+    assert [d.code for d in safe.remaining] == ["MEM014"]
+    assert safe.remaining[0].fix is FixSafety.UNSAFE
+
+    unsafe = fix_source("t.py", source, rules, unsafe=True)
+    assert b'torch.load(path, map_location="cpu")' in unsafe.fixed
+    assert unsafe.remaining == []
+    assert unsafe.applied == 2
+
+
+def test_crlf_line_endings_are_kept() -> None:
+    source = AMP.replace(b"\n", b"\r\n") + b"x = 1\r\n"
+    result = fix_source("t.py", source, [DeprecatedAmpApi])
+    assert result.fixed == (
+        b'import torch\r\nscaler = torch.amp.GradScaler("cuda")  # keep me\r\nx = 1\r\n'
+    )
+
+
+def test_latin1_file_with_coding_cookie_stays_latin1() -> None:
+    text = (
+        "# -*- coding: latin-1 -*-\nimport torch\nname = 'déjà vu'\n"
+        "s = torch.cuda.amp.GradScaler()\n"
+    )
+    result = fix_source("t.py", text.encode("latin-1"), [DeprecatedAmpApi])
+    assert result.fixed == text.replace(
+        "torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")'
+    ).encode("latin-1")
+
+
+def test_file_without_fixable_findings_is_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "clean.py"
+    path.write_bytes(b"import torch\nx = torch.zeros(3)\n")
+    before = path.stat().st_mtime_ns
+    result = fix_file(path, all_rules())
+    assert not result.changed
+    assert path.stat().st_mtime_ns == before
+
+
+def test_fix_file_writes_atomically_and_keeps_permissions(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_bytes(AMP)
+    os.chmod(path, 0o754)
+    result = fix_file(path, [DeprecatedAmpApi])
+    assert result.changed and result.remaining == []
+    assert path.read_bytes() == result.fixed
+    assert stat.S_IMODE(path.stat().st_mode) == 0o754
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"], "temp file left behind"
+
+
+def test_fix_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    real = tmp_path / "real.py"
+    real.write_bytes(AMP)
+    link = tmp_path / "link.py"
+    link.symlink_to(real)
+    fix_file(link, [DeprecatedAmpApi])
+    assert link.is_symlink()
+    assert b"torch.amp.GradScaler" in real.read_bytes()
+
+
+def test_file_changed_since_read_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_bytes(AMP)
+    stale = path.read_bytes()
+    path.write_bytes(AMP + b"# edited meanwhile\n")
+    with pytest.raises(FileChangedError):
+        fix_file(path, [DeprecatedAmpApi], source=stale)
+    assert path.read_bytes() == AMP + b"# edited meanwhile\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_write_if_unchanged_refuses_a_different_original(tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    path.write_bytes(b"x = 1\n")
+    with pytest.raises(FileChangedError):
+        write_if_unchanged(path, b"x = 0\n", b"x = 2\n")
+    assert path.read_bytes() == b"x = 1\n"
+
+
+def test_diff_mode_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_bytes(AMP)
+    result = fix_file(path, [DeprecatedAmpApi], write=False)
+    assert path.read_bytes() == AMP
+    diff = unified_diff(result)
+    assert diff.startswith(f"--- a/{path}\n+++ b/{path}\n")
+    assert '-scaler = torch.cuda.amp.GradScaler()  # keep me' in diff
+    assert '+scaler = torch.amp.GradScaler("cuda")  # keep me' in diff
+
+
+def test_unparsable_file_is_reported_and_not_fixed() -> None:
+    source = b"import torch\nscaler = torch.cuda.amp.GradScaler(\n"
+    result = fix_source("t.py", source, [DeprecatedAmpApi])
+    assert not result.changed
+    assert [d.code for d in result.remaining] == ["MEM999"]
