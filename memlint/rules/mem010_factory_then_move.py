@@ -6,7 +6,9 @@ import re
 
 import libcst as cst
 
+from memlint.analysis.dataflow import DeviceTarget, device_argument
 from memlint.diagnostics import FixSafety
+from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 
 # Same values whichever device builds them, so moving `device=` into the call is safe.
@@ -22,7 +24,6 @@ _STAGING_KEYWORDS = frozenset({"out", "pin_memory", "generator", "device"})
 # `.to()` keywords that only matter for a copy and can be dropped with it.
 _COPY_ONLY_KEYWORDS = frozenset({"non_blocking"})
 _CUDA_LITERAL = re.compile(r"""^[rRbB]?(['"])(cuda|mps|xpu)(:\d+)?\1$""")
-_DEVICE_NAME = re.compile(r"device|^dev$|^gpu(_id)?$|^(local_)?rank$", re.IGNORECASE)
 
 
 def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
@@ -142,7 +143,7 @@ class FactoryThenMove(Rule):
         if any(a.keyword is not None and a.keyword.value in _STAGING_KEYWORDS
                for a in factory.args):
             return
-        if any(a.star for a in factory.args):
+        if has_star_args(factory):
             return
         target = self._cuda_target(node) if func.attr.value == "cuda" else self._to_target(node)
         if target is None:
@@ -152,15 +153,7 @@ class FactoryThenMove(Rule):
         if fixable and device is not None:
             unsafe = short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
             safety = FixSafety.UNSAFE if unsafe else FixSafety.SAFE
-            new_arg = cst.Arg(
-                keyword=cst.Name("device"),
-                value=device,
-                equal=cst.AssignEqual(
-                    whitespace_before=cst.SimpleWhitespace(""),
-                    whitespace_after=cst.SimpleWhitespace(""),
-                ),
-            )
-            fix = Fix(safety, {node: factory.with_changes(args=[*factory.args, new_arg])})
+            fix = Fix(safety, {node: append_arg(factory, keyword_arg("device", device))})
         self.report(node, self.message.format(factory=short), fix=fix)
 
     def _cuda_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
@@ -183,39 +176,15 @@ class FactoryThenMove(Rule):
         return None, False
 
     def _to_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
-        """The device a ``.to(...)`` moves to, or None when it is no device move."""
-        device_arg = _keyword(move, "device")
-        positional = _positional(move)
-        extra_positional = positional
-        if device_arg is None and positional:
-            device_arg = positional[0]
-            extra_positional = positional[1:]
-        if device_arg is None or not self._is_device(device_arg.value):
+        """The device a ``.to(...)`` moves to, or None when it is no move off the host."""
+        kind = self.context.analysis.dataflow.device_target(move)
+        if not (kind.to_accelerator or kind is DeviceTarget.OTHER_DEVICE):
             return None
-        fixable = not extra_positional and all(
+        device = device_argument(move)
+        device_kw = _keyword(move, "device")
+        extra_positional = _positional(move)[0 if device_kw is not None else 1:]
+        fixable = not extra_positional and not has_star_args(move) and all(
             a.keyword is None or a.keyword.value in ({"device"} | _COPY_ONLY_KEYWORDS)
             for a in move.args
-        ) and not any(a.star for a in move.args)
-        return device_arg.value, fixable
-
-    def _is_device(self, expr: cst.BaseExpression) -> bool:
-        """An accelerator target: a ``"cuda…"`` literal, ``torch.device(...)`` that is not the
-        CPU, ``x.device`` or a ``device``-named value."""
-        if isinstance(expr, cst.SimpleString):
-            return bool(_CUDA_LITERAL.match(expr.value))
-        if isinstance(expr, cst.Call):
-            name = self.context.analysis.imports.qualified_name(expr.func)
-            if name != "torch.device":
-                return False
-            first = expr.args[0].value if expr.args else None
-            return not (isinstance(first, cst.SimpleString) and "cpu" in first.value)
-        last: str | None = None
-        if isinstance(expr, cst.Attribute):
-            last = expr.attr.value
-        elif isinstance(expr, cst.Name):
-            last = expr.value
-        return (
-            last is not None
-            and bool(_DEVICE_NAME.search(last))
-            and "cpu" not in last.lower()
         )
+        return device, fixable

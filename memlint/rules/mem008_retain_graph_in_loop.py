@@ -1,0 +1,180 @@
+"""MEM008 retain-graph-in-loop: every backward of an iteration keeps its graph alive."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from memlint.analysis.calls import backward_value, is_backward_call, last_name
+from memlint.analysis.dataflow import names_in
+from memlint.analysis.imports import dotted_name
+from memlint.rules.base import Invalid, Rule, Valid
+
+
+def _flag(call: cst.Call, keyword: str) -> bool:
+    """Is ``keyword=True`` passed literally?"""
+    return any(
+        a.keyword is not None
+        and a.keyword.value == keyword
+        and isinstance(a.value, cst.Name)
+        and a.value.value == "True"
+        for a in call.args
+    )
+
+
+def _is_gradient_pass(call: cst.Call) -> bool:
+    """``.backward()`` in any form, or ``torch.autograd.grad(...)``."""
+    if is_backward_call(call):
+        return True
+    name = dotted_name(call.func)
+    return name is not None and (name == "grad" or name.endswith("autograd.grad"))
+
+
+def _root(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The base of ``loss.sum()``, ``out[0]``, ``out.loss``: the name or the free call."""
+    while expr is not None:
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        else:
+            return expr
+    return None
+
+
+class RetainGraphInLoop(Rule):
+    """
+    ## What it does
+    Flags ``loss.backward(retain_graph=True)`` when it is the only kind of backward pass in
+    each iteration of a loop: no later backward in the iteration lets the graph go.
+
+    ## Why is this bad?
+    ``retain_graph=True`` keeps every tensor the graph saved for the backward pass (the
+    activations of the whole forward) alive after the gradients are computed. In a loop that
+    builds a new graph each iteration nothing ever needs the old one again, so the memory is
+    held until the loss name is rebound, doubling the peak; if anything carries over between
+    iterations (a hidden state, a running total) the graphs chain together and memory grows
+    every step. The flag is usually added to silence "Trying to backward through the graph a
+    second time", which points at such a carried-over tensor.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward(retain_graph=True)
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+
+    ## How to fix
+    Drop ``retain_graph=True``, and detach whatever carries over between iterations:
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+    Two backward passes through a shared graph in one iteration (a GAN's discriminator and
+    generator losses) where the last one drops the graph are not reported, nor are
+    ``create_graph=True`` higher-order gradients or repeated backward passes through a graph
+    built once before the loop.
+    """
+
+    code = "MEM008"
+    name = "retain-graph-in-loop"
+    message = (
+        "`backward(retain_graph=True)` is the only backward pass of each iteration: every "
+        "step's graph is kept alive; drop `retain_graph` and detach state carried across steps"
+    )
+    triggers = ("retain_graph",)
+
+    valid = (
+        Valid("""
+            for real, z in loader:
+                fake = netG(z)
+                d_loss = criterion(netD(real), ones) + criterion(netD(fake), zeros)
+                d_loss.backward(retain_graph=True)
+                optD.step()
+                g_loss = criterion(netD(fake), ones)
+                g_loss.backward()
+                optG.step()
+        """),
+        Valid("""
+            for x in loader:
+                loss = criterion(model(x))
+                grads = torch.autograd.grad(loss, params, create_graph=True, retain_graph=True)
+                penalty = sum(g.pow(2).sum() for g in grads)
+                penalty.backward(retain_graph=True, create_graph=True)
+        """),
+        Valid("""
+            y = model(x)
+            for i in range(y.shape[1]):
+                y[:, i].sum().backward(retain_graph=True)
+                rows.append(x.grad.clone())
+                x.grad = None
+        """),
+    )
+    invalid = (
+        Invalid(
+            """
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward(retain_graph=True)
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            lines=(4,),
+        ),
+        Invalid(
+            """
+            def train(accelerator, model, loader, opt):
+                for batch in loader:
+                    out = model(**batch)
+                    accelerator.backward(out.loss, retain_graph=True)
+                    opt.step()
+            """,
+            lines=(5,),
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not is_backward_call(node) or not _flag(node, "retain_graph"):
+            return
+        if _flag(node, "create_graph"):
+            return
+        tree = self.context.analysis.tree
+        loops = tree.enclosing_loops(node)
+        if not loops:
+            return
+        loop = loops[0]
+        for call in self.context.analysis.loops.loop_calls(loop):
+            if call is node or not _is_gradient_pass(call):
+                continue
+            if not _flag(call, "retain_graph") or _flag(call, "create_graph"):
+                return
+        if not self._graph_built_in(loop, backward_value(node)):
+            return
+        self.report(node)
+
+    def _graph_built_in(self, loop: cst.For | cst.While, value: cst.BaseExpression | None) -> bool:
+        """Is the backward's tensor computed in the iteration, not bound once before the loop?"""
+        root = _root(value)
+        if root is None:
+            return False
+        if isinstance(root, cst.Call):
+            # `criterion(out, y).backward(...)`: a free call builds the graph right there.
+            return last_name(root.func) is not None
+        name = dotted_name(root)
+        if name is None:
+            return False
+        if isinstance(loop, cst.For) and name in names_in(loop.target):
+            return True
+        for node in self.context.analysis.tree.walk(loop.body):
+            if isinstance(node, cst.Assign):
+                if any(name in names_in(t.target) for t in node.targets):
+                    return True
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and name in names_in(
+                node.target
+            ):
+                return True
+        return False
