@@ -155,6 +155,26 @@ class GraphAnalysis:
                 return True
         return False
 
+    def flows_into_backward(self, name: str, scopes: list[Scope]) -> bool:
+        """Does a value built from ``name`` (directly or through later bindings) get
+        backpropagated in any of ``scopes``? (``terms`` -> ``loss = sum(terms)`` -> backward.)"""
+        reached = {name}
+        all_facts = [self.facts(s) for s in scopes]
+        changed = True
+        while changed:
+            changed = False
+            for facts in all_facts:
+                for bound, bindings in facts.bindings.items():
+                    if bound in reached:
+                        continue
+                    if any(
+                        b.value is not None and reached.intersection(_names_in(b.value))
+                        for b in bindings
+                    ):
+                        reached.add(bound)
+                        changed = True
+        return any(reached & facts.backward_names for facts in all_facts)
+
     # ----------------------------------------------------------------- scanning
 
     def _backward_calls(self, scope: Scope) -> list[cst.Call]:
@@ -341,7 +361,7 @@ class GraphAnalysis:
         if cls is None:
             return None
         states: list[Tri] = []
-        for method in _methods(cls):
+        for method in class_methods(cls):
             facts = self.facts(method)
             for binding in facts.bindings.get(name, ()):
                 states.append(self._eval_binding(binding, name))
@@ -454,7 +474,8 @@ class GraphAnalysis:
         return result
 
 
-def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+def class_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    """The methods defined directly in a class body."""
     body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
     return [s for s in body if isinstance(s, cst.FunctionDef)]
 
@@ -491,6 +512,8 @@ def _names_in(expr: cst.BaseExpression | None) -> list[str]:
     elif isinstance(expr, (cst.List, cst.Tuple)):
         for element in expr.elements:
             out += _names_in(element.value)
+    elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        out += _names_in(expr.for_in.iter) + _names_in(expr.elt)
     return out
 
 
