@@ -119,6 +119,14 @@ def is_scaler_step(call: cst.Call) -> bool:
     )
 
 
+def is_optimizer_name(name: str | None) -> bool:
+    """Does a dotted name look like an optimizer (``optimizer``, ``self.opt_g``, ``optD``)?"""
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return bool(_OPTIMIZER_NAME.search(last)) and not _FRAMEWORK_RECEIVER.search(last)
+
+
 def is_optimizer_step(call: cst.Call) -> bool:
     """``<optimizer>.step()`` by receiver name, or ``scaler.step(opt)``.
 
@@ -129,11 +137,7 @@ def is_optimizer_step(call: cst.Call) -> bool:
         return False
     if is_scaler_step(call):
         return True
-    name = receiver_name(call)
-    if name is None:
-        return False
-    last = name.rsplit(".", 1)[-1]
-    return bool(_OPTIMIZER_NAME.search(last)) and not _FRAMEWORK_RECEIVER.search(last)
+    return is_optimizer_name(receiver_name(call))
 
 
 def step_optimizer(call: cst.Call) -> str | None:
