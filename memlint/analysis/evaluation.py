@@ -1,0 +1,172 @@
+"""Values collected across the iterations of an evaluation loop.
+
+MEM005 (graph kept) and MEM016 (kept on the device) ask the same first question: is this
+``results.append(v)`` / ``results += [v]`` / ``[model(x) for x in loader]`` gathering one value
+per batch of an evaluation or inference loop into a container that outlives the loop?
+
+Evaluation code is code that never trains (no backward, no optimizer step, no
+``autograd.grad``, itself or through same-file helpers or callers) and plainly evaluates: its
+function is named like ``evaluate``/``validate``/``predict``/``infer``/``test``, it calls
+``.eval()``, or the loop iterates a DataLoader. A module's ``forward`` never counts, because
+outputs a model collects there are consumed by the caller's backward pass.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from memlint.analysis.calls import method_name, receiver
+from memlint.analysis.dataflow import names_in
+from memlint.analysis.imports import dotted_name
+from memlint.analysis.tree import Loop
+
+if TYPE_CHECKING:
+    from memlint.analysis import ModuleAnalysis
+
+_EVAL_WORDS = frozenset({
+    "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "predict",
+    "prediction", "predictions", "infer", "inference", "test", "testing", "score", "embed",
+    "extract", "encode",
+})
+_NOT_EVALUATION = frozenset({"forward", "__call__", "_forward", "training_step"})
+
+
+@dataclass(frozen=True)
+class Collection:
+    """One per-iteration store: ``container.append(value)`` inside ``loop`` (None: a
+    comprehension over a DataLoader, whose node is ``site``)."""
+
+    site: cst.CSTNode
+    container: str | None
+    value: cst.BaseExpression
+    loop: Loop | None
+
+
+def appended_value(node: cst.Call | cst.AugAssign) -> tuple[str, cst.BaseExpression] | None:
+    """``c.append(v)`` / ``c.extend(v)`` / ``c += [v]`` -> (container name, stored value)."""
+    if isinstance(node, cst.Call):
+        if method_name(node) not in ("append", "extend") or len(node.args) != 1:
+            return None
+        container = receiver(node)
+        value = node.args[0].value
+    else:
+        if not isinstance(node.operator, cst.AddAssign):
+            return None
+        if not isinstance(node.value, (cst.List, cst.ListComp)):
+            return None
+        container, value = node.target, node.value
+    name = None if container is None else dotted_name(container)
+    return None if name is None else (name, value)
+
+
+class EvaluationCollections:
+    """Cached per-function answers to "is this evaluation code?"."""
+
+    def __init__(self, analysis: ModuleAnalysis, path: str) -> None:
+        self.analysis = analysis
+        base = os.path.basename(path)
+        self._pytest_file = base.startswith("test_") or base.endswith("_test.py")
+        self._functions: dict[cst.FunctionDef | None, bool] = {}
+
+    def collection_at(self, node: cst.Call | cst.AugAssign) -> Collection | None:
+        """The per-iteration store ``node`` makes in an evaluation loop, if it is one."""
+        found = appended_value(node)
+        if found is None:
+            return None
+        container, value = found
+        tree = self.analysis.tree
+        loops = tree.enclosing_loops(node)
+        if not loops or self._bound_inside(container, loops[0]):
+            return None
+        func = tree.enclosing_function(node)
+        if not self._never_trains(func) or any(
+            self.analysis.loops.is_training_loop(lp) for lp in loops
+        ):
+            return None
+        if not (
+            self._named_or_switched_to_eval(func)
+            or any(self.analysis.dataflow.is_dataloader_loop(lp) for lp in loops)
+        ):
+            return None
+        return Collection(node, container, value, loops[0])
+
+    def comprehension_at(self, node: cst.ListComp) -> Collection | None:
+        """``[model(x) for x, _ in loader]``: one output per batch of a DataLoader."""
+        if self.analysis.dataflow.loader_source(node.for_in.iter) is None:
+            return None
+        func = self.analysis.tree.enclosing_function(node)
+        if not self._never_trains(func):
+            return None
+        return Collection(node, None, node.elt, None)
+
+    def _bound_inside(self, container: str, loop: Loop) -> bool:
+        """Is the container (re)created in each iteration of ``loop``?"""
+        tree = self.analysis.tree
+        if isinstance(loop, cst.For) and container in names_in(loop.target):
+            return True
+        for node in tree.walk(loop.body):
+            if isinstance(node, cst.Assign):
+                if any(container in names_in(t.target) for t in node.targets):
+                    return True
+            elif isinstance(node, cst.AnnAssign) and container in names_in(node.target):
+                return True
+        return False
+
+    def _never_trains(self, func: cst.FunctionDef | None) -> bool:
+        cached = self._functions.get(func)
+        if cached is not None:
+            return cached
+        result = self._compute_never_trains(func)
+        self._functions[func] = result
+        return result
+
+    def _compute_never_trains(self, func: cst.FunctionDef | None) -> bool:
+        analysis = self.analysis
+        if func is None:
+            # A top-level script: it evaluates if nothing in the module trains.
+            return not any(
+                analysis.loops.function_trains(f)
+                for defs in analysis.tree.functions_by_name.values()
+                for f in defs
+            ) and not self._has_gradient_call(analysis.tree.module)
+        if func.name.value in _NOT_EVALUATION:
+            return False
+        if analysis.loops.function_trains(func) or self._has_gradient_call(func):
+            return False
+        # Outputs returned to a caller that trains are consumed by its backward pass.
+        for call in analysis.tree.calls_by_name.get(func.name.value, ()):
+            caller = analysis.tree.enclosing_function(call)
+            if caller is not None and caller is not func and analysis.loops.function_trains(
+                caller
+            ):
+                return False
+        return True
+
+    def _has_gradient_call(self, root: cst.CSTNode) -> bool:
+        for node in self.analysis.tree.walk(root):
+            if isinstance(node, cst.Call):
+                name = dotted_name(node.func) or ""
+                if name.endswith(("backward", "autograd.grad")) or name == "grad":
+                    return True
+        return False
+
+    def _named_or_switched_to_eval(self, func: cst.FunctionDef | None) -> bool:
+        tree = self.analysis.tree
+        if func is not None:
+            name = func.name.value
+            words = set(re.split(r"_+", name.lower()))
+            if words & _EVAL_WORDS and not (self._pytest_file and name.startswith("test_")):
+                return True
+        for call in tree.calls_by_name.get("eval", ()):
+            if (
+                isinstance(call.func, cst.Attribute)
+                and not call.args
+                and tree.enclosing_function(call) is func
+            ):
+                return True
+        return False

@@ -1,0 +1,138 @@
+"""MEM005 eval-outputs-retained: evaluation outputs kept across batches with their graphs."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from memlint.analysis.evaluation import Collection, EvaluationCollections
+from memlint.rules.base import Invalid, Rule, Valid
+
+
+class EvalOutputsRetained(Rule):
+    """
+    ## What it does
+    Flags model outputs (or values computed from them) that an evaluation or inference loop
+    collects batch after batch, ``preds.append(model(x))``, while autograd is on, so each
+    stored tensor still carries its autograd graph.
+
+    ## Why is this bad?
+    Without ``torch.no_grad()`` every forward records a graph that holds the batch's
+    activations for a backward pass that never comes. Storing the output in a list that
+    outlives the iteration keeps that graph, and all those activations, alive for every batch
+    of the evaluation: memory grows linearly with the dataset until the GPU runs out. Moving
+    the output with ``.cpu()`` does not help: the copy is recorded in the graph too.
+
+    ## Example
+    ```python
+    model.eval()
+    preds = []
+    for x, _ in val_loader:
+        preds.append(model(x.cuda()))
+    ```
+
+    ## How to fix
+    Run evaluation under ``torch.inference_mode()`` (or ``torch.no_grad()``), or store a
+    detached copy:
+    ```python
+    model.eval()
+    preds = []
+    with torch.inference_mode():
+        for x, _ in val_loader:
+            preds.append(model(x.cuda()).cpu())
+    ```
+    Code that trains (calls ``backward()``, an optimizer step or ``autograd.grad``), a
+    module's own ``forward``, and outputs passed to a caller that trains are not reported.
+    Keeping outputs on the device on purpose is fine once they are detached; the opt-in rule
+    MEM016 reports device-resident collections separately.
+    """
+
+    code = "MEM005"
+    name = "eval-outputs-retained"
+    message = (
+        "model output is kept across evaluation batches with its autograd graph; run the loop "
+        "under `torch.no_grad()`/`torch.inference_mode()` or store `.detach()`/`.item()`"
+    )
+    triggers = ("append", "extend", "+=", " for ")
+
+    valid = (
+        Valid("""
+            import torch
+            model.eval()
+            preds = []
+            with torch.no_grad():
+                for x, _ in val_loader:
+                    preds.append(model(x.cuda()))
+        """),
+        Valid("""
+            def evaluate(model, loader):
+                model.eval()
+                preds = []
+                for x, _ in loader:
+                    logits = model(x)
+                    preds.append(logits.detach())
+                    labels.append(logits.argmax(-1).tolist())
+                return preds
+        """),
+        Valid("""
+            def forward(self, xs):
+                outs = []
+                for x in xs:
+                    outs.append(self.block(x))
+                return torch.cat(outs)
+        """),
+        Valid("""
+            for x, y in train_loader:
+                out = model(x)
+                outputs.append(out)
+                loss = criterion(torch.cat(outputs), y)
+                loss.backward()
+        """),
+    )
+    invalid = (
+        Invalid(
+            """
+            def evaluate(model, loader):
+                model.eval()
+                preds = []
+                for x, _ in loader:
+                    logits = model(x)
+                    preds.append(logits.softmax(-1).cpu())
+                return torch.cat(preds)
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            """
+            model.eval()
+            preds = [model(x.cuda()) for x, _ in test_loader]
+            """,
+            lines=(3,),
+        ),
+    )
+
+    @cached_property
+    def _collections(self) -> EvaluationCollections:
+        return EvaluationCollections(self.context.analysis, self.context.path)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend"):
+            self._check(self._collections.collection_at(node))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._check(self._collections.collection_at(node))
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._check(self._collections.comprehension_at(node))
+
+    def _check(self, found: Collection | None) -> None:
+        if found is None:
+            return
+        analysis = self.context.analysis
+        if analysis.grad.grad_mode_at(found.site) != "on":
+            return
+        if analysis.graph.graph_state(found.value) is not True:
+            return
+        self.report(found.site)
