@@ -13,6 +13,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from memlint.context import FileContext
 from memlint.diagnostics import Diagnostic, FixSafety
+from memlint.dispatch import visit_batched
 from memlint.rules.base import Finding, Rule
 
 PARSE_ERROR = ("MEM999", "parse-error")
@@ -43,7 +44,7 @@ def parse(source: bytes) -> cst.Module:
 
 def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding]:
     instances = [rule(context) for rule in rules]
-    cst.visit_batched(context.module, instances)
+    visit_batched(context.analysis.tree, instances)
     findings: list[Finding] = []
     for instance in instances:
         findings.extend(instance.findings)
@@ -76,7 +77,9 @@ def position_findings(context: FileContext, findings: Sequence[Finding]) -> list
     return out
 
 
-def lint_module(context: FileContext, rules: Sequence[type[Rule]]) -> tuple[list[Finding], list[Diagnostic]]:
+def lint_module(
+    context: FileContext, rules: Sequence[type[Rule]]
+) -> tuple[list[Finding], list[Diagnostic]]:
     findings = run_rules(context, rules)
     if not findings:
         return [], []
@@ -104,10 +107,10 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]]) -> list[D
         _, diagnostics = lint_module(context, active)
     except RecursionError:
         return [file_diagnostic(path, INTERNAL_ERROR, "file is nested too deeply to analyse")]
-    except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the run
+    except Exception as exc:
         return [file_diagnostic(path, INTERNAL_ERROR,
                                 f"internal error while linting: {type(exc).__name__}: {exc}")]
     return sorted(diagnostics, key=Diagnostic.sort_key)
 
 
-__all__ = ["FixSafety", "lint_source", "lint_module", "applicable_rules", "parse"]
+__all__ = ["FixSafety", "applicable_rules", "lint_module", "lint_source", "parse"]

@@ -1,4 +1,4 @@
-"""One walk over the module that records parents, functions and call sites.
+"""One walk over the module that records parents, functions, call sites and visiting order.
 
 Rules and the other analyses ask this index structural questions (what encloses this node,
 who calls this function) instead of walking the tree again.
@@ -6,6 +6,7 @@ who calls this function) instead of walking the tree again.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -17,33 +18,61 @@ Loop = cst.For | cst.While
 Scope = cst.FunctionDef | cst.Lambda | cst.Module
 
 
-class _Indexer(cst.CSTVisitor):
-    def __init__(self, index: TreeIndex) -> None:
+class _FieldRecorder(cst.CSTVisitor):
+    """Learns which fields of a node type hold children, in the order libcst visits them.
+
+    libcst calls ``on_visit_attribute`` for every child field, even empty ones, so one
+    shallow pass over any instance gives the full order for its type.
+    """
+
+    def __init__(self) -> None:
         super().__init__()
-        self.index = index
-        self.stack: list[cst.CSTNode] = []
+        self.fields: list[str] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        index = self.index
-        if self.stack:
-            index.parents[node] = self.stack[-1]
-        self.stack.append(node)
-        if isinstance(node, cst.Call):
-            name = dotted_name(node.func)
-            if name is not None:
-                index.calls_by_name[name.rsplit(".", 1)[-1]].append(node)
-        elif isinstance(node, cst.FunctionDef):
-            index.functions_by_name[node.name.value].append(node)
-        elif isinstance(node, cst.ClassDef):
-            index.classes_by_name[node.name.value].append(node)
-        elif isinstance(node, cst.Import):
-            index.imports.add_import(node)
-        elif isinstance(node, cst.ImportFrom):
-            index.imports.add_import_from(node)
-        return True
+        return False
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        if attribute not in self.fields:
+            self.fields.append(attribute)
+
+
+_CHILD_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
+
+
+def _learn_child_fields(node: cst.CSTNode) -> tuple[str, ...]:
+    recorder = _FieldRecorder()
+    # The only hook libcst offers for the field order; it rebuilds the node once per type.
+    node._visit_and_replace_children(recorder)
+    # A few fields are skipped, hook included, when they are None (an f-string expression's
+    # ``format_spec``); libcst visits them last, so they go last here.
+    skipped = [
+        f.name for f in dataclasses.fields(node)
+        if f.name not in recorder.fields and getattr(node, f.name) is None
+    ]
+    fields = (*recorder.fields, *skipped)
+    _CHILD_FIELDS[type(node)] = fields
+    return fields
+
+
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node.children`` without its cost.
+
+    ``CSTNode.children`` and ``CSTNode.visit`` rebuild every node they pass through; reading
+    the child fields directly is about three times faster and yields the same nodes in the
+    same (source) order.
+    """
+    fields = _CHILD_FIELDS.get(type(node))
+    if fields is None:
+        fields = _learn_child_fields(node)
+    out: list[cst.CSTNode] = []
+    for name in fields:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out.append(value)
+        elif isinstance(value, (tuple, list)):
+            out.extend(value)
+    return out
 
 
 class TreeIndex:
@@ -52,10 +81,75 @@ class TreeIndex:
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.functions_by_name: defaultdict[str, list[cst.FunctionDef]] = defaultdict(list)
         self.classes_by_name: defaultdict[str, list[cst.ClassDef]] = defaultdict(list)
-        # Calls keyed by the last part of the callee's dotted name (`self.reset_grad()` -> `reset_grad`).
+        # Calls keyed by the last part of the callee's dotted name
+        # (`self.reset_grad()` -> `reset_grad`).
         self.calls_by_name: defaultdict[str, list[cst.Call]] = defaultdict(list)
         self.imports = ImportTable()
-        module.visit(_Indexer(self))
+        # Every node in libcst's visiting order; ``subtree_end[i]`` is the index just past the
+        # last descendant of ``preorder[i]``. The engine dispatches rules from these lists, so
+        # a file is walked once.
+        self.preorder: list[cst.CSTNode] = []
+        self.subtree_end: list[int] = []
+        self._build(module)
+
+    def _build(self, root: cst.CSTNode) -> None:
+        parents = self.parents
+        preorder = self.preorder
+        ends = self.subtree_end
+        known = _CHILD_FIELDS
+        call_t, func_t, class_t = cst.Call, cst.FunctionDef, cst.ClassDef
+        import_t, import_from_t = cst.Import, cst.ImportFrom
+        node_t = cst.CSTNode
+        # Pending work: a node with its parent, or the preorder index of a node whose
+        # subtree is finished (an int).
+        todo: list[tuple[cst.CSTNode, cst.CSTNode | None] | int] = [(root, None)]
+        while todo:
+            item = todo.pop()
+            if type(item) is int:
+                ends[item] = len(preorder)
+                continue
+            assert not isinstance(item, int)
+            node, parent = item
+            if parent is not None:
+                parents[node] = parent
+            index = len(preorder)
+            preorder.append(node)
+            ends.append(index + 1)
+            kind = type(node)
+            if kind is call_t:
+                assert isinstance(node, cst.Call)
+                name = dotted_name(node.func)
+                if name is not None:
+                    self.calls_by_name[name.rsplit(".", 1)[-1]].append(node)
+            elif kind is func_t:
+                assert isinstance(node, cst.FunctionDef)
+                self.functions_by_name[node.name.value].append(node)
+            elif kind is class_t:
+                assert isinstance(node, cst.ClassDef)
+                self.classes_by_name[node.name.value].append(node)
+            elif kind is import_t:
+                assert isinstance(node, cst.Import)
+                self.imports.add_import(node)
+            elif kind is import_from_t:
+                assert isinstance(node, cst.ImportFrom)
+                self.imports.add_import_from(node)
+            fields = known.get(kind)
+            if fields is None:
+                fields = _learn_child_fields(node)
+            children: list[cst.CSTNode] = []
+            for field in fields:
+                value = getattr(node, field)
+                if isinstance(value, node_t):
+                    children.append(value)
+                elif isinstance(value, (tuple, list)):
+                    children.extend(value)
+            if children:
+                todo.append(index)
+                todo.extend([(child, node) for child in reversed(children)])
+
+    def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """The direct children of ``node`` in source order (a cheap ``node.children``)."""
+        return child_nodes(node)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(node)
@@ -80,7 +174,10 @@ class TreeIndex:
         return None
 
     def enclosing_loops(self, node: cst.CSTNode) -> list[Loop]:
-        """Loops around ``node`` inside its own function, nearest first (a loop's `else` excluded)."""
+        """Loops around ``node`` inside its own function, nearest first.
+
+        A loop's ``else`` block is not inside the loop.
+        """
         loops: list[Loop] = []
         child = node
         for anc in self.ancestors(node):
@@ -102,11 +199,14 @@ class TreeIndex:
         return node is container or any(a is container for a in self.ancestors(node))
 
     def walk(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        """Every node below ``root`` (pre-order), without descending into nested functions or classes."""
-        todo = list(reversed(root.children))
+        """Every node below ``root`` (pre-order), not entering nested functions or classes."""
+        todo = child_nodes(root)
+        todo.reverse()
         while todo:
             node = todo.pop()
             yield node
             if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 continue
-            todo.extend(reversed(node.children))
+            children = child_nodes(node)
+            children.reverse()
+            todo.extend(children)

@@ -1,0 +1,188 @@
+"""The fast walk (TreeIndex, child_nodes, rule dispatch) must match libcst's own traversal.
+
+memlint reads child fields directly instead of going through ``CSTNode.visit`` for speed;
+these tests compare node order, parents and the sequence of rule callbacks with libcst's
+on real files, on syntax that exercises unusual field orders, and on generated programs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hypothesmith
+import libcst as cst
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from memlint.analysis.tree import _CHILD_FIELDS, TreeIndex, child_nodes
+from memlint.dispatch import visit_batched
+
+ROOT = Path(__file__).resolve().parents[2]
+
+UNUSUAL = '''
+from __future__ import annotations
+import os.path as osp, sys
+from . import sibling
+from torch import (nn as tnn, optim)
+
+@decorator(arg)
+@other
+async def f[T: int = str](a, /, b: int = 1, *args: T, c, d=2, **kw) -> list[T]:
+    """Doc."""
+    global g
+    x = y if cond else z
+    w = {k: v for k, v in items if k} | {**other}
+    s = f"{a!r:>{width}} {b=}" "tail"
+    async with ctx() as (p, q), other:
+        async for i in aiter():
+            await thing[1:2:3, ..., ::-1]
+    match command:
+        case Point(x=0, y=yy) | [1, *rest] if rest:
+            pass
+        case {"k": v, **others}:
+            pass
+        case _ as anything:
+            pass
+    try:
+        raise ValueError("x") from None
+    except* (TypeError, KeyError) as err:
+        del err
+    else:
+        assert x, "msg"
+    finally:
+        yield (n := 3)
+    lam = lambda q, *, r=1: (q, r)
+    return [a for a in b if a for c in a] + list((-v for v in ())) + [*s]
+
+class C(Base, metaclass=Meta):
+    attr: int = 0
+    type Alias[K] = dict[K, int]
+    def m(self) -> None: self.x += 1; del self.x
+
+while True:
+    break
+else:
+    pass
+for i, (j, k) in enumerate(pairs): continue
+with open(p) as fh: print(fh.read(), file=sys.stderr, end="")
+'''
+
+
+def _sources() -> list[tuple[str, str]]:
+    folders = ("memlint", "tests/memlint", "examples")
+    files = [p for folder in folders for p in sorted((ROOT / folder).rglob("*.py"))]
+    named = [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in files]
+    return [("unusual", UNUSUAL), *named]
+
+
+class _Recorder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[cst.CSTNode] = []
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.parents[node] = self.stack[-1]
+        self.order.append(node)
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
+def _node_types() -> list[str]:
+    return sorted(
+        name for name in dir(cst)
+        if isinstance(getattr(cst, name), type) and issubclass(getattr(cst, name), cst.CSTNode)
+    )
+
+
+def _event_log_visitor(
+    log: list[tuple[str, int]], node_types: list[str]
+) -> cst.BatchableCSTVisitor:
+    """A batchable visitor with a visit_ and leave_ method for every node type, logging calls."""
+
+    def make(event: str) -> object:
+        def method(self: cst.BatchableCSTVisitor, node: cst.CSTNode) -> None:
+            log.append((event, id(node)))
+
+        method.__name__ = event
+        return method
+
+    namespace: dict[str, object] = {}
+    for name in node_types:
+        namespace[f"visit_{name}"] = make(f"visit_{name}")
+        namespace[f"leave_{name}"] = make(f"leave_{name}")
+    cls = type("EventLog", (cst.BatchableCSTVisitor,), namespace)
+    visitor: cst.BatchableCSTVisitor = cls()
+    return visitor
+
+
+def _check(source: str) -> None:
+    module = cst.parse_module(source)
+    recorder = _Recorder()
+    module.visit(recorder)
+    index = TreeIndex(module)
+    assert [id(n) for n in index.preorder] == [id(n) for n in recorder.order]
+    assert {id(k): id(v) for k, v in index.parents.items()} == {
+        id(k): id(v) for k, v in recorder.parents.items()
+    }
+    # Insertion order of parents is pre-order too (analyses iterate it).
+    assert [id(n) for n in index.parents] == [id(n) for n in recorder.order[1:]]
+    for position, node in enumerate(index.preorder):
+        assert [id(c) for c in child_nodes(node)] == [id(c) for c in node.children]
+        end = index.subtree_end[position]
+        below = {id(n) for n in index.preorder[position + 1 : end]}
+        assert all(index.is_inside(index.preorder[i], node) for i in range(position, end))
+        assert end == len(index.preorder) or id(index.preorder[end]) not in below
+
+    types = _node_types()
+    expected: list[tuple[str, int]] = []
+    cst.visit_batched(module, [_event_log_visitor(expected, types)])
+    actual: list[tuple[str, int]] = []
+    visit_batched(index, [_event_log_visitor(actual, types)])
+    assert actual == expected
+
+
+@pytest.mark.parametrize("name,source", _sources(), ids=[n for n, _ in _sources()])
+def test_fast_walk_matches_libcst(name: str, source: str) -> None:
+    _check(source)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(hypothesmith.from_node())
+def test_fast_walk_matches_libcst_on_generated_code(source: str) -> None:
+    _check(source)
+
+
+@pytest.mark.parametrize(
+    "first", ['f"{a}"\n', 'f"{a:>{w}}"\n', 'from m import *\n', 'from m import (a)\n']
+)
+def test_field_order_does_not_depend_on_the_first_instance_seen(first: str) -> None:
+    """Field orders are learned from the first node of each type; optional fields vary."""
+    saved = dict(_CHILD_FIELDS)
+    _CHILD_FIELDS.clear()
+    try:
+        TreeIndex(cst.parse_module(first))
+        _check(UNUSUAL + 'f"{a} {b:{c}} {d!s:>10}"\nfrom m import *\n')
+    finally:
+        _CHILD_FIELDS.clear()
+        _CHILD_FIELDS.update(saved)
+
+
+def test_attribute_visitors_fall_back_to_libcst() -> None:
+    seen: list[str] = []
+
+    class FuncOnly(cst.BatchableCSTVisitor):
+        def visit_Call_func(self, node: cst.Call) -> None:
+            seen.append("func")
+
+        def visit_Name(self, node: cst.Name) -> None:
+            seen.append(node.value)
+
+    module = cst.parse_module("f(a)\n")
+    visit_batched(TreeIndex(module), [FuncOnly()])
+    assert seen == ["func", "f", "a"]
