@@ -1,0 +1,375 @@
+"""MEM002 eval-without-no-grad: a model forward in evaluation code that records a graph."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from memlint.analysis.calls import (
+    is_backward_call,
+    is_optimizer_step,
+    last_name,
+    method_name,
+)
+from memlint.rules.base import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from memlint.context import FileContext
+
+# evaluate(), validate(), test(), predict(), infer*(), eval_epoch(), run_validation(), _evaluate().
+# `test_*` is left out on purpose: those are pytest tests, not evaluation code.
+_EVAL_FUNCTION = re.compile(
+    r"^_*(?:(?:run_|do_)?(?:eval|evaluate|evaluation|validate|validation|valid|predict|inference)"
+    r"(?:_\w+)?|infer\w*|test)$"
+)
+# Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
+_FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
+# Evaluation that needs input gradients: adversarial attacks, saliency and attribution maps.
+_NEEDS_INPUT_GRAD = re.compile(
+    r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain",
+    re.IGNORECASE,
+)
+# `load_model(...)`, `self._wrap_model(model)`, `accelerator.unwrap_model(m)`: helpers named
+# after a model, not forwards.
+_HELPER_VERB = re.compile(
+    r"^_*(?:load|build|get|create|make|init|initialize|setup|set|prepare|wrap|unwrap|save|"
+    r"export|compile|copy|clone|freeze|unfreeze|register|resize|print|log|count|check|convert|"
+    r"quantize|fuse|replace|patch|apply|update|reset|is|has|dispatch|move|to|push|restore|"
+    r"instantiate|construct|summarize|summary|describe|dump|evaluate|eval|train|test|validate|"
+    r"run|fit|find|select|merge|tie|shard|parallelize|broadcast|download|upload)_"
+)
+_TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "accelerate",
+                    "timm", "torchvision", "torchaudio", "torch_geometric", "monai", "diffusers")
+
+# A region is evaluation code: an eval-named function, or the statements after `m.eval()`.
+Region = cst.CSTNode
+
+
+def _uses_torch(context: FileContext) -> bool:
+    return any(
+        value.split(".", 1)[0] in _TORCH_ECOSYSTEM
+        for value in context.analysis.imports.aliases.values()
+    )
+
+
+def _is_eval_switch(call: cst.Call) -> bool:
+    """``m.eval()`` or ``m.train(False)`` / ``m.train(mode=False)``."""
+    name = method_name(call)
+    if name == "eval":
+        return not call.args
+    if name == "train" and len(call.args) == 1:
+        value = call.args[0].value
+        return isinstance(value, cst.Name) and value.value == "False"
+    return False
+
+
+def _is_train_switch(call: cst.Call) -> bool:
+    return method_name(call) == "train" and not _is_eval_switch(call)
+
+
+class EvalWithoutNoGrad(Rule):
+    """
+    ## What it does
+    Flags a model forward in evaluation or inference code that runs with autograd on.
+    Evaluation code is a function named ``evaluate``, ``validate``, ``test``, ``predict``,
+    ``infer*`` (also ``eval_*``, ``valid*``, ``run_validation`` ...), or the statements that
+    follow ``model.eval()`` in the same block, up to the next ``model.train()``. Code that
+    calls ``backward()`` or ``torch.autograd.grad``, steps an optimizer, or asks for input
+    gradients (``requires_grad_()``, adversarial attacks, saliency maps) is not evaluation
+    code. The first forward of each function or ``eval()`` block is reported.
+
+    ## Why is this bad?
+    ``model.eval()`` changes dropout and batch-norm behaviour; it does not switch autograd
+    off. Every forward still records a graph and keeps every intermediate activation alive
+    until the output is dropped, so evaluation uses several times the memory it needs (and
+    an output kept in a list keeps its whole graph).
+
+    No finding is reported when grad is off through ``torch.no_grad()``,
+    ``torch.inference_mode()`` or ``torch.set_grad_enabled(False)`` as a context manager or
+    decorator, in the function or in every same-file caller, or when the mode is decided at
+    run time (``torch.set_grad_enabled(phase == "train")``). Lightning's ``validation_step``,
+    ``test_step`` and ``predict_step`` already run under no-grad, and so does Hugging Face's
+    ``generate()``. ``pytest`` functions named ``test_*`` are not evaluation code.
+
+    ## Example
+    ```python
+    def evaluate(model, loader):
+        model.eval()
+        for x, y in loader:
+            logits = model(x)
+    ```
+
+    ## How to fix
+    ```python
+    @torch.inference_mode()
+    def evaluate(model, loader):
+        model.eval()
+        for x, y in loader:
+            logits = model(x)
+    ```
+    or wrap the loop in ``with torch.no_grad():``. Use ``torch.no_grad()`` when the outputs
+    may later take part in autograd: tensors created under inference mode cannot.
+    """
+
+    code = "MEM002"
+    name = "eval-without-no-grad"
+    message = (
+        "model forward in evaluation code runs with autograd on (`.eval()` does not disable "
+        "it); wrap it in `with torch.no_grad():` or decorate the function with "
+        "`@torch.inference_mode()`"
+    )
+    triggers = (
+        ".eval(", ".train(False", ".train(mode=False", "def eval", "def _eval", "def valid",
+        "def _valid", "def test(", "def _test(", "def predict", "def _predict", "def infer",
+        "def _infer", "def run_eval", "def run_valid", "def run_infer", "def run_predict",
+        "def do_eval",
+    )
+
+    valid = (
+        Valid("""
+            import torch
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                return [model(x) for x, _ in loader]
+        """),
+        Valid("""
+            import torch
+            def validate(model, loader):
+                model.eval()
+                with torch.inference_mode():
+                    for x, y in loader:
+                        out = model(x)
+        """),
+        Valid("""
+            import torch
+            def run_epoch(model, loader, phase):
+                model.train() if phase == "train" else model.eval()
+                for x, y in loader:
+                    with torch.set_grad_enabled(phase == "train"):
+                        out = model(x)
+        """),
+        Valid("""
+            import torch
+            def predict(model, images):
+                images.requires_grad_(True)
+                scores = model(images)
+                scores.max().backward()
+                return images.grad
+        """),
+        Valid("""
+            import torch
+            def infer(model, tokenizer, prompt):
+                model.eval()
+                return model.generate(**tokenizer(prompt, return_tensors="pt"))
+        """),
+        Valid("""
+            import torch
+            def test_model_output_shape():
+                model = Net()
+                model.eval()
+                assert model(torch.zeros(1, 3)).shape == (1, 2)
+        """),
+        Valid("""
+            import torch
+            def finetune(model, loader, optimizer):
+                model.eval()  # keep batch-norm statistics frozen
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+        """),
+    )
+    invalid = (
+        Invalid(
+            """
+            import torch
+            def evaluate(model, loader):
+                model.eval()
+                for x, y in loader:
+                    logits = model(x)
+                    probs = model(x).softmax(-1)
+            """,
+            lines=(6,),
+        ),
+        Invalid(
+            """
+            import torch
+            for epoch in range(10):
+                model.train()
+                for x, y in train_loader:
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                model.eval()
+                for x, y in val_loader:
+                    val_loss = criterion(model(x), y)
+            """,
+            lines=(11,),
+        ),
+    )
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._enabled: bool | None = None
+        self._region_of_statement: dict[cst.CSTNode, Region] | None = None
+        self._region_ok: dict[Region, bool] = {}
+        self._reported: set[Region] = set()
+
+    # -- facts built once per file ------------------------------------------------------
+
+    def _active(self) -> bool:
+        if self._enabled is None:
+            self._enabled = _uses_torch(self.context) and not self._grad_off_globally()
+        return self._enabled
+
+    def _grad_off_globally(self) -> bool:
+        """``torch.set_grad_enabled(False)`` as a plain statement switches grad off for good."""
+        tree = self.context.analysis.tree
+        for call in tree.calls_by_name.get("set_grad_enabled", ()):
+            if isinstance(tree.parent(call), cst.Expr) and call.args:
+                value = call.args[0].value
+                if isinstance(value, cst.Name) and value.value == "False":
+                    return True
+        return False
+
+    def _eval_blocks(self) -> dict[cst.CSTNode, Region]:
+        """Statement -> the ``m.eval()`` statement whose block it follows (until ``.train()``)."""
+        if self._region_of_statement is not None:
+            return self._region_of_statement
+        tree = self.context.analysis.tree
+        regions: dict[cst.CSTNode, Region] = {}
+        switches = [*tree.calls_by_name.get("eval", ()), *tree.calls_by_name.get("train", ())]
+        for call in switches:
+            if not _is_eval_switch(call):
+                continue
+            statement = tree.parent(call)
+            if isinstance(statement, (cst.Expr, cst.Assign)):
+                statement = tree.parent(statement)
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            block = tree.parent(statement)
+            if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+                continue
+            body = list(block.body)
+            for sibling in body[body.index(statement) + 1:]:
+                if self._calls_train(sibling):
+                    break
+                regions.setdefault(sibling, statement)
+        self._region_of_statement = regions
+        return regions
+
+    def _calls_train(self, statement: cst.CSTNode) -> bool:
+        tree = self.context.analysis.tree
+        return any(
+            isinstance(node, cst.Call) and _is_train_switch(node) for node in tree.walk(statement)
+        )
+
+    # -- what counts as evaluation code ---------------------------------------------------
+
+    def _is_test(self, function: cst.FunctionDef) -> bool:
+        """A pytest/unittest test: small forwards there are checks, not evaluation runs."""
+        if function.name.value.startswith("test_"):
+            return True
+        cls = self.context.analysis.tree.enclosing_class(function)
+        return cls is not None and cls.name.value.startswith("Test")
+
+    def _is_eval_function(self, function: cst.FunctionDef) -> bool:
+        name = function.name.value
+        return bool(_EVAL_FUNCTION.match(name)) and not _FRAMEWORK_HOOK.search(name)
+
+    def _region_of(self, call: cst.Call) -> Region | None:
+        """The evaluation region ``call`` runs in: its eval-named function, else an eval block."""
+        tree = self.context.analysis.tree
+        function = tree.enclosing_function(call)
+        if function is not None and self._is_test(function):
+            return None
+        if function is not None and self._is_eval_function(function):
+            return function
+        blocks = self._eval_blocks()
+        if not blocks:
+            return None
+        for anc in tree.ancestors(call):
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+            region = blocks.get(anc)
+            if region is not None:
+                return region
+        return None
+
+    def _region_nodes(self, region: Region) -> Iterable[cst.CSTNode]:
+        tree = self.context.analysis.tree
+        if isinstance(region, cst.FunctionDef):
+            yield from tree.walk(region.body)
+            return
+        for statement, owner in self._eval_blocks().items():
+            if owner is region:
+                yield statement
+                yield from tree.walk(statement)
+
+    def _is_evaluation(self, region: Region) -> bool:
+        """No backward, optimizer step, autograd.grad or input gradients in the region."""
+        cached = self._region_ok.get(region)
+        if cached is None:
+            cached = not any(self._needs_grad(node) for node in self._region_nodes(region))
+            self._region_ok[region] = cached
+        return cached
+
+    def _needs_grad(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Assign):
+            return any(
+                isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                for t in node.targets
+            ) and not (isinstance(node.value, cst.Name) and node.value.value == "False")
+        if not isinstance(node, cst.Call):
+            return False
+        if is_backward_call(node) or is_optimizer_step(node):
+            return True
+        name = last_name(node.func) or ""
+        if name in ("grad", "requires_grad_", "enable_grad", "vjp", "jvp", "vmap_grad"):
+            return name != "grad" or self._is_autograd_grad(node)
+        if _NEEDS_INPUT_GRAD.search(name):
+            return True
+        if any(
+            a.keyword is not None and a.keyword.value == "requires_grad"
+            and not (isinstance(a.value, cst.Name) and a.value.value == "False")
+            for a in node.args
+        ):
+            return True
+        loops = self.context.analysis.loops
+        functions = self.context.analysis.tree.functions_by_name.get(name, ())
+        return any(loops.function_trains(f) for f in functions)
+
+    def _is_autograd_grad(self, call: cst.Call) -> bool:
+        qualified = self.context.analysis.imports.qualified_name(call.func) or ""
+        return qualified.endswith("autograd.grad") or qualified.startswith("torch.func")
+
+    def _is_forward(self, call: cst.Call) -> bool:
+        if not self.context.analysis.calls.is_model_forward(call):
+            return False
+        name = last_name(call.func) or ""
+        if _HELPER_VERB.match(name):
+            return False
+        # A same-file function or an imported callable is a helper, not a module call.
+        return not isinstance(call.func, cst.Name) or (
+            name not in self.context.analysis.tree.functions_by_name
+            and name not in self.context.analysis.imports.aliases
+        )
+
+    # -- the visit ------------------------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self._is_forward(node) or not self._active():
+            return
+        region = self._region_of(node)
+        if region is None or region in self._reported:
+            return
+        if self.context.analysis.grad.grad_mode_at(node) != "on":
+            return
+        if not self._is_evaluation(region):
+            return
+        self._reported.add(region)
+        self.report(node)
