@@ -1,0 +1,74 @@
+"""Does a node run once per training (or evaluation) step?
+
+Per-step cost rules (host syncs, cache flushes) must tell a statement inside the innermost
+batch loop from one in the epoch loop around it: both loops "train", but only the inner one
+runs thousands of times. A per-step helper (``def train_step(batch)`` called from a training
+loop in this file, with no training loop of its own) counts as the step too.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from memlint.analysis import ModuleAnalysis
+from memlint.analysis.calls import last_name
+from memlint.analysis.tree import Loop
+
+
+class StepAnalysis:
+    """Answers per file, with the loop facts cached (a big file has many ``.item()`` calls)."""
+
+    def __init__(self, analysis: ModuleAnalysis) -> None:
+        self.analysis = analysis
+        self._has_training_loop: dict[cst.CSTNode, bool] = {}
+
+    def _contains_training_loop(self, root: cst.CSTNode) -> bool:
+        cached = self._has_training_loop.get(root)
+        if cached is None:
+            loops = self.analysis.loops
+            cached = any(
+                isinstance(inner, (cst.For, cst.While)) and loops.is_training_loop(inner)
+                for inner in self.analysis.tree.walk(root)
+            )
+            self._has_training_loop[root] = cached
+        return cached
+
+    def _is_step_loop(self, loop: Loop, *, eval_loops: bool) -> bool:
+        loops = self.analysis.loops
+        if not (loops.is_training_loop(loop) or (eval_loops and loops.is_dataloader_loop(loop))):
+            return False
+        # The epoch loop around a batch loop, inline or inside a `train_one_epoch()` helper,
+        # is not a step loop.
+        if self._contains_training_loop(loop):
+            return False
+        functions = self.analysis.tree.functions_by_name
+        for call in loops.loop_calls(loop):
+            name = last_name(call.func)
+            if name is not None and any(
+                self._contains_training_loop(f) for f in functions.get(name, ())
+            ):
+                return False
+        return True
+
+    def step_loop(self, node: cst.CSTNode, *, eval_loops: bool = False) -> Loop | None:
+        """The nearest loop around ``node``, if every iteration of it is one step.
+
+        ``eval_loops`` also accepts a loop over a DataLoader that does not train (evaluation).
+        Only the nearest enclosing loop counts: in a nested non-training loop (over a
+        model's layers, say) the node runs per item of that loop instead.
+        """
+        enclosing = self.analysis.tree.enclosing_loops(node)
+        if not enclosing:
+            return None
+        nearest = enclosing[0]
+        return nearest if self._is_step_loop(nearest, eval_loops=eval_loops) else None
+
+    def in_step_helper(self, node: cst.CSTNode) -> bool:
+        """``node`` is outside any loop in a function a step loop of this file calls."""
+        tree = self.analysis.tree
+        if tree.enclosing_loops(node):
+            return False
+        func = tree.enclosing_function(node)
+        if func is None or self._contains_training_loop(func):
+            return False
+        return any(self.step_loop(call) for call in self.analysis.loops.training_callers(func))
