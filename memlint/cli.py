@@ -1,0 +1,262 @@
+"""The ``memlint`` command: ruff's conventions, so users' habits and CI recipes carry over.
+
+``memlint [check] [PATHS]`` lints; ``memlint rule CODE`` / ``memlint rule --all`` explain
+rules. Exit status: 0 no findings, 1 findings (parse errors included), 2 usage or internal
+error. Every usage error is one ``memlint: error: ...`` line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+import memlint
+from memlint.config import ConfigError, Layer, Settings, build_settings, parse_per_file_ignores
+from memlint.output import FORMATS, render
+from memlint.output.json_format import render_statistics as json_statistics
+from memlint.output.ruledoc import catalogue, render_doc, render_table
+from memlint.output.text import render_statistics as text_statistics
+from memlint.rules.base import Rule
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints usage plus a message and exits; memlint wants one line and a status."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def check_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="memlint",
+        description="Find PyTorch GPU-memory mistakes in Python code.",
+        epilog="Explain a rule with `memlint rule MEM001`; list rules with `memlint rule --all`.",
+    )
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help="files or directories to lint (default: .)")
+    parser.add_argument("--version", action="version", version=f"memlint {memlint.__version__}")
+    rules = parser.add_argument_group("rule selection (comma-separated codes or prefixes, ALL)")
+    rules.add_argument("--select", action="append", metavar="CODES",
+                       help="enable exactly these rules, replacing the configured set")
+    rules.add_argument("--extend-select", action="append", default=[], metavar="CODES",
+                       help="enable these rules in addition")
+    rules.add_argument("--ignore", action="append", default=[], metavar="CODES",
+                       help="disable these rules")
+    rules.add_argument("--per-file-ignores", action="append", metavar="PATTERN:CODES",
+                       help="disable rules for files matching a gitignore-style pattern; "
+                            "replaces the configured table")
+    files = parser.add_argument_group("file selection")
+    files.add_argument("--exclude", action="append", metavar="PATTERNS",
+                       help="gitignore-style patterns to skip, replacing the defaults")
+    files.add_argument("--extend-exclude", action="append", default=[], metavar="PATTERNS",
+                       help="patterns to skip in addition to the defaults")
+    files.add_argument("--force-exclude", action="store_true",
+                       help="apply excludes to explicitly named files too (for pre-commit)")
+    files.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false",
+                       help="lint files that .gitignore excludes")
+    config = parser.add_argument_group("configuration")
+    config.add_argument("--config", type=Path, metavar="PYPROJECT",
+                        help="read [tool.memlint] from this file instead of searching upward")
+    config.add_argument("--isolated", action="store_true", help="ignore all configuration files")
+    out = parser.add_argument_group("output")
+    out.add_argument("--output-format", choices=sorted(FORMATS), default="text")
+    out.add_argument("-o", "--output-file", type=Path, metavar="FILE",
+                     help="write the report here instead of stdout")
+    out.add_argument("--statistics", action="store_true",
+                     help="print the number of findings per rule instead of each finding")
+    out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    out.add_argument("-q", "--quiet", action="store_true",
+                     help="print findings only: no summary, no warnings about skipped files")
+    run = parser.add_argument_group("execution")
+    run.add_argument("-j", "--jobs", type=_positive_int, default=None,
+                     help="worker processes (default: the number of cores)")
+    run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    run.add_argument("--cache-dir", type=Path, metavar="DIR",
+                     help="cache location (default: .memlint_cache in the project root)")
+    return parser
+
+
+def rule_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="memlint rule", description="Explain memlint's rules.")
+    parser.add_argument("code", nargs="?", help="a rule code such as MEM001, or its name")
+    parser.add_argument("--all", action="store_true", help="list every rule")
+    parser.add_argument("--output-format", choices=["text", "json"], default="text")
+    return parser
+
+
+def _split(values: Sequence[str] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def _known_rules(rules: Sequence[type[Rule]] | None) -> tuple[type[Rule], ...]:
+    if rules is not None:
+        return tuple(rules)
+    from memlint.rules import all_rules
+
+    return all_rules()
+
+
+def _config_start(paths: Sequence[Path]) -> Path:
+    absolute = [os.path.abspath(p) for p in paths]
+    common = Path(os.path.commonpath(absolute))
+    return common if common.is_dir() else common.parent
+
+
+def _settings(args: argparse.Namespace, rules: Sequence[type[Rule]]) -> Settings:
+    cli = Layer(
+        select=_split(args.select),
+        ignore=_split(args.ignore) or (),
+        extend_select=_split(args.extend_select) or (),
+        per_file_ignores=(None if args.per_file_ignores is None
+                          else parse_per_file_ignores(args.per_file_ignores)),
+        exclude=_split(args.exclude),
+        extend_exclude=_split(args.extend_exclude) or (),
+    )
+    if args.config is not None and not args.config.is_file():
+        raise UsageError(f"config file does not exist: {args.config}")
+    return build_settings(
+        cli,
+        [r.code for r in rules],
+        [r.code for r in rules if r.default_enabled],
+        start=_config_start(args.paths),
+        config_path=args.config,
+        isolated=args.isolated,
+    )
+
+
+def _warn(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(f"memlint: warning: {message}", file=sys.stderr)
+
+
+def _emit(text: str, output_file: Path | None) -> None:
+    if output_file is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        output_file.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output_file}: {exc.strerror or exc}") from None
+
+
+def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int:
+    from memlint.cache import CACHE_DIR_NAME, ResultCache, cache_key
+    from memlint.discovery import discover
+    from memlint.runner import lint_paths
+
+    args = check_parser().parse_args(list(argv))
+    if not args.paths:
+        args.paths = [Path(".")]
+    missing = [p for p in args.paths if not os.path.lexists(p)]
+    if missing:
+        raise UsageError(f"path does not exist: {missing[0]}")
+    known = _known_rules(rules)
+    settings = _settings(args, known)
+    found = discover(args.paths, root=settings.root, exclude=settings.exclude,
+                     force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore)
+    for skipped in found.skipped:
+        _warn(f"{skipped.path}: skipped: {skipped.reason}", args.quiet)
+    cache = None
+    if not args.no_cache:
+        env = os.environ.get("MEMLINT_CACHE_DIR")
+        directory = args.cache_dir or (Path(env) if env else settings.root / CACHE_DIR_NAME)
+        ids = [f"{r.__module__}.{r.__qualname__}" for r in known if r.code in settings.enabled]
+        cache = ResultCache(Path(directory).absolute(), cache_key(settings.fingerprint(), ids))
+    result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
+                        cache=cache)
+    for file in result.files:
+        if file.skipped:
+            _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
+    if result.cache_warning:
+        _warn(result.cache_warning, args.quiet)
+    diagnostics = result.diagnostics
+    if args.statistics:
+        text = (json_statistics(diagnostics) if args.output_format == "json"
+                else text_statistics(diagnostics))
+    else:
+        text = render(args.output_format, diagnostics, catalogue(known), Path.cwd())
+        if args.quiet and args.output_format == "text":
+            text = "".join(line + "\n" for line in text.splitlines()[: len(diagnostics)])
+    _emit(text, args.output_file)
+    return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
+
+
+def explain(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None,
+            out: TextIO | None = None) -> int:
+    stream = out or sys.stdout
+    args = rule_parser().parse_args(list(argv))
+    items = catalogue(_known_rules(rules))
+    if args.all == (args.code is not None):
+        raise UsageError("give a rule code, or --all")
+    if args.all:
+        if args.output_format == "json":
+            payload = [{**asdict(item), "fix_safety": item.fix_safety and item.fix_safety.value}
+                       for item in items.values()]
+            stream.write(json.dumps(payload, indent=2) + "\n")
+        else:
+            stream.write(render_table(items.values()))
+        return EXIT_CLEAN
+    wanted = args.code.strip()
+    for item in items.values():
+        if wanted.upper() == item.code or wanted == item.name:
+            if args.output_format == "json":
+                stream.write(json.dumps({**asdict(item), "fix_safety": item.fix_safety
+                                         and item.fix_safety.value}, indent=2) + "\n")
+            else:
+                stream.write(render_doc(item))
+            return EXIT_CLEAN
+    raise UsageError(f"unknown rule {wanted!r} (see `memlint rule --all`)")
+
+
+def main(argv: Sequence[str] | None = None, *, rules: Sequence[type[Rule]] | None = None) -> int:
+    """Entry point; ``rules`` replaces the discovered rule set (tests inject their own)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0] == "rule":
+            return explain(args[1:], rules)
+        if args and args[0] == "check":
+            args = args[1:]
+        return check(args, rules)
+    except (UsageError, ConfigError) as exc:
+        print(f"memlint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else EXIT_CLEAN
+    except KeyboardInterrupt:
+        print("memlint: error: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # the last line of defence: no traceback
+        print(f"memlint: error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR

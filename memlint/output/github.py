@@ -1,0 +1,36 @@
+"""GitHub Actions workflow commands: each finding becomes an annotation on the pull request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from memlint.diagnostics import Diagnostic
+from memlint.output.ruledoc import RuleInfo
+
+
+def _data(text: str) -> str:
+    """Escape a message as the workflow-command parser expects."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _prop(text: str) -> str:
+    """Properties additionally reserve ``:`` and ``,``."""
+    return _data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(d: Diagnostic) -> str:
+    path = Path(d.path).as_posix()
+    props = ",".join([
+        f"file={_prop(path)}",
+        f"line={d.line}",
+        f"col={d.column}",
+        f"endLine={d.end_line}",
+        f"endColumn={d.end_column}",
+        f"title={_prop(f'{d.code} {d.name}')}",
+    ])
+    return f"::error {props}::{_data(f'{d.code} {d.message}')}"
+
+
+def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:
+    return "".join(annotation(d) + "\n" for d in diagnostics)

@@ -1,0 +1,90 @@
+"""Rule documentation as users read it: ``memlint rule``, the rule table and SARIF metadata."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from memlint.diagnostics import FixSafety
+from memlint.rules.base import Rule
+
+_SECTION = re.compile(r"^##\s+(?P<title>.+?)\s*$", re.MULTILINE)
+
+# Diagnostics the engine and runner emit about a file itself, not from a rule.
+ENGINE_DOCS: dict[str, tuple[str, str]] = {
+    "MEM996": ("io-error", "The file could not be read (permissions, a vanished file, ...)."),
+    "MEM997": ("internal-error",
+               "memlint failed on this file; the rest of the run went on. Please report it."),
+    "MEM999": ("parse-error",
+               "The file is not valid Python (or not decodable), so no rule could check it."),
+}
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    code: str
+    name: str
+    summary: str
+    doc: str
+    default_enabled: bool
+    fix_safety: FixSafety | None
+
+
+def sections(doc: str) -> dict[str, str]:
+    """The ``## Heading`` sections of a ruff-shaped docstring, by heading."""
+    out: dict[str, str] = {}
+    matches = list(_SECTION.finditer(doc))
+    for here, following in zip(matches, [*matches[1:], None], strict=True):
+        end = following.start() if following is not None else len(doc)
+        out[here.group("title")] = doc[here.end():end].strip()
+    return out
+
+
+def summary_of(doc: str) -> str:
+    """The first sentence of "What it does" (or of the docstring), on one line."""
+    body = sections(doc).get("What it does") or doc
+    text = " ".join(body.split())
+    match = re.match(r"(.+?\.)(\s|$)", text)
+    return match.group(1) if match else text
+
+
+def info(rule: type[Rule]) -> RuleInfo:
+    doc = inspect.cleandoc(rule.__doc__ or "")
+    return RuleInfo(rule.code, rule.name, summary_of(doc) or rule.message, doc,
+                    rule.default_enabled, rule.fix_safety)
+
+
+def engine_info(code: str) -> RuleInfo:
+    name, text = ENGINE_DOCS[code]
+    return RuleInfo(code, name, text, text, True, None)
+
+
+def catalogue(rules: Iterable[type[Rule]]) -> dict[str, RuleInfo]:
+    """Every code memlint can report, rules and engine codes, by code."""
+    out = {rule.code: info(rule) for rule in rules}
+    for code in ENGINE_DOCS:
+        out.setdefault(code, engine_info(code))
+    return dict(sorted(out.items()))
+
+
+def render_doc(item: RuleInfo) -> str:
+    """The text ``memlint rule CODE`` prints: a title line, then the docstring."""
+    default = "on by default" if item.default_enabled else "off by default (enable with select)"
+    fix = f"fix: {item.fix_safety.value}" if item.fix_safety is not None else "no fix"
+    return f"# {item.name} ({item.code})\n\n{default}; {fix}\n\n{item.doc}\n"
+
+
+def render_table(items: Iterable[RuleInfo]) -> str:
+    """``memlint rule --all``: one aligned row per rule."""
+    header = ("code", "name", "default", "fix", "summary")
+    rows = [header] + [
+        (i.code, i.name, "on" if i.default_enabled else "off",
+         i.fix_safety.value if i.fix_safety is not None else "-", i.summary)
+        for i in items
+    ]
+    widths = [max(len(row[col]) for row in rows) for col in range(4)]
+    lines = ["  ".join([*(row[c].ljust(widths[c]) for c in range(4)), row[4]]).rstrip()
+             for row in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,165 @@
+"""Suppression comments: which findings the author silenced, and which comments did work.
+
+Comments are found with :mod:`tokenize`, so ``"# noqa"`` inside a string literal never
+counts. Spellings (case-insensitive, as in ruff and flake8):
+
+- ``# noqa`` silences every finding on its line; ``# noqa: MEM001, MEM002`` only those codes;
+- ``# memlint: ignore[MEM001]`` silences the listed codes on its line;
+- ``# memlint: noqa`` (optionally ``: MEM001``) on a line of its own covers the whole file.
+
+A line comment applies to a finding reported on that line or on the first line of the
+statement that contains it. :class:`SuppressionIndex` records which comment silenced which
+code, so an unused-suppression check can be built on :meth:`SuppressionIndex.unused`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from memlint.diagnostics import Diagnostic
+
+_CODE = r"[A-Za-z]+[0-9]+"
+_CODE_LIST = rf"{_CODE}(?:\s*,?\s*{_CODE})*"
+NOQA = re.compile(rf"#\s*noqa(?::\s*(?P<codes>{_CODE_LIST}))?", re.IGNORECASE)
+IGNORE = re.compile(rf"#\s*memlint:\s*ignore\[\s*(?P<codes>{_CODE_LIST})?\s*,?\s*\]", re.IGNORECASE)
+FILE_NOQA = re.compile(
+    rf"^#\s*memlint:\s*noqa(?::\s*(?P<codes>{_CODE_LIST}))?\s*(?:#.*)?$", re.IGNORECASE
+)
+# Any directive contains one of these words: lets files without one skip tokenizing.
+MARKER = re.compile(r"noqa|memlint", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """One suppression comment. ``codes`` is None for a blanket ``# noqa``."""
+
+    line: int
+    column: int  # 1-based column of the directive's ``#``
+    end_column: int  # 1-based column just past the directive
+    kind: str  # "noqa", "ignore" or "file"
+    codes: frozenset[str] | None
+
+    def covers(self, code: str) -> bool:
+        return self.codes is None or code in self.codes
+
+
+@dataclass
+class SuppressionIndex:
+    """Every suppression comment of one file and, after :meth:`apply`, what each one silenced."""
+
+    comments: list[Suppression] = field(default_factory=list)
+    used: dict[Suppression, set[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._by_line: dict[int, list[Suppression]] = {}
+        self._file: list[Suppression] = []
+        for comment in self.comments:
+            if comment.kind == "file":
+                self._file.append(comment)
+            else:
+                self._by_line.setdefault(comment.line, []).append(comment)
+
+    @property
+    def file_blanket(self) -> bool:
+        """True when the whole file is switched off: no need to lint it at all."""
+        return any(c.codes is None for c in self._file)
+
+    def matching(self, diagnostic: Diagnostic) -> Suppression | None:
+        for comment in self._file:
+            if comment.covers(diagnostic.code):
+                return comment
+        lines = [diagnostic.line]
+        if diagnostic.statement_line is not None and diagnostic.statement_line != diagnostic.line:
+            lines.append(diagnostic.statement_line)
+        for line in lines:
+            for comment in self._by_line.get(line, ()):
+                if comment.covers(diagnostic.code):
+                    return comment
+        return None
+
+    def apply(self, diagnostics: Iterable[Diagnostic], *,
+              unsuppressible: Iterable[str] = ()) -> list[Diagnostic]:
+        """The diagnostics no comment silences; records each comment's use as a side effect."""
+        never = frozenset(unsuppressible)
+        kept: list[Diagnostic] = []
+        for diagnostic in diagnostics:
+            comment = None if diagnostic.code in never else self.matching(diagnostic)
+            if comment is None:
+                kept.append(diagnostic)
+            else:
+                self.used.setdefault(comment, set()).add(diagnostic.code)
+        return kept
+
+    def unused(self) -> list[tuple[Suppression, frozenset[str] | None]]:
+        """Comments (or the codes listed in them) that silenced nothing in the last apply.
+
+        Each entry is the comment and the unused codes it lists; None means the whole comment
+        silenced nothing.
+        """
+        out: list[tuple[Suppression, frozenset[str] | None]] = []
+        for comment in self.comments:
+            used = self.used.get(comment)
+            if not used:
+                out.append((comment, None))
+            elif comment.codes is not None and comment.codes - used:
+                out.append((comment, frozenset(comment.codes - used)))
+        return out
+
+
+def _codes(text: str | None) -> frozenset[str]:
+    if not text:
+        return frozenset()
+    return frozenset(c.upper() for c in re.findall(_CODE, text))
+
+
+def _comments(text: str) -> Iterator[tuple[int, int, str, bool]]:
+    """(line, 0-based column, comment text, alone on its line) for each comment token.
+
+    A file that tokenize rejects part way yields the comments before the error: the linter
+    reports that file as a parse error anyway.
+    """
+    lines_with_code: set[int] = set()
+    found: list[tuple[int, int, str]] = []
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    try:
+        for tok in tokens:
+            if tok.type == tokenize.COMMENT:
+                found.append((tok.start[0], tok.start[1], tok.string))
+            elif tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                                  tokenize.DEDENT, tokenize.ENDMARKER):
+                lines_with_code.update(range(tok.start[0], tok.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    for line, col, comment in found:
+        yield line, col, comment, line not in lines_with_code
+
+
+def parse_suppressions(text: str) -> list[Suppression]:
+    """Every suppression directive in a file's comments, in source order."""
+    out: list[Suppression] = []
+    for line, col, comment, alone in _comments(text):
+        file_match = FILE_NOQA.match(comment) if alone else None
+        if file_match is not None:
+            codes = _codes(file_match.group("codes"))
+            out.append(Suppression(line, col + 1, col + 1 + file_match.end(), "file",
+                                   codes or None))
+            continue
+        for match in NOQA.finditer(comment):
+            codes = _codes(match.group("codes"))
+            out.append(Suppression(line, col + 1 + match.start(), col + 1 + match.end(),
+                                   "noqa", codes or None))
+        for match in IGNORE.finditer(comment):
+            out.append(Suppression(line, col + 1 + match.start(), col + 1 + match.end(),
+                                   "ignore", _codes(match.group("codes"))))
+    return out
+
+
+def index_for(text: str) -> SuppressionIndex:
+    """The suppression index of a file; cheap when the file mentions no directive at all."""
+    if MARKER.search(text) is None:
+        return SuppressionIndex()
+    return SuppressionIndex(parse_suppressions(text))
