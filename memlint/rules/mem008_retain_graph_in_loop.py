@@ -7,6 +7,7 @@ import libcst as cst
 from memlint.analysis.calls import backward_value, is_backward_call, last_name
 from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
+from memlint.analysis.tree import Loop
 from memlint.rules.base import Invalid, Rule, Valid
 
 
@@ -156,25 +157,63 @@ class RetainGraphInLoop(Rule):
             return
         self.report(node)
 
-    def _graph_built_in(self, loop: cst.For | cst.While, value: cst.BaseExpression | None) -> bool:
-        """Is the backward's tensor computed in the iteration, not bound once before the loop?"""
+    def _graph_built_in(self, loop: Loop, value: cst.BaseExpression | None) -> bool:
+        """Is the backward's tensor computed afresh in the iteration, rather than bound once
+        before the loop or built on a graph-carrying value from before the loop (a shared
+        trunk that several backward passes go through, which does need the graph kept)?"""
         root = _root(value)
         if root is None:
             return False
         if isinstance(root, cst.Call):
             # `criterion(out, y).backward(...)`: a free call builds the graph right there.
-            return last_name(root.func) is not None
+            return last_name(root.func) is not None and not self._uses_outer_graph(loop, root)
         name = dotted_name(root)
         if name is None:
             return False
         if isinstance(loop, cst.For) and name in names_in(loop.target):
             return True
+        values: list[cst.BaseExpression] = []
         for node in self.context.analysis.tree.walk(loop.body):
             if isinstance(node, cst.Assign):
                 if any(name in names_in(t.target) for t in node.targets):
-                    return True
-            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)) and name in names_in(
-                node.target
+                    values.append(node.value)
+            elif (
+                isinstance(node, (cst.AnnAssign, cst.AugAssign))
+                and name in names_in(node.target)
+                and node.value is not None
             ):
-                return True
+                values.append(node.value)
+        return bool(values) and not any(self._uses_outer_graph(loop, v) for v in values)
+
+    def _uses_outer_graph(self, loop: Loop, expr: cst.BaseExpression) -> bool:
+        """Does ``expr`` read a graph-carrying name that the loop does not rebind?"""
+        bound = self._bound_in(loop)
+        graph = self.context.analysis.graph
+        todo: list[cst.CSTNode] = [expr]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, cst.Name) and node.value not in bound:
+                if graph.graph_state(node) is True:
+                    return True
+            elif isinstance(node, cst.Attribute):
+                todo.append(node.value)
+            elif isinstance(node, cst.Call):
+                # The callee (`model`, `criterion`) is a module, not a graph-carrying value.
+                if isinstance(node.func, cst.Attribute):
+                    todo.append(node.func.value)
+                todo.extend(a.value for a in node.args)
+            else:
+                todo.extend(node.children)
         return False
+
+    def _bound_in(self, loop: Loop) -> set[str]:
+        bound: set[str] = set()
+        if isinstance(loop, cst.For):
+            bound.update(names_in(loop.target))
+        for node in self.context.analysis.tree.walk(loop.body):
+            if isinstance(node, cst.Assign):
+                for t in node.targets:
+                    bound.update(names_in(t.target))
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For)):
+                bound.update(names_in(node.target))
+        return bound
