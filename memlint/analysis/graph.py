@@ -393,6 +393,16 @@ class GraphAnalysis:
         return result
 
     def _eval_binding(self, binding: Binding, name: str) -> Tri:
+        key = binding.node
+        if key in self._in_progress or len(self._in_progress) > MAX_DEPTH:
+            return None
+        self._in_progress.add(key)
+        try:
+            return self._eval_binding_uncached(binding, name)
+        finally:
+            self._in_progress.discard(key)
+
+    def _eval_binding_uncached(self, binding: Binding, name: str) -> Tri:
         if binding.kind == "param":
             assert isinstance(binding.node, cst.Param)
             return self._eval_param(binding.node)

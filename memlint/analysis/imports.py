@@ -66,7 +66,7 @@ class ImportTable:
         return f"{full}.{rest}" if rest else full
 
     def qualified_name(self, expr: cst.BaseExpression) -> str | None:
-        """The import-resolved dotted name of ``expr`` (``F.mse_loss`` -> ``torch.nn.functional.mse_loss``)."""
+        """The import-resolved dotted name: ``F.mse_loss`` -> ``torch.nn.functional.mse_loss``."""
         dotted = dotted_name(expr)
         return None if dotted is None else self.resolve(dotted)
 
