@@ -1,0 +1,309 @@
+"""Behaviour of MEM005-MEM010 beyond each rule's own examples: fix safety, fix text, and the
+near misses that decide precision on real code."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from memlint.diagnostics import Diagnostic, FixSafety
+from memlint.engine import lint_source
+from memlint.fixer import fix_source
+from memlint.rules import rules_by_code
+
+
+def lint(code: str, source: str, path: str = "example.py") -> list[Diagnostic]:
+    rule = rules_by_code()[code]
+    return lint_source(path, textwrap.dedent(source).encode(), [rule])
+
+
+def fixed(code: str, source: str, *, unsafe: bool) -> str:
+    rule = rules_by_code()[code]
+    result = fix_source("example.py", textwrap.dedent(source).encode(), [rule], unsafe=unsafe)
+    return result.fixed.decode()
+
+
+# --- MEM010 factory-then-move ------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("line", "safety"),
+    [
+        ("torch.zeros(3).cuda()", FixSafety.SAFE),
+        ("torch.full((2, 2), 7.0).to(device)", FixSafety.SAFE),
+        ("torch.tensor([1, 2]).to('cuda:0')", FixSafety.SAFE),
+        ("torch.randn(3).cuda()", FixSafety.UNSAFE),
+        ("torch.randperm(n).to(device)", FixSafety.UNSAFE),
+        ("torch.zeros(3, requires_grad=True).cuda()", FixSafety.UNSAFE),
+        ("torch.ones(3).to(device, torch.float16)", None),
+        ("torch.ones(3).to(device, copy=True)", None),
+        ("torch.ones(3).cuda(gpu_index)", None),
+    ],
+)
+def test_factory_fix_safety(line: str, safety: FixSafety | None) -> None:
+    diags = lint("MEM010", f"import torch\nx = {line}\n")
+    assert [d.fix for d in diags] == [safety]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.zeros(3).to(torch.float16)",
+        "torch.zeros(3).to(dtype=torch.float16)",
+        "torch.zeros(3).to(other)",
+        "torch.zeros(3).to('cpu')",
+        "torch.zeros(3).cpu()",
+        "torch.zeros(3, out=buf).cuda()",
+        "torch.zeros(3, device='cpu').cuda()",
+        "torch.randn(3, generator=g).to(device)",
+        "torch.empty(3, pin_memory=True).cuda(non_blocking=True)",
+        "torch.ones_like(x).cuda()",
+        "torch.from_numpy(a).cuda()",
+        "torch.zeros(*shape, **opts).cuda()",
+        "np.zeros(3).to(device)",
+    ],
+)
+def test_factory_near_misses_are_silent(line: str) -> None:
+    assert lint("MEM010", f"import torch\nimport numpy as np\nx = {line}\n") == []
+
+
+def test_factory_on_a_cpu_only_device_name_is_silent() -> None:
+    source = """
+        import torch
+        device = "cpu"
+        x = torch.zeros(3).to(device)
+    """
+    assert lint("MEM010", source) == []
+
+
+def test_factory_fix_keeps_an_aliased_import_and_a_multiline_call() -> None:
+    source = """
+        import torch as t
+        mask = t.ones(
+            n,
+            n,
+        ).cuda(1)
+    """
+    assert fixed("MEM010", source, unsafe=False) == textwrap.dedent("""
+        import torch as t
+        mask = t.ones(
+            n,
+            n,
+            device="cuda:1",
+        )
+    """)
+
+
+def test_random_factory_is_fixed_only_with_unsafe_fixes() -> None:
+    source = "import torch\nz = torch.randn(4, 8).to(device)\n"
+    assert fixed("MEM010", source, unsafe=False) == source
+    assert fixed("MEM010", source, unsafe=True) == (
+        "import torch\nz = torch.randn(4, 8, device=device)\n"
+    )
+
+
+# --- MEM009 zero-grad-not-none -----------------------------------------------------------
+
+def test_zero_grad_fix_is_unsafe_only() -> None:
+    source = "opt.zero_grad(set_to_none=False)\n"
+    assert fixed("MEM009", source, unsafe=False) == source
+    assert fixed("MEM009", source, unsafe=True) == "opt.zero_grad()\n"
+
+
+def test_zero_grad_silent_when_the_loop_reads_grad_before_it() -> None:
+    source = """
+        for x in loader:
+            model(x).sum().backward()
+            for p in model.parameters():
+                p.grad.mul_(0.5)
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+    """
+    assert lint("MEM009", source) == []
+
+
+def test_zero_grad_reported_when_grad_is_read_only_in_another_function() -> None:
+    source = """
+        def clip(model):
+            for p in model.parameters():
+                p.grad.clamp_(-1, 1)
+
+        def train(opt, model, loader):
+            for x in loader:
+                opt.zero_grad(set_to_none=False)
+                model(x).sum().backward()
+                opt.step()
+    """
+    assert [d.line for d in lint("MEM009", source)] == [8]
+
+
+# --- MEM006 oom-retry-in-except ----------------------------------------------------------
+
+def test_oom_handler_in_a_tuple_of_types_is_recognised() -> None:
+    source = """
+        import torch
+        try:
+            out = model(x)
+        except (ValueError, torch.cuda.OutOfMemoryError):
+            out = model(x[:1])
+    """
+    assert [d.line for d in lint("MEM006", source)] == [6]
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        "    raise\n",
+        "    logger.exception('oom')\n    failed = True\n",
+        "    torch.cuda.empty_cache()\n",
+        "    del out\n    gc.collect()\n    torch.cuda.empty_cache()\n",
+        "    optimizer.zero_grad(set_to_none=True)\n",
+    ],
+)
+def test_oom_handlers_that_only_clean_up_are_silent(handler: str) -> None:
+    source = (
+        "import gc\nimport torch\ntry:\n    out = model(x)\n"
+        "except torch.OutOfMemoryError:\n" + handler
+    )
+    assert lint("MEM006", source) == []
+
+
+def test_runtime_error_handler_without_an_oom_signal_is_silent() -> None:
+    source = """
+        try:
+            y = model(x)
+        except RuntimeError as err:
+            logger.warning("shape mismatch: %s", err)
+            y = model(x.transpose(0, 1))
+    """
+    assert lint("MEM006", source) == []
+
+
+def test_retry_in_a_nested_function_of_the_handler_is_not_a_call_there() -> None:
+    source = """
+        import torch
+        try:
+            y = model(x)
+        except torch.OutOfMemoryError:
+            def later():
+                return model(x[:1])
+            retry_queue.append(later)
+    """
+    assert lint("MEM006", source) == []
+
+
+# --- MEM007 recurrent-state-not-detached -------------------------------------------------
+
+def test_state_swap_outside_training_is_silent() -> None:
+    source = """
+        import jax
+        key = jax.random.PRNGKey(0)
+        for step in range(100):
+            key, sub = jax.random.split(key)
+            loss = criterion(model(x), y)
+            loss.backward()
+            opt.step()
+    """
+    assert lint("MEM007", source) == []
+
+
+def test_state_carried_in_a_loop_without_training_is_silent() -> None:
+    source = """
+        hidden = model.init_hidden(1)
+        for token in prompt:
+            out, hidden = model(token, hidden)
+    """
+    assert lint("MEM007", source) == []
+
+
+def test_state_carried_under_unknown_grad_mode_is_silent() -> None:
+    source = """
+        import torch
+        hidden = model.init_hidden(1)
+        for x, y in loader:
+            with torch.set_grad_enabled(phase == "train"):
+                out, hidden = model(x, hidden)
+                loss = criterion(out, y)
+            loss.backward()
+            opt.step()
+    """
+    assert lint("MEM007", source) == []
+
+
+# --- MEM008 retain-graph-in-loop ---------------------------------------------------------
+
+def test_retain_graph_outside_a_loop_is_silent() -> None:
+    source = """
+        loss = criterion(model(x), y)
+        loss.backward(retain_graph=True)
+        aux.backward()
+    """
+    assert lint("MEM008", source) == []
+
+
+def test_retain_graph_from_a_variable_is_silent() -> None:
+    source = """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward(retain_graph=keep)
+            opt.step()
+    """
+    assert lint("MEM008", source) == []
+
+
+# --- MEM005 eval-outputs-retained --------------------------------------------------------
+
+def test_eval_outputs_in_a_pytest_test_function_are_silent() -> None:
+    source = """
+        def test_outputs_have_batch_dimension(model):
+            outs = []
+            for x in inputs:
+                outs.append(model(x))
+            assert all(o.shape[0] == 1 for o in outs)
+    """
+    assert lint("MEM005", source, path="tests/test_model.py") == []
+
+
+def test_eval_outputs_returned_to_a_training_caller_are_silent() -> None:
+    source = """
+        def predict_all(model, loader):
+            model.eval()
+            outs = []
+            for x in loader:
+                outs.append(model(x))
+            return torch.cat(outs)
+
+        def fit(model, loader, opt):
+            loss = predict_all(model, loader).mean()
+            loss.backward()
+            opt.step()
+    """
+    assert lint("MEM005", source) == []
+
+
+def test_eval_outputs_under_a_no_grad_caller_are_silent() -> None:
+    source = """
+        import torch
+
+        def evaluate(model, loader):
+            outs = []
+            for x in loader:
+                outs.append(model(x))
+            return outs
+
+        def main(model, loader):
+            with torch.no_grad():
+                return evaluate(model, loader)
+    """
+    assert lint("MEM005", source) == []
+
+
+def test_eval_outputs_in_a_loader_loop_without_eval_name_are_reported() -> None:
+    source = """
+        def dump_features(backbone, val_loader):
+            feats = []
+            for images, _ in val_loader:
+                feats.append(backbone(images))
+            return feats
+    """
+    assert [d.line for d in lint("MEM005", source)] == [5]
