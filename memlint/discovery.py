@@ -180,7 +180,7 @@ def _walk(
                 is_dir = entry.is_dir(follow_symlinks=False)
                 is_file = not is_dir and entry.is_file()
             except OSError:
-                continue
+                is_dir = is_file = False
             if is_dir:
                 if excluder.excluded(path, True):
                     continue

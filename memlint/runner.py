@@ -97,9 +97,15 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[type[Rule]],
     ])
 
 
+def read_source(path: str) -> bytes:
+    """The one place linted files are opened: read-only, whole file."""
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def lint_task(task: Task, rules: Sequence[type[Rule]]) -> FileResult:
     try:
-        source = Path(task.path).read_bytes()
+        source = read_source(task.path)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         return FileResult(task.display, [file_diagnostic(task.display, IO_ERROR,

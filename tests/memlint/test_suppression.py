@@ -1,0 +1,110 @@
+"""Suppression comments: spellings, placement, strings that only look like comments."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memlint.diagnostics import Diagnostic
+from memlint.runner import lint_bytes
+from memlint.suppression import SuppressionIndex, index_for, parse_suppressions
+from tests.memlint.cli_support import TEST_RULES, run_cli, write
+
+
+def codes_left(source: str) -> list[tuple[int, str]]:
+    result = lint_bytes("t.py", textwrap.dedent(source).encode(), TEST_RULES)
+    return [(d.line, d.code) for d in result.diagnostics]
+
+
+def test_unsuppressed_baseline() -> None:
+    assert codes_left("leak()\ndrip()\n") == [(1, "MEM901"), (2, "MEM902")]
+
+
+@pytest.mark.parametrize("comment", [
+    "# noqa",
+    "# NOQA",
+    "#noqa:MEM901",
+    "# noqa: MEM901, MEM902",
+    "# noqa: mem901",
+    "# type: ignore  # noqa: MEM901",
+    "# memlint: ignore[MEM901]",
+    "# MEMLINT: IGNORE[mem902, mem901]",
+])
+def test_line_suppressions(comment: str) -> None:
+    assert codes_left(f"leak()  {comment}\nleak()\n") == [(2, "MEM901")]
+
+
+@pytest.mark.parametrize("comment", ["# noqa: MEM902", "# memlint: ignore[MEM902]",
+                                     "# no qa", "# memlint: ignore"])
+def test_other_codes_or_malformed_comments_do_not_suppress(comment: str) -> None:
+    assert codes_left(f"leak()  {comment}\n") == [(1, "MEM901")]
+
+
+def test_statement_first_line_covers_a_multiline_statement() -> None:
+    source = """\
+    result = compute(  # noqa: MEM901
+        1,
+        leak(),
+    )
+    other = compute(
+        leak(),  # noqa: MEM901
+    )
+    last = compute(
+        leak(),
+    )  # noqa: MEM901
+    """
+    assert codes_left(source) == [(9, "MEM901")]
+
+
+def test_noqa_inside_a_string_does_not_count() -> None:
+    source = '''\
+    leak("# noqa")
+    doc = """
+    # memlint: noqa
+    """
+    x = leak(); y = "# noqa: MEM901"
+    '''
+    assert codes_left(source) == [(1, "MEM901"), (5, "MEM901")]
+
+
+def test_file_level_noqa_on_its_own_line() -> None:
+    assert codes_left("import torch\n# memlint: noqa\nleak()\n") == []
+    assert codes_left("leak()  # memlint: noqa\nleak()\n") == [(1, "MEM901"), (2, "MEM901")]
+    # With codes, only those codes are off for the file.
+    src = "# memlint: noqa: MEM902\nleak()\ndrip()\n"
+    result = lint_bytes("t.py", src.encode(), TEST_RULES)
+    assert [d.code for d in result.diagnostics] == ["MEM901"]
+
+
+def test_parse_errors_cannot_be_silenced_by_line_comments() -> None:
+    assert [c for _, c in codes_left("def f(:  # noqa\n")] == ["MEM999"]
+
+
+def test_index_records_which_comment_silenced_what() -> None:
+    text = "leak()  # noqa: MEM901, MEM902\nx = 1  # noqa\nleak()  # memlint: ignore[MEM901]\n"
+    index = index_for(text)
+    assert [(c.line, c.kind, c.codes) for c in index.comments] == [
+        (1, "noqa", frozenset({"MEM901", "MEM902"})),
+        (2, "noqa", None),
+        (3, "ignore", frozenset({"MEM901"})),
+    ]
+    diags = [Diagnostic("t.py", line, 1, line, 7, "MEM901", "test-leak", "m") for line in (1, 3)]
+    assert index.apply(diags) == []
+    unused = [(c.line, codes) for c, codes in index.unused()]
+    assert unused == [(1, frozenset({"MEM902"})), (2, None)]
+    first = index.comments[0]
+    assert (first.column, first.end_column) == (9, 9 + len("# noqa: MEM901, MEM902"))
+
+
+def test_files_without_directives_skip_tokenizing() -> None:
+    assert index_for("x = 1\n").comments == []
+    assert isinstance(index_for(""), SuppressionIndex)
+    # A file tokenize rejects still yields the directives before the error.
+    assert [c.line for c in parse_suppressions("x = 1  # noqa\ns = '''\n")] == [1]
+
+
+def test_cli_respects_suppressions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "a.py", "leak()  # noqa: MEM901\n")
+    assert run_cli(capsys, tmp_path, "--no-cache").rc == 0
