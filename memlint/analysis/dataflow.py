@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from functools import cached_property
 
 import libcst as cst
@@ -283,10 +283,31 @@ class DataflowAnalysis:
     @cached_property
     def _loader_bound_names(self) -> frozenset[str]:
         """Names bound, anywhere in the file, to a DataLoader or to a wrapper of one."""
+        return frozenset(self._loader_facts[0])
+
+    @cached_property
+    def _loader_facts(self) -> tuple[set[str], dict[str, str]]:
+        """(names bound to a loader, ``progress -> train_loader`` for wrapper-bound names)."""
         bound: set[str] = set()
+        wrapped: dict[str, str] = {}
         for call in self.dataloader_calls:
             bound.update(self.bindings(call))
-        return frozenset(bound)
+        # `progress = tqdm(train_loader)`: a wrapper bound to a name before the loop.
+        for wrapper in _PASS_THROUGH:
+            for call in self.tree.calls_by_name.get(wrapper, ()):
+                parent = self.tree.parent(call)
+                if not isinstance(parent, cst.Assign) or not call.args:
+                    continue
+                inner = call.args[0].value
+                if not self._is_loader_like(inner, follow_params=False, bound=bound):
+                    continue
+                inner_key = self._key_of(inner)
+                for target in parent.targets:
+                    for name in names_in(target.target):
+                        bound.add(name)
+                        if inner_key is not None:
+                            wrapped[name] = inner_key
+        return bound, wrapped
 
     def bindings(self, value: cst.BaseExpression) -> set[str]:
         """Keys under which ``value`` can be found later: assigned names, a dict or list that
@@ -341,13 +362,20 @@ class DataflowAnalysis:
                 return
         yield expr
 
-    def _is_loader_like(self, expr: cst.BaseExpression, *, follow_params: bool = True) -> bool:
+    def _is_loader_like(
+        self,
+        expr: cst.BaseExpression,
+        *,
+        follow_params: bool = True,
+        bound: Collection[str] | None = None,
+    ) -> bool:
+        known = self._loader_bound_names if bound is None else bound
         if isinstance(expr, cst.Call):
             if self.is_dataloader_call(expr):
                 return True
             name = _call_name(expr)
             return name is not None and (
-                bool(_LOADER_NAME.search(name)) or f"{name}()" in self._loader_bound_names
+                bool(_LOADER_NAME.search(name)) or f"{name}()" in known
             )
         base = expr
         while isinstance(base, cst.Subscript):
@@ -355,7 +383,7 @@ class DataflowAnalysis:
         name = dotted_name(base)
         if name is None:
             return False
-        if name in self._loader_bound_names or _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
+        if name in known or _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
             return True
         # `def run(model, data): for x, y in data:` called as `run(model, train_loader)`.
         return follow_params and isinstance(base, cst.Name) and any(
@@ -378,6 +406,10 @@ class DataflowAnalysis:
         source = self.loader_source(loop.iter)
         if source is None:
             return None
+        key = self._key_of(source)
+        return self._loader_facts[1].get(key, key) if key is not None else None
+
+    def _key_of(self, source: cst.BaseExpression) -> str | None:
         if isinstance(source, cst.Call):
             name = _call_name(source)
             return None if name is None else f"{name}()"
