@@ -22,22 +22,36 @@ from typing import TypeVar, cast
 
 import libcst as cst
 
+from memlint.config import ENGINE_CODES
 from memlint.context import FileContext
 from memlint.diagnostics import Diagnostic, FixSafety
 from memlint.engine import applicable_rules, lint_module, lint_source, parse
 from memlint.rules.base import Finding, Fix, Rule
+from memlint.rules.mem998_unused_noqa import resolve_unused_findings
+from memlint.suppression import index_for
 
 # Enough for fixes that uncover further fixes; a rule whose fix keeps re-firing stops here.
 MAX_PASSES = 10
 
 NodeT = TypeVar("NodeT", bound=cst.CSTNode)
 Pair = tuple[Finding, Diagnostic]
-# Decides which findings of a file stand (suppression comments, unused-noqa); identity by default.
+# Decides which findings of a file stand; by default, what a lint run would report.
 FindingFilter = Callable[[FileContext, list[Pair]], list[Pair]]
 
 
 def keep_all(context: FileContext, pairs: list[Pair]) -> list[Pair]:
     return pairs
+
+
+def standing_findings(context: FileContext, pairs: list[Pair]) -> list[Pair]:
+    """The findings a lint run would report: suppression comments applied, MEM998 resolved.
+
+    A suppressed finding is never fixed, and an unused-noqa fix removes only the codes that
+    silenced nothing.
+    """
+    index = index_for(context.source)
+    kept = {id(d) for d in index.apply([d for _, d in pairs], unsuppressible=ENGINE_CODES)}
+    return resolve_unused_findings(context, index, [(f, d) for f, d in pairs if id(d) in kept])
 
 
 class FileChangedError(Exception):
@@ -126,7 +140,7 @@ def fix_source(
     rules: Sequence[type[Rule]],
     *,
     unsafe: bool = False,
-    keep: FindingFilter = keep_all,
+    keep: FindingFilter = standing_findings,
 ) -> FixResult:
     """Fix ``source`` in memory; the result says what changed and which diagnostics remain."""
     result = FixResult(path=path, original=source, fixed=source)
@@ -213,7 +227,7 @@ def fix_file(
     rules: Sequence[type[Rule]],
     *,
     unsafe: bool = False,
-    keep: FindingFilter = keep_all,
+    keep: FindingFilter = standing_findings,
     write: bool = True,
     source: bytes | None = None,
 ) -> FixResult:

@@ -22,6 +22,7 @@ from memlint.rules import all_rules
 from memlint.rules.base import Invalid, Rule
 from memlint.rules.mem014_load_without_map_location import LoadWithoutMapLocation
 from memlint.rules.mem015_deprecated_amp_api import DeprecatedAmpApi
+from memlint.rules.mem998_unused_noqa import UnusedNoqa, rewrite_comment
 
 INVALID = [
     pytest.param(rule, case, id=f"{rule.code}-invalid-{i}")
@@ -160,3 +161,48 @@ def test_unparsable_file_is_reported_and_not_fixed() -> None:
     result = fix_source("t.py", source, [DeprecatedAmpApi])
     assert not result.changed
     assert [d.code for d in result.remaining] == ["MEM999"]
+
+
+def test_suppressed_findings_are_not_fixed() -> None:
+    source = b"import torch\nscaler = torch.cuda.amp.GradScaler()  # noqa: MEM015\n"
+    result = fix_source("t.py", source, [DeprecatedAmpApi])
+    assert not result.changed
+    assert result.remaining == []
+
+
+def test_unused_codes_are_removed_and_used_ones_kept() -> None:
+    source = (
+        b"import torch\n"
+        b"scaler = torch.cuda.amp.GradScaler()  # noqa: MEM015, MEM014  # legacy API on purpose\n"
+        b"x = 1  # noqa: MEM001\n"
+        b"y = 2  # noqa\n"
+        b"z = 3  # noqa: E501\n"
+    )
+    rules = [DeprecatedAmpApi, LoadWithoutMapLocation, UnusedNoqa]
+    before = fix_source("t.py", source, rules, unsafe=False)
+    assert before.fixed == (
+        b"import torch\n"
+        b"scaler = torch.cuda.amp.GradScaler()  # noqa: MEM015  # legacy API on purpose\n"
+        b"x = 1\n"
+        b"y = 2  # noqa\n"
+        b"z = 3  # noqa: E501\n"
+    )
+    assert before.remaining == []
+    again = fix_source("t.py", before.fixed, rules)
+    assert not again.changed
+
+
+@pytest.mark.parametrize(
+    ("comment", "unused", "expected"),
+    [
+        ("# noqa: MEM001", {"MEM001"}, None),
+        ("# noqa: MEM001, MEM002", {"MEM002"}, "# noqa: MEM001"),
+        ("# noqa:MEM001,E501", {"MEM001"}, "# noqa:E501"),
+        ("# memlint: ignore[MEM001, MEM013]", {"MEM013"}, "# memlint: ignore[MEM001]"),
+        ("# memlint: ignore[MEM013]  # flaky", {"MEM013"}, "# flaky"),
+        ("# why: legacy  # noqa: MEM001", {"MEM001"}, "# why: legacy"),
+        ("# memlint: noqa: MEM002", {"MEM002"}, None),
+    ],
+)
+def test_rewrite_comment(comment: str, unused: set[str], expected: str | None) -> None:
+    assert rewrite_comment(comment, frozenset(unused)) == expected
