@@ -89,6 +89,9 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[type[Rule]],
     active = [rule for rule in rules if rule.code not in ignored]
     found = lint_source(display, source, active)
     kept = suppressions.apply(found, unsuppressible=ENGINE_CODES)
+    from memlint.rules.mem998_unused_noqa import resolve_unused
+
+    kept = resolve_unused(suppressions, kept)  # MEM998 needs to know which comments worked
     return FileResult(display, [
         d if "\n" not in d.message else Diagnostic(
             d.path, d.line, d.column, d.end_line, d.end_column, d.code, d.name,

@@ -23,6 +23,7 @@ from memlint.rules.base import Invalid, Rule
 from memlint.rules.mem014_load_without_map_location import LoadWithoutMapLocation
 from memlint.rules.mem015_deprecated_amp_api import DeprecatedAmpApi
 from memlint.rules.mem998_unused_noqa import UnusedNoqa, rewrite_comment
+from memlint.runner import lint_bytes
 
 INVALID = [
     pytest.param(rule, case, id=f"{rule.code}-invalid-{i}")
@@ -206,3 +207,17 @@ def test_unused_codes_are_removed_and_used_ones_kept() -> None:
 )
 def test_rewrite_comment(comment: str, unused: set[str], expected: str | None) -> None:
     assert rewrite_comment(comment, frozenset(unused)) == expected
+
+
+def test_lint_run_reports_only_the_unused_codes() -> None:
+    source = (
+        b"import torch\n"
+        b"s = torch.cuda.amp.GradScaler()  # noqa: MEM015, MEM012\n"
+        b"t = 1  # memlint: ignore[MEM001]\n"
+        b"u = 2  # noqa\n"
+    )
+    result = lint_bytes("t.py", source, [DeprecatedAmpApi, UnusedNoqa])
+    assert [(d.line, d.code, d.message, d.fix) for d in result.diagnostics] == [
+        (2, "MEM998", "unused suppression for MEM012", FixSafety.SAFE),
+        (3, "MEM998", "unused suppression for MEM001", FixSafety.SAFE),
+    ]
