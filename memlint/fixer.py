@@ -22,12 +22,13 @@ from typing import TypeVar, cast
 
 import libcst as cst
 
-from memlint.config import ENGINE_CODES
+from memlint.config import ENGINE_CODES, Settings
 from memlint.context import FileContext
 from memlint.diagnostics import Diagnostic, FixSafety
 from memlint.engine import applicable_rules, lint_module, lint_source, parse
 from memlint.rules.base import Finding, Fix, Rule
 from memlint.rules.mem998_unused_noqa import resolve_unused_findings
+from memlint.runner import RunResult, display_path, root_relative
 from memlint.suppression import index_for
 
 # Enough for fixes that uncover further fixes; a rule whose fix keeps re-firing stops here.
@@ -214,7 +215,7 @@ def write_if_unchanged(path: Path, original: bytes, new: bytes) -> None:
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)
         if target.read_bytes() != original:
-            raise FileChangedError(f"{path}: changed on disk while fixing; left untouched")
+            raise FileChangedError("changed on disk while fixing; left untouched")
         os.replace(tmp_name, target)
     except BaseException:
         if os.path.exists(tmp_name):
@@ -241,3 +242,63 @@ def fix_file(
     if write and result.changed:
         write_if_unchanged(path, data, result.fixed)
     return result
+
+
+@dataclass
+class FixRun:
+    """What ``--fix`` / ``--diff`` did across a run."""
+
+    results: list[FixResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def applied(self) -> int:
+        return sum(r.applied for r in self.results if r.changed)
+
+    @property
+    def changed(self) -> list[FixResult]:
+        return [r for r in self.results if r.changed]
+
+    def diff(self) -> str:
+        return "".join(unified_diff(r) for r in self.changed)
+
+
+def apply_fixes(
+    files: Sequence[Path],
+    lint: RunResult,
+    settings: Settings,
+    rules: Sequence[type[Rule]],
+    *,
+    unsafe: bool,
+    write: bool,
+    cwd: Path | None = None,
+) -> FixRun:
+    """Fix the files whose lint results offer an applicable fix.
+
+    Only those files are parsed again, in this process: the lint run, which isolates
+    crashes in worker processes, has already shown that they parse. Each file gets the
+    rules enabled for it, per-file ignores included.
+    """
+    here = cwd or Path.cwd()
+    by_display = {display_path(path, here): path for path in files}
+    enabled = [rule for rule in rules if rule.code in settings.enabled]
+    run = FixRun()
+    for file in lint.files:
+        if not any(d.fix is not None and (d.fix is FixSafety.SAFE or unsafe)
+                   for d in file.diagnostics):
+            continue
+        path = by_display.get(file.path)
+        if path is None:
+            continue
+        ignored = settings.ignored_for(root_relative(path, settings.root))
+        active = [rule for rule in enabled if rule.code not in ignored]
+        try:
+            result = fix_file(path, active, unsafe=unsafe, write=write)
+        except (OSError, FileChangedError) as exc:
+            run.warnings.append(f"{file.path}: not fixed: {exc}")
+            continue
+        result.path = file.path
+        if result.problem is not None:
+            run.warnings.append(f"{file.path}: {result.problem}")
+        run.results.append(result)
+    return run

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memlint.cli import main
 from memlint.diagnostics import FixSafety
 from memlint.engine import lint_source
 from memlint.fixer import (
@@ -221,3 +222,44 @@ def test_lint_run_reports_only_the_unused_codes() -> None:
         (2, "MEM998", "unused suppression for MEM012", FixSafety.SAFE),
         (3, "MEM998", "unused suppression for MEM001", FixSafety.SAFE),
     ]
+
+
+def _cli(tmp_path: Path, *args: str) -> int:
+    return main(["--isolated", "--no-cache", "--select", "MEM014,MEM015", *args, str(tmp_path)])
+
+
+def test_cli_diff_prints_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "train.py"
+    path.write_bytes(AMP + LOAD.split(b"\n", 1)[1])
+    assert _cli(tmp_path, "--diff") == 1
+    out = capsys.readouterr().out
+    assert '+scaler = torch.amp.GradScaler("cuda")  # keep me' in out
+    assert "map_location" not in out, "unsafe fixes need --unsafe-fixes"
+    assert path.read_bytes() == AMP + b"state = torch.load(path)\n"
+
+
+def test_cli_fix_exit_status_follows_what_remains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "train.py"
+    path.write_bytes(AMP + b"state = torch.load(path)\n")
+    assert _cli(tmp_path, "--fix") == 1  # the unsafe MEM014 fix was not applied
+    out = capsys.readouterr().out
+    assert "MEM014" in out and "MEM015" not in out
+    assert b'torch.amp.GradScaler("cuda")' in path.read_bytes()
+
+    assert _cli(tmp_path, "--fix", "--unsafe-fixes") == 0
+    assert path.read_bytes().endswith(b'torch.load(path, map_location="cpu")\n')
+    fixed = path.read_bytes()
+    assert _cli(tmp_path, "--fix", "--unsafe-fixes") == 0
+    assert path.read_bytes() == fixed
+
+
+def test_cli_diff_on_clean_tree_exits_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "ok.py").write_bytes(b"import torch\nx = torch.load(p, map_location='cpu')\n")
+    assert _cli(tmp_path, "--diff") == 0
+    assert capsys.readouterr().out == ""
