@@ -102,6 +102,12 @@ def check_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     run.add_argument("--cache-dir", type=Path, metavar="DIR",
                      help="cache location (default: .memlint_cache in the project root)")
+    fixes = parser.add_argument_group("fixes")
+    fixes.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    fixes.add_argument("--unsafe-fixes", action="store_true",
+                       help="with --fix or --diff, also apply fixes that may change behaviour")
+    fixes.add_argument("--diff", action="store_true",
+                       help="print the fixes as a unified diff and write nothing")
     return parser
 
 
@@ -196,6 +202,24 @@ def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int
         cache = ResultCache(Path(directory).absolute(), cache_key(settings.fingerprint(), ids))
     result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
                         cache=cache)
+    if args.fix or args.diff:
+        from memlint.fixer import apply_fixes
+
+        fixed = apply_fixes(found.files, result, settings, known, unsafe=args.unsafe_fixes,
+                            write=not args.diff)
+        for warning in fixed.warnings:
+            _warn(warning, args.quiet)
+        if args.diff:
+            _emit(fixed.diff(), args.output_file)
+            if not args.quiet:
+                print(f"memlint: {fixed.applied} fix(es) would be applied", file=sys.stderr)
+            return EXIT_FINDINGS if fixed.changed else EXIT_CLEAN
+        if fixed.changed:
+            if not args.quiet:
+                print(f"memlint: fixed {fixed.applied} problem(s) in {len(fixed.changed)} "
+                      "file(s)", file=sys.stderr)
+            result = lint_paths(found.files, settings, known,
+                                jobs=args.jobs or default_jobs(), cache=cache)
     for file in result.files:
         if file.skipped:
             _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
