@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpumem.atomicfile import write_text_atomically
+from pytest_gpumem.units import format_bytes
 
 FORMAT_VERSION = 1
 DEFAULT_TOLERANCE = "10%,+1MiB"
@@ -90,7 +91,7 @@ class Tolerance:
         if self.relative:
             parts.append(f"{self.relative * 100:g}%")
         if self.absolute_bytes or not parts:
-            parts.append(f"+{self.absolute_bytes} B")
+            parts.append(f"+{format_bytes(self.absolute_bytes).replace(' ', '')}")
         return ",".join(parts)
 
 
@@ -186,17 +187,16 @@ class Verdict:
         return self.kind is VerdictKind.REGRESSION
 
 
-def _metric_regression(
-    name: str, measured: int, base: int, tolerance: Tolerance, entry: BaselineEntry
-) -> str | None:
+def _peak_regression(measured: int, tolerance: Tolerance, entry: BaselineEntry) -> str | None:
+    base = entry.peak_bytes
     allowed = tolerance.allowed(base)
     if measured <= allowed:
         return None
-    growth = (measured - base) / base * 100 if base else float("inf")
+    growth = f"{(measured - base) / base * 100:+.1f}%" if base else "from nothing"
     return (
-        f"{name} {measured} B grew {growth:+.1f}% over the baseline {base} B "
-        f"(allowed up to {allowed} B with tolerance {tolerance.describe()}; "
-        f"baseline measured on {entry.backend} {entry.device})"
+        f"peak {format_bytes(measured)} grew {growth} over the baseline {format_bytes(base)} "
+        f"(allowed up to {format_bytes(allowed)} with tolerance {tolerance.describe()}; "
+        f"baseline from {entry.backend} {entry.device})"
     )
 
 
@@ -204,13 +204,15 @@ def compare(
     entry: BaselineEntry | None,
     *,
     peak_bytes: int,
-    leaked_bytes: int,
     backend: str,
     device: str,
     tolerance: Tolerance,
     strict_backend: bool = False,
 ) -> Verdict:
-    """Judge one test's measurement against its baseline entry.
+    """Judge one test's peak against its baseline entry.
+
+    Only the peak is judged: leaks already have their own tolerance on the marker; the
+    entry's ``leaked_bytes`` is kept in the file for reviewers of the diff.
 
     A baseline taken on another backend (a CPU estimate against a CUDA measurement) is not
     comparable, so by default it only yields a warning. Devices are compared by kind
@@ -226,16 +228,9 @@ def compare(
         if strict_backend:
             return Verdict(VerdictKind.REGRESSION, message)
         return Verdict(VerdictKind.MISMATCH, message + "; not compared")
-    problems = [
-        problem
-        for problem in (
-            _metric_regression("peak", peak_bytes, entry.peak_bytes, tolerance, entry),
-            _metric_regression("leak", leaked_bytes, entry.leaked_bytes, tolerance, entry),
-        )
-        if problem is not None
-    ]
-    if problems:
-        return Verdict(VerdictKind.REGRESSION, "memory regression: " + "; ".join(problems))
+    problem = _peak_regression(peak_bytes, tolerance, entry)
+    if problem is not None:
+        return Verdict(VerdictKind.REGRESSION, "memory regression: " + problem)
     return Verdict(VerdictKind.OK)
 
 
