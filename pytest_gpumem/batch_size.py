@@ -22,7 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from pytest_gpumem.backends.base import Backend
+from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.units import format_bytes, gib_to_bytes
 
 
@@ -79,14 +82,9 @@ def _is_oom(exc: BaseException) -> bool:
 
 def measure_step_peak(backend: Backend, step_fn: Callable[[int], Any], batch_size: int) -> int:
     """The peak of one call of ``step_fn`` above what was allocated before it."""
-    tracker = backend.tracker()
-    tracker.start()
-    try:
-        tracker.body_start()
+    with GpumemProbe(backend).track() as measured:
         step_fn(batch_size)
-        return tracker.body_end().peak_bytes
-    finally:
-        tracker.close()
+    return measured.peak_bytes
 
 
 class _Search:
@@ -267,3 +265,52 @@ def _release_after_oom() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+class BatchSizePlanner:
+    """What the ``gpumem_batch_size`` fixture gives a test: the search on the session's
+    backend, with the test's ``gpu_mem`` budget as the default budget."""
+
+    def __init__(self, backend: Backend, default_budget_bytes: int | None) -> None:
+        self.backend = backend
+        self.default_budget_bytes = default_budget_bytes
+
+    def __call__(
+        self,
+        step_fn: Callable[[int], Any],
+        budget_gb: float | None = None,
+        *,
+        low: int = 1,
+        high: int | None = None,
+        warmup: bool = True,
+    ) -> BatchSizeResult:
+        budget_bytes = None
+        if budget_gb is None:
+            if self.default_budget_bytes is None:
+                raise ValueError(
+                    "gpumem_batch_size needs budget_gb=..., or a gpu_mem(max_gb=...) marker "
+                    "or --gpumem-max-gb for its default"
+                )
+            budget_bytes = self.default_budget_bytes
+        return max_batch_size(
+            step_fn,
+            budget_gb,
+            budget_bytes=budget_bytes,
+            low=low,
+            high=high,
+            backend=self.backend,
+            warmup=warmup,
+        )
+
+
+@pytest.fixture
+def gpumem_batch_size(request: pytest.FixtureRequest) -> BatchSizePlanner:
+    """``gpumem_batch_size(step_fn, budget_gb=None, low=1, high=None)`` -> BatchSizeResult."""
+    from pytest_gpumem.marker import MarkerSpec, marker_spec
+    from pytest_gpumem.options import limits_for
+    from pytest_gpumem.plugin import STATE
+
+    state = request.config.stash[STATE]
+    backend = probe_for(state).backend
+    spec = marker_spec(request.node) or MarkerSpec()
+    return BatchSizePlanner(backend, limits_for(spec, state.settings).budget_bytes)

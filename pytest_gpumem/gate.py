@@ -1,5 +1,7 @@
 """The plugin as a CI memory gate: baselines, one GPU per xdist worker, the NVML view.
 
+It also exposes the ``gpumem_batch_size`` fixture (:mod:`pytest_gpumem.batch_size`).
+
 The plugin core (:mod:`pytest_gpumem.plugin`) measures marked tests and attaches one JSON
 record per test to its report. This module adds to that record, on the process that ran
 the test (an xdist worker or the only process), the worker id, the NVML reading and the
@@ -30,6 +32,7 @@ from pytest_gpumem.baseline import (
     updated_baseline,
     write_baseline,
 )
+from pytest_gpumem.batch_size import gpumem_batch_size  # noqa: F401 - the fixture
 from pytest_gpumem.devices import (
     DeviceConfigError,
     parse_device_list,
