@@ -1,0 +1,271 @@
+"""Wall time of memlint (cold) against TorchFix 0.7.0 and Fixit 2.2.1 on the same files.
+
+Run ``bench/setup_peers.sh`` first. Each corpus is copied to a scratch folder with no
+configuration above it, and the tools take turns on it within one run (the order rotates
+every repetition), so a busy machine slows them all alike. memlint runs as users run it:
+``python -m memlint --no-cache --exit-zero DIR``.
+
+    python bench/lint_speed.py                      # memlint on the full tree, peers on a subset
+    python bench/lint_speed.py --peers-full --peer-timeout 900
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / "bench" / ".work"
+PEERS = WORK / "peers-venv" / "bin"
+TRANSFORMERS = WORK / "transformers"
+# The torch-containing files of models/b* in transformers 5.23.0: 33 files, ~32k lines. The
+# peers take about 25 minutes together on the full tree on 2 cores, so they run here by default.
+DEFAULT_SUBSET = "models/b*/**/*.py"
+
+
+@dataclass
+class Corpus:
+    name: str
+    root: Path
+    files: int
+    lines: int
+
+
+@dataclass
+class Timing:
+    tool: str
+    corpus: str
+    runs: list[float] = field(default_factory=list)
+    timed_out: bool = False
+    exit_codes: set[int] = field(default_factory=set)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs) if self.runs else float("nan")
+
+
+def _count(root: Path) -> tuple[int, int]:
+    files = [p for p in root.rglob("*.py") if p.is_file()]
+    return len(files), sum(p.read_bytes().count(b"\n") for p in files)
+
+
+def _copy_files(files: Sequence[Path], base: Path, dest: Path) -> None:
+    for path in files:
+        target = dest / path.relative_to(base)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def make_corpora(scratch: Path, subset: str, include_full: bool) -> list[Corpus]:
+    """Copies of the corpora, so no pyproject.toml or .gitignore of this repo applies."""
+    if not TRANSFORMERS.is_dir():
+        sys.exit(f"error: {TRANSFORMERS} is missing; run bench/setup_peers.sh first")
+    corpora: list[Corpus] = []
+    if include_full:
+        full = scratch / "transformers-full" / "transformers"
+        shutil.copytree(TRANSFORMERS, full)
+        corpora.append(Corpus("transformers 5.23.0 (all)", full.parent, *_count(full.parent)))
+    picked = [
+        p for p in sorted(TRANSFORMERS.glob(subset))
+        if p.is_file() and b"torch" in p.read_bytes()
+    ]
+    if not picked:
+        sys.exit(f"error: --subset {subset!r} selects no torch-containing file")
+    sub = scratch / "transformers-subset" / "transformers"
+    _copy_files(picked, TRANSFORMERS, sub)
+    label = f"transformers `{subset}` (torch files)"
+    corpora.append(Corpus(label, sub.parent, *_count(sub.parent)))
+    ours = [*sorted((REPO / "tests" / "memlint" / "corpus").glob("*.py")),
+            *sorted((REPO / "examples").rglob("*.py"))]
+    own = scratch / "training-scripts"
+    _copy_files(ours, REPO, own)
+    corpora.append(Corpus("memlint training-script corpus", own, *_count(own)))
+    return corpora
+
+
+def memlint_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "memlint", *args]
+
+
+def tool_commands(root: Path) -> dict[str, list[str]]:
+    return {
+        "memlint (cold, --no-cache)": memlint_command("--no-cache", "--exit-zero", str(root)),
+        "TorchFix 0.7.0": [str(PEERS / "torchfix"), str(root)],
+        "Fixit 2.2.1": [str(PEERS / "fixit"), "lint", str(root)],
+    }
+
+
+def timed(command: Sequence[str], cwd: Path, timeout: float | None) -> tuple[float, int | None]:
+    """Wall seconds of one run (interpreter start included); exit code None on timeout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with tempfile.TemporaryFile() as sink:
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(command, cwd=cwd, stdout=sink, stderr=sink, env=env,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return time.perf_counter() - start, None
+        elapsed = time.perf_counter() - start
+        if done.returncode not in (0, 1):
+            sink.seek(0)
+            tail = sink.read()[-2000:].decode(errors="replace")
+            sys.exit(f"error: {' '.join(command)} exited {done.returncode}:\n{tail}")
+        return elapsed, done.returncode
+
+
+def compare(corpus: Corpus, tools: dict[str, list[str]], repeat: int,
+            timeout: float | None) -> list[Timing]:
+    timings = {name: Timing(name, corpus.name) for name in tools}
+    names = list(tools)
+    for rep in range(repeat):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            timing = timings[name]
+            if timing.timed_out:
+                continue
+            elapsed, code = timed(tools[name], corpus.root, timeout)
+            if code is None:
+                timing.timed_out = True
+                timing.runs.append(elapsed)
+            else:
+                timing.runs.append(elapsed)
+                timing.exit_codes.add(code)
+            print(f"  {corpus.name}: {name} {elapsed:.2f}s", file=sys.stderr)
+    return list(timings.values())
+
+
+def _seconds(t: Timing) -> str:
+    if t.timed_out:
+        return f"> {t.runs[-1]:.0f} (stopped)"
+    runs = ", ".join(f"{r:.2f}" for r in t.runs)
+    return f"{t.median:.2f} ({runs})" if len(t.runs) > 1 else f"{t.median:.2f}"
+
+
+def speed_table(corpora: Sequence[Corpus], results: dict[str, list[Timing]]) -> str:
+    rows = ["| Corpus | Files | Lines | Tool | Wall s (median; runs) | Lines/s | Peer / memlint |",
+            "|---|---:|---:|---|---|---:|---:|"]
+    for corpus in corpora:
+        timings = results.get(corpus.name, [])
+        ours = next((t for t in timings if t.tool.startswith("memlint")), None)
+        for t in timings:
+            ratio = ""
+            if ours is not None and t is not ours and ours.runs:
+                ratio = f"{'>' if t.timed_out else ''}{t.median / ours.median:.1f}x"
+            rate = "" if t.timed_out else f"{corpus.lines / t.median:,.0f}"
+            rows.append(f"| {corpus.name} | {corpus.files:,} | {corpus.lines:,} | {t.tool} "
+                        f"| {_seconds(t)} | {rate} | {ratio} |")
+    return "\n".join(rows)
+
+
+def single_file(scratch: Path, repeat: int) -> list[tuple[str, Timing]]:
+    """One small file as pre-commit hands it over: a fresh interpreter per run."""
+    candidates = sorted((REPO / "tests" / "memlint" / "corpus").glob("*.py"),
+                        key=lambda p: p.stat().st_size)
+    out: list[tuple[str, Timing]] = []
+    if candidates:
+        script = scratch / "precommit" / candidates[0].name
+        script.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(candidates[0], script)
+        lines = script.read_bytes().count(b"\n")
+        label = f"training script `{script.name}` ({lines} lines)"
+        out.append((label, Timing("memlint --force-exclude FILE", label)))
+    plain = scratch / "precommit" / "settings.py"
+    plain.parent.mkdir(parents=True, exist_ok=True)
+    plain.write_text('"""Settings."""\n\nBATCH_SIZE = 32\nNAME = "run"\n', encoding="utf-8")
+    label = "file no rule applies to (4 lines)"
+    out.append((label, Timing("memlint --force-exclude FILE", label)))
+    files = [scratch / "precommit" / candidates[0].name] if candidates else []
+    files.append(plain)
+    for _ in range(repeat):
+        for path, (_, timing) in zip(files, out, strict=True):
+            elapsed, _code = timed(memlint_command("--force-exclude", str(path)), path.parent, None)
+            timing.runs.append(elapsed)
+    return out
+
+
+def warm_cache(corpus: Corpus, scratch: Path, repeat: int) -> tuple[Timing, Timing]:
+    cache = scratch / "cache"
+    cold = Timing("cold (--no-cache)", corpus.name)
+    warm = Timing("warm cache, unchanged tree", corpus.name)
+    timed(memlint_command("--exit-zero", "--cache-dir", str(cache), str(corpus.root)),
+          corpus.root, None)
+    for _ in range(repeat):
+        cold.runs.append(timed(memlint_command("--no-cache", "--exit-zero", str(corpus.root)),
+                               corpus.root, None)[0])
+        warm.runs.append(timed(memlint_command("--exit-zero", "--cache-dir", str(cache),
+                                               str(corpus.root)), corpus.root, None)[0])
+    return cold, warm
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subset", default=DEFAULT_SUBSET,
+                        help="glob under src/transformers for the peer comparison "
+                             f"(default {DEFAULT_SUBSET!r}; only files mentioning torch)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per tool (default 3)")
+    parser.add_argument("--peers-full", action="store_true",
+                        help="also run TorchFix and Fixit on the full tree (once each)")
+    parser.add_argument("--peer-timeout", type=float, default=900.0,
+                        help="stop a peer's full-tree run after this many seconds")
+    parser.add_argument("--no-full", action="store_true", help="skip the full transformers tree")
+    parser.add_argument("--no-peers", action="store_true", help="time memlint only")
+    parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if not args.no_peers and not (PEERS / "torchfix").exists():
+        parser.error(f"{PEERS} has no torchfix; run bench/setup_peers.sh (or pass --no-peers)")
+
+    with tempfile.TemporaryDirectory(prefix="memlint-bench-") as tmp:
+        scratch = Path(tmp)
+        corpora = make_corpora(scratch, args.subset, include_full=not args.no_full)
+        results: dict[str, list[Timing]] = {}
+        for corpus in corpora:
+            tools = tool_commands(corpus.root)
+            if args.no_peers:
+                tools = {k: v for k, v in tools.items() if k.startswith("memlint")}
+            full = corpus.name.endswith("(all)")
+            if full and not args.peers_full:
+                tools = {k: v for k, v in tools.items() if k.startswith("memlint")}
+            repeat = 1 if full and args.peers_full else args.repeat
+            results[corpus.name] = compare(corpus, tools, repeat,
+                                           args.peer_timeout if full else None)
+        precommit = single_file(scratch, max(args.repeat, 5))
+        biggest = corpora[0]
+        cold, warm = warm_cache(biggest, scratch, args.repeat)
+
+    report = [
+        f"Measured {date.today().isoformat()} on {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}.",
+        "",
+        speed_table(corpora, results),
+        "",
+        "| One file, as pre-commit runs it | Wall s (median; runs) |",
+        "|---|---|",
+        *(f"| {label} | {_seconds(t)} |" for label, t in precommit),
+        "",
+        f"| Result cache on {biggest.name} ({biggest.files:,} files) | Wall s (median; runs) |",
+        "|---|---|",
+        f"| {cold.tool} | {_seconds(cold)} |",
+        f"| {warm.tool} | {_seconds(warm)} ({100 * warm.median / cold.median:.0f}% of cold) |",
+    ]
+    text = "\n".join(report)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
