@@ -1,0 +1,41 @@
+"""Measurement backends: CUDA allocator counters, or tensor-storage tracking on any device.
+
+Importing this package does not import torch; :func:`make_backend` does.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpumem.backends.base import Backend
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_backend(choice: str, *, round_bytes: int = 1, record_history: bool = True) -> Backend:
+    """Pick the backend for ``auto|cuda|cpu``; a wrong choice is a one-line usage error."""
+    if not torch_available():
+        raise pytest.UsageError(
+            "pytest_gpumem: --gpumem needs torch, which is not installed "
+            "(pip install 'memlint[torch]')"
+        )
+    import torch
+
+    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(
+                "pytest_gpumem: --gpumem-backend=cuda, but torch.cuda.is_available() is False "
+                f"(torch {torch.__version__}); use --gpumem-backend=cpu or auto"
+            )
+        from pytest_gpumem.backends.cuda import CudaBackend
+
+        return CudaBackend(record_history=record_history)
+    from pytest_gpumem.backends.cpu import CpuBackend
+
+    return CpuBackend(round_bytes=round_bytes)

@@ -1,0 +1,102 @@
+"""The contract between the plugin's hooks and a way of measuring tensor memory."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# (filename, line number, function name), innermost user frame first in a stack.
+Frame = tuple[str, int, str]
+
+
+@dataclass(frozen=True)
+class Site:
+    """Bytes attributed to one user call stack (library frames removed)."""
+
+    frames: tuple[Frame, ...]
+    nbytes: int
+    count: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "bytes": self.nbytes,
+            "count": self.count,
+            "frames": [{"file": f, "line": ln, "function": fn} for f, ln, fn in self.frames],
+        }
+
+
+@dataclass(frozen=True)
+class PeakResult:
+    """The body's highest tensor memory, above what was allocated when the body started."""
+
+    peak_bytes: int
+    baseline_bytes: int
+    sites: tuple[Site, ...] = ()
+    context: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LeakResult:
+    """Tensor memory the test allocated that is still alive once it is torn down."""
+
+    leaked_bytes: int
+    storages: int = 0
+    sites: tuple[Site, ...] = ()
+    graph_tensors: int = 0  # survivors that still hold a grad_fn, i.e. an autograd graph
+
+
+class TestTracker(ABC):
+    """Follows one test from before its setup to after its teardown.
+
+    The hooks call, in order: ``start`` (before fixtures), ``pause``/``resume`` around the
+    setup of every fixture wider than function scope, ``body_start``/``body_end`` around
+    the test function, optionally ``live_bytes`` between repeated bodies, then ``finish``
+    after teardown, then ``close``.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def pause(self) -> None: ...
+
+    @abstractmethod
+    def resume(self) -> None: ...
+
+    @abstractmethod
+    def body_start(self) -> None: ...
+
+    @abstractmethod
+    def body_end(self) -> PeakResult: ...
+
+    @abstractmethod
+    def live_bytes(self) -> int:
+        """Bytes the test has allocated and not freed so far (garbage collected first)."""
+
+    @abstractmethod
+    def finish(self) -> LeakResult: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Backend(ABC):
+    """A measuring method; ``label`` is printed in every report so numbers are not misread."""
+
+    name: str
+    device: str
+    label: str
+    has_snapshots: bool = False
+
+    @abstractmethod
+    def tracker(self) -> TestTracker: ...
+
+    def dump_snapshot(self, path: Path) -> Path | None:
+        """Write an allocation-history artifact for a failing test, if the backend has one."""
+        return None
+
+    def shutdown(self) -> None:  # noqa: B027 - most backends change nothing process-wide
+        """Undo process-wide changes made when the backend was created."""

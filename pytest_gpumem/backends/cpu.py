@@ -1,0 +1,305 @@
+"""The CPU backend: tensor storages followed through a ``TorchDispatchMode``.
+
+Every aten op's outputs pass through the mode. A storage not seen before and not among the
+op's inputs is new: in-place, view and ``out=`` results share an input's storage and are
+counted once. A weak reference on the untyped storage says when it is freed. This counts
+tensor storages on any device (CPU, meta, CUDA) exactly, optionally rounded to a block size;
+it does not see kernel scratch buffers, allocator caching or tensors made without a
+dispatched op (``torch.from_numpy``), and only follows the thread that opened it.
+
+Never combine this with ``FakeTensorMode(device="cuda")`` for training: on CPU builds
+``backward()`` then aborts the interpreter, which no ``except`` can catch.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from pytest_gpumem.backends.base import (
+    Backend,
+    Frame,
+    LeakResult,
+    PeakResult,
+    Site,
+    TestTracker,
+)
+from pytest_gpumem.backends.frames import FrameFilter
+from pytest_gpumem.leaks import count_graph_holders
+
+STACK_DEPTH = 6
+_filter: FrameFilter | None = None
+
+
+def _frame_filter() -> FrameFilter:
+    global _filter
+    if _filter is None:
+        _filter = FrameFilter()
+    return _filter
+
+
+class _Live:
+    __slots__ = ("in_window", "nbytes", "ref", "site")
+
+    def __init__(
+        self, nbytes: int, site: tuple[Frame, ...], ref: weakref.ref[Any], in_window: bool
+    ) -> None:
+        self.nbytes = nbytes
+        self.site = site
+        self.ref = ref
+        self.in_window = in_window
+
+
+def _storage(t: torch.Tensor) -> Any:
+    try:
+        return t.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # sparse and other storage-less layouts
+        return None
+
+
+def aggregate(
+    entries: list[tuple[tuple[Frame, ...], int]], limit: int | None = None
+) -> tuple[Site, ...]:
+    """Sum bytes per call stack, largest first."""
+    sums: dict[tuple[Frame, ...], list[int]] = {}
+    for site, nbytes in entries:
+        acc = sums.setdefault(site, [0, 0])
+        acc[0] += nbytes
+        acc[1] += 1
+    ranked = sorted(sums.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    if limit is not None:
+        ranked = ranked[:limit]
+    return tuple(Site(frames=s, nbytes=b, count=c) for s, (b, c) in ranked)
+
+
+class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Live and peak bytes of the storages created while the mode is active.
+
+    ``open_window``/``close_window`` bracket the span whose peak is wanted; the peak is
+    measured above the live bytes at ``open_window``, and the allocation sites that were
+    alive at that peak are kept for reports.
+    """
+
+    def __init__(self, round_bytes: int = 1, stack_depth: int = STACK_DEPTH) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.round_bytes = max(1, round_bytes)
+        self.stack_depth = stack_depth
+        self.current = 0
+        self.peak = 0
+        self._live: dict[int, _Live] = {}
+        self._paused = 0
+        self._in_window = False
+        self._window_sites: dict[tuple[Frame, ...], int] = {}
+        self._peak_dirty = False
+        self._peak_sites: dict[tuple[Frame, ...], int] = {}
+        self._frames = _frame_filter()
+
+    # -- accounting -------------------------------------------------------------------
+
+    def _round(self, n: int) -> int:
+        r = self.round_bytes
+        return n if r == 1 else -(-n // r) * r
+
+    def _note_peak_candidate(self) -> None:
+        # The live set at the peak is copied lazily, at the first decrease after a new
+        # peak, so a steadily growing forward pass costs one copy rather than one per op.
+        if self._peak_dirty:
+            self._peak_sites = dict(self._window_sites)
+            self._peak_dirty = False
+
+    def _grow(self, n: int) -> None:
+        self.current += n
+        if self.current > self.peak:
+            self.peak = self.current
+            if self._in_window:
+                self._peak_dirty = True
+
+    def _shrink(self, n: int) -> None:
+        self._note_peak_candidate()
+        self.current -= n
+
+    def _site_add(self, site: tuple[Frame, ...], n: int) -> None:
+        self._window_sites[site] = self._window_sites.get(site, 0) + n
+
+    def _site_sub(self, site: tuple[Frame, ...], n: int) -> None:
+        left = self._window_sites.get(site, 0) - n
+        if left > 0:
+            self._window_sites[site] = left
+        else:
+            self._window_sites.pop(site, None)
+
+    def _on_free(self, key: int) -> Callable[[weakref.ref[Any]], None]:
+        def freed(ref: weakref.ref[Any]) -> None:
+            entry = self._live.get(key)
+            if entry is None or entry.ref is not ref:
+                return
+            del self._live[key]
+            self._shrink(entry.nbytes)
+            if entry.in_window:
+                self._site_sub(entry.site, entry.nbytes)
+
+        return freed
+
+    def _track(self, storage: Any, key: int) -> None:
+        n = self._round(storage.nbytes())
+        site = self._frames.user_frames(sys._getframe(2), self.stack_depth)
+        self._live[key] = _Live(n, site, weakref.ref(storage, self._on_free(key)), self._in_window)
+        if self._in_window:
+            self._site_add(site, n)
+        self._grow(n)
+
+    def _resized(self, entry: _Live, storage: Any) -> None:
+        n = self._round(storage.nbytes())
+        delta = n - entry.nbytes
+        if delta == 0:
+            return
+        entry.nbytes = n
+        if entry.in_window:
+            self._site_add(entry.site, delta) if delta > 0 else self._site_sub(entry.site, -delta)
+        if delta > 0:
+            self._grow(delta)
+        else:
+            self._shrink(-delta)
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if self._paused:
+            return out
+        input_keys: set[int] | None = None
+        for t in (out,) if isinstance(out, torch.Tensor) else tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = _storage(t)
+            if storage is None:
+                continue
+            key = storage._cdata
+            entry = self._live.get(key)
+            if entry is not None:
+                self._resized(entry, storage)  # resize_, out= into a too-small tensor
+                continue
+            if input_keys is None:
+                input_keys = {
+                    s._cdata
+                    for a in tree_leaves((args, kwargs))
+                    if isinstance(a, torch.Tensor) and (s := _storage(a)) is not None
+                }
+            if key not in input_keys:
+                self._track(storage, key)
+        return out
+
+    # -- control ----------------------------------------------------------------------
+
+    def pause(self) -> None:
+        self._paused += 1
+
+    def resume(self) -> None:
+        self._paused -= 1
+
+    def open_window(self) -> None:
+        self._in_window = True
+        self._window_sites = {}
+        self._peak_sites = {}
+        self._peak_dirty = False
+        self.baseline = self.current
+        self.peak = self.current
+
+    def close_window(self, site_limit: int | None = None) -> PeakResult:
+        self._note_peak_candidate()
+        self._in_window = False
+        sites = aggregate([(s, b) for s, b in self._peak_sites.items()], site_limit)
+        return PeakResult(peak_bytes=self.peak - self.baseline, baseline_bytes=self.baseline,
+                          sites=sites)
+
+    def survivors(self) -> LeakResult:
+        """What is still alive now, after a garbage collection if anything is."""
+        if self._live:
+            gc.collect()  # only when something survived: a full collection costs ~0.1 s
+        entries = list(self._live.items())
+        return LeakResult(
+            leaked_bytes=sum(e.nbytes for _, e in entries),
+            storages=len(entries),
+            sites=aggregate([(e.site, e.nbytes) for _, e in entries]),
+            graph_tensors=count_graph_holders({k for k, _ in entries}) if entries else 0,
+        )
+
+    def forget(self) -> None:
+        """Drop every weak reference, so later frees no longer call back into us."""
+        self._live.clear()
+        self._window_sites.clear()
+        self._peak_sites.clear()
+
+
+def warm_up() -> None:
+    """Enter a dispatch mode once at session start.
+
+    The first mode pushed in a process makes torch import its compiler stack (seconds, and
+    its own tensors); paying that here keeps it out of the first test's time and numbers.
+    """
+    with StorageTracker():
+        torch.empty(0)
+
+
+class CpuTestTracker(TestTracker):
+    def __init__(self, round_bytes: int) -> None:
+        self.mode = StorageTracker(round_bytes=round_bytes)
+        self._entered = False
+
+    def start(self) -> None:
+        self.mode.__enter__()  # type: ignore[no-untyped-call]
+        self._entered = True
+
+    def pause(self) -> None:
+        self.mode.pause()
+
+    def resume(self) -> None:
+        self.mode.resume()
+
+    def body_start(self) -> None:
+        self.mode.open_window()
+
+    def body_end(self) -> PeakResult:
+        return self.mode.close_window()
+
+    def live_bytes(self) -> int:
+        gc.collect()
+        return self.mode.current
+
+    def _exit(self) -> None:
+        if self._entered:
+            self._entered = False
+            self.mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+
+    def finish(self) -> LeakResult:
+        self._exit()
+        return self.mode.survivors()
+
+    def close(self) -> None:
+        self._exit()
+        self.mode.forget()
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    device = "cpu"
+
+    def __init__(self, round_bytes: int = 1) -> None:
+        self.round_bytes = round_bytes
+        warm_up()
+        rounding = "exact bytes" if round_bytes == 1 else f"rounded up to {round_bytes} B"
+        self.label = f"CPU measurement: tensor storages tracked per op, {rounding}"
+
+    def tracker(self) -> TestTracker:
+        return CpuTestTracker(self.round_bytes)

@@ -1,0 +1,48 @@
+"""What counts as a leak, and the clues a report gives about one.
+
+The rule, for a test without ``repeat``: tensor memory allocated while the test's own
+fixtures were set up, while its body ran, or while those fixtures were torn down, and
+still alive once that teardown is over (and pytest has dropped its references to the
+fixture values). Memory allocated while a fixture of class, module, package or session
+scope is set up belongs to that fixture, not to the test, even if this test triggered it.
+
+With ``repeat=N`` the body runs N times on the same fixtures and the test leaks only if the
+live tensor memory grows by more than the tolerance on every run after the first, which
+tells a per-step leak from one-time lazy state such as optimizer buffers or caches.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+
+
+def count_graph_holders(storage_keys: set[int]) -> int:
+    """How many live tensors on the given storages still carry a ``grad_fn``.
+
+    A kept ``loss`` or output with a ``grad_fn`` holds the whole forward graph and its saved
+    activations; that is the usual way a training loop leaks.
+    """
+    import torch
+
+    count = 0
+    for obj in gc.get_objects():
+        if type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
+            try:
+                key = obj.untyped_storage()._cdata
+            except (RuntimeError, NotImplementedError):
+                continue
+            if key in storage_keys and obj.grad_fn is not None:
+                count += 1
+    return count
+
+
+def growth_per_run(live_after_runs: list[int]) -> list[int]:
+    """Bytes gained by each run after the first (the first is a warm-up)."""
+    return [b - a for a, b in itertools.pairwise(live_after_runs)]
+
+
+def repeat_leaks(live_after_runs: list[int], tolerance_bytes: int) -> bool:
+    """True when every run after the warm-up grew live memory by more than the tolerance."""
+    growth = growth_per_run(live_after_runs)
+    return bool(growth) and all(g > tolerance_bytes for g in growth)

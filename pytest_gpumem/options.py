@@ -1,0 +1,227 @@
+"""Command-line options and ini keys, resolved once per session.
+
+Every option has an ini key of the same meaning. Command-line defaults are ``None`` so that
+an unset flag falls through to the ini file; pytest-memray's ini keys are ignored because
+its flags default to concrete values (its issue #135), which this layout cannot do.
+Per test, a ``gpu_mem`` marker argument beats both (see :func:`limits_for`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gpumem.marker import MarkerSpec
+from pytest_gpumem.units import gib_to_bytes, mib_to_bytes
+
+BACKENDS = ("auto", "cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The session-wide configuration after command line and ini are merged."""
+
+    enabled: bool = False
+    backend: str = "auto"
+    max_gb: float | None = None
+    max_leak_mb: float = 0.0
+    json_path: Path | None = None
+    round_bytes: int = 1
+    top: int = 5
+    snapshot_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one test is held to; ``budget_bytes`` is ``None`` when no budget applies."""
+
+    budget_bytes: int | None
+    max_leak_bytes: int
+    repeat: int
+
+
+@dataclass(frozen=True)
+class _Option:
+    flag: str
+    dest: str
+    ini: str
+    help: str
+    parse: Callable[[str, str], Any]
+    metavar: str | None = None
+
+
+def _parse_bool(source: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise pytest.UsageError(f"{source} must be true or false, got {text!r}")
+
+
+def _parse_backend(source: str, text: str) -> str:
+    value = text.strip().lower()
+    if value not in BACKENDS:
+        raise pytest.UsageError(f"{source} must be one of {', '.join(BACKENDS)}, got {text!r}")
+    return value
+
+
+def _parse_positive(source: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise pytest.UsageError(f"{source} must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise pytest.UsageError(f"{source} must be greater than zero, got {text!r}")
+    return value
+
+
+def _parse_non_negative(source: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise pytest.UsageError(f"{source} must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise pytest.UsageError(f"{source} must be zero or more, got {text!r}")
+    return value
+
+
+def _parse_count(source: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise pytest.UsageError(f"{source} must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise pytest.UsageError(f"{source} must be zero or more, got {text!r}")
+    return value
+
+
+def _parse_round(source: str, text: str) -> int:
+    return max(1, _parse_count(source, text))
+
+
+def _parse_path(_source: str, text: str) -> Path:
+    return Path(text).expanduser()
+
+
+_OPTIONS = (
+    _Option("--gpumem", "gpumem", "gpumem", "measure and enforce gpu_mem markers.", _parse_bool),
+    _Option(
+        "--gpumem-backend",
+        "gpumem_backend",
+        "gpumem_backend",
+        "auto (CUDA when available, else CPU), cuda, or cpu (tensor-storage tracking).",
+        _parse_backend,
+        "auto|cuda|cpu",
+    ),
+    _Option(
+        "--gpumem-max-gb",
+        "gpumem_max_gb",
+        "gpumem_max_gb",
+        "default peak budget in GiB (2**30 bytes) for marked tests without max_gb.",
+        _parse_positive,
+        "GIB",
+    ),
+    _Option(
+        "--gpumem-max-leak-mb",
+        "gpumem_max_leak_mb",
+        "gpumem_max_leak_mb",
+        "default leak tolerance in MiB for marked tests without max_leak_mb (default 0).",
+        _parse_non_negative,
+        "MIB",
+    ),
+    _Option(
+        "--gpumem-json",
+        "gpumem_json",
+        "gpumem_json",
+        "write per-test measurements as JSON to this path.",
+        _parse_path,
+        "PATH",
+    ),
+    _Option(
+        "--gpumem-round",
+        "gpumem_round",
+        "gpumem_round",
+        "CPU backend: round each storage up to this many bytes (512 mirrors the CUDA "
+        "caching allocator); default 1, exact.",
+        _parse_round,
+        "BYTES",
+    ),
+    _Option(
+        "--gpumem-top",
+        "gpumem_top",
+        "gpumem_top",
+        "how many of the highest peaks the terminal summary lists (default 5, 0 for none).",
+        _parse_count,
+        "N",
+    ),
+    _Option(
+        "--gpumem-snapshot-dir",
+        "gpumem_snapshot_dir",
+        "gpumem_snapshot_dir",
+        "CUDA backend: where failing tests' memory snapshots go (default: under pytest's "
+        "temporary directory).",
+        _parse_path,
+        "DIR",
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpumem", "per-test tensor memory budgets (pytest_gpumem)")
+    for opt in _OPTIONS:
+        if opt.dest == "gpumem":
+            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest,
+                            help=opt.help + f" [ini: {opt.ini}]")
+        else:
+            group.addoption(opt.flag, action="store", default=None, dest=opt.dest,
+                            metavar=opt.metavar, help=opt.help + f" [ini: {opt.ini}]")
+        # Registered as plain strings and parsed here, so every bad value gets one clear line.
+        parser.addini(opt.ini, opt.help, default="")
+
+
+def _value(config: pytest.Config, opt: _Option) -> Any:
+    cli = config.getoption(opt.dest)
+    if cli is not None:
+        return cli if isinstance(cli, bool) else opt.parse(opt.flag, str(cli))
+    raw = config.getini(opt.ini)
+    text = raw if isinstance(raw, str) else str(raw)
+    if text.strip() == "":
+        return None
+    return opt.parse(f"ini option {opt.ini}", text)
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    """Merge command line over ini over built-in defaults."""
+    values = {opt.dest: _value(config, opt) for opt in _OPTIONS}
+    defaults = Settings()
+    return Settings(
+        enabled=bool(values["gpumem"]) if values["gpumem"] is not None else defaults.enabled,
+        backend=values["gpumem_backend"] or defaults.backend,
+        max_gb=values["gpumem_max_gb"],
+        max_leak_mb=(
+            values["gpumem_max_leak_mb"]
+            if values["gpumem_max_leak_mb"] is not None
+            else defaults.max_leak_mb
+        ),
+        json_path=values["gpumem_json"],
+        round_bytes=values["gpumem_round"] or defaults.round_bytes,
+        top=values["gpumem_top"] if values["gpumem_top"] is not None else defaults.top,
+        snapshot_dir=values["gpumem_snapshot_dir"],
+    )
+
+
+def limits_for(spec: MarkerSpec, settings: Settings) -> Limits:
+    """Marker argument first, then the session setting (itself command line, then ini)."""
+    max_gb = spec.max_gb if spec.max_gb is not None else settings.max_gb
+    leak_mb = spec.max_leak_mb if spec.max_leak_mb is not None else settings.max_leak_mb
+    return Limits(
+        budget_bytes=None if max_gb is None else gib_to_bytes(max_gb),
+        max_leak_bytes=mib_to_bytes(leak_mb),
+        repeat=spec.repeat,
+    )

@@ -1,0 +1,102 @@
+"""Failure text for a broken memory limit, as long as the verbosity asks for.
+
+``-q``: one line with the test, the measured value, the limit, backend and device.
+Default: that line plus the largest allocation sites with their sizes.
+``-vv``: every site with its user call stack, and the backend's context counters.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pytest_gpumem.backends.base import Site
+from pytest_gpumem.result import LEAK, OOM, PEAK, TestMeasurement
+from pytest_gpumem.units import GIB, MIB, format_bytes
+
+DEFAULT_SITES = 5
+VIEWER = "https://pytorch.org/memory_viz"
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.6g}"
+
+
+def headline(m: TestMeasurement, *, with_test: bool = True) -> str:
+    """The one-line verdict; pytest's short summary shows its start."""
+    parts: list[str] = []
+    if OOM in m.violations:
+        first = (m.oom_message or "").strip().splitlines() or [""]
+        parts.append(f"torch.OutOfMemoryError inside the test ({first[0][:120]})")
+    if PEAK in m.violations and m.limits.budget_bytes is not None and m.peak_bytes is not None:
+        parts.append(
+            f"peak {format_bytes(m.peak_bytes)} exceeds budget max_gb={_gib(m.limits.budget_bytes)}"
+            f" GiB ({format_bytes(m.limits.budget_bytes)}; 1 GiB = 2**30 bytes)"
+        )
+    if LEAK in m.violations:
+        leaked = format_bytes(m.leaked_bytes or 0)
+        tolerance = f"max_leak_mb={m.limits.max_leak_bytes / MIB:.6g} MiB"
+        if m.limits.repeat > 1:
+            parts.append(f"live tensor memory grew by {leaked} over {m.limits.repeat} runs, "
+                         f"more than {tolerance} on every run after the first")
+        else:
+            parts.append(f"leaked {leaked} still alive after teardown ({tolerance})")
+    line = f"{'; '.join(parts)} [backend {m.backend}, device {m.device}]"
+    return f"{m.nodeid}: {line}" if with_test else line
+
+
+def _where(site: Site, full: bool) -> list[str]:
+    if not site.frames:
+        return ["(no user frame: allocated inside a library or another thread)"]
+    frames = site.frames if full else site.frames[:1]
+    return [f"{os.path.relpath(f) if os.path.isabs(f) else f}:{line} in {fn}"
+            for f, line, fn in frames]
+
+
+def _sites(title: str, sites: tuple[Site, ...], verbosity: int) -> list[str]:
+    if not sites:
+        return []
+    full = verbosity >= 2
+    shown = sites if full else sites[:DEFAULT_SITES]
+    lines = [title]
+    for site in shown:
+        where = _where(site, full)
+        plural = "s" if site.count != 1 else ""
+        lines.append(f"  {format_bytes(site.nbytes):>12}  {site.count} storage{plural}  {where[0]}")
+        lines.extend(f"{'':>14}  called from {w}" for w in where[1:])
+    if len(sites) > len(shown):
+        lines.append(f"  ... {len(sites) - len(shown)} more sites (-vv shows all)")
+    return lines
+
+
+def failure_text(m: TestMeasurement, verbosity: int) -> str:
+    if verbosity < 0:
+        return headline(m)
+    # pytest prints the test's name above this text, so it is not repeated here.
+    lines = [headline(m, with_test=False), f"measured by: {m.label}"]
+    peak, leak = m.peak, m.leak
+    if peak is not None:
+        lines.append(f"peak above the {format_bytes(peak.baseline_bytes)} allocated when the "
+                     f"test body started: {format_bytes(peak.peak_bytes)}")
+        if PEAK in m.violations or OOM in m.violations or verbosity >= 2:
+            lines += _sites("largest allocations alive at the peak:", peak.sites, verbosity)
+    if m.limits.repeat > 1 and m.live_after_runs:
+        runs = ", ".join(format_bytes(b) for b in m.live_after_runs)
+        lines.append(f"live tensor memory after each of {len(m.live_after_runs)} runs: {runs} "
+                     "(the first run is a warm-up)")
+    if leak is not None and (LEAK in m.violations or verbosity >= 2) and leak.storages:
+        plural = "s" if leak.storages != 1 else ""
+        lines += _sites(f"still alive after teardown ({leak.storages} storage{plural}):",
+                        leak.sites, verbosity)
+    if leak is not None and leak.graph_tensors:
+        lines.append(
+            f"{leak.graph_tensors} surviving tensor(s) still hold grad_fn, so an autograd graph "
+            "and its saved activations stay alive: keep loss.item() or tensor.detach() "
+            "instead of the tensor"
+        )
+    if verbosity >= 2 and peak is not None and peak.context:
+        lines.append("context: " + ", ".join(f"{k}={v}" for k, v in sorted(peak.context.items())))
+    if m.snapshot_path:
+        lines.append(f"allocation history: {m.snapshot_path}")
+        lines.append(f"  open it by dropping the file on {VIEWER}, or run: python -m "
+                     f"torch.cuda._memory_viz trace_plot {m.snapshot_path} -o trace.html")
+    return "\n".join(lines)

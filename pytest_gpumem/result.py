@@ -1,0 +1,90 @@
+"""One marked test's measurement, the verdict on it, and its JSON form.
+
+The record is built where the test ran (an xdist worker or the only process) and travels
+on the test report as plain JSON data, so the controller never re-measures anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_gpumem.backends.base import LeakResult, PeakResult
+from pytest_gpumem.leaks import growth_per_run, repeat_leaks
+from pytest_gpumem.options import Limits
+
+PEAK, LEAK, OOM = "peak", "leak", "oom"
+RECORD_KEY = "gpumem"  # the user_properties key carrying the record
+
+
+@dataclass
+class TestMeasurement:
+    """Everything measured for one test; ``violations`` is filled by :meth:`judge`."""
+
+    __test__ = False
+
+    nodeid: str
+    backend: str
+    device: str
+    label: str
+    limits: Limits
+    peak: PeakResult | None = None
+    leak: LeakResult | None = None
+    live_after_runs: list[int] = field(default_factory=list)
+    oom_message: str | None = None
+    violations: list[str] = field(default_factory=list)
+    snapshot_path: str | None = None
+    outcome: str = "passed"
+
+    @property
+    def peak_bytes(self) -> int | None:
+        return None if self.peak is None else self.peak.peak_bytes
+
+    @property
+    def leaked_bytes(self) -> int | None:
+        if self.limits.repeat > 1 and len(self.live_after_runs) > 1:
+            return max(0, self.live_after_runs[-1] - self.live_after_runs[0])
+        return None if self.leak is None else self.leak.leaked_bytes
+
+    def judge(self) -> list[str]:
+        """Decide which limits the test broke; only called for a test that otherwise passed
+        (or whose only error was running out of memory)."""
+        found: list[str] = []
+        if self.oom_message is not None:
+            found.append(OOM)
+        budget = self.limits.budget_bytes
+        if budget is not None and self.peak_bytes is not None and self.peak_bytes > budget:
+            found.append(PEAK)
+        if self.limits.repeat > 1:
+            if repeat_leaks(self.live_after_runs, self.limits.max_leak_bytes):
+                found.append(LEAK)
+        elif self.leak is not None and self.leak.leaked_bytes > self.limits.max_leak_bytes:
+            found.append(LEAK)
+        self.violations = found
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        peak, leak = self.peak, self.leak
+        return {
+            "nodeid": self.nodeid,
+            "outcome": self.outcome,
+            "backend": self.backend,
+            "device": self.device,
+            "measurement": self.label,
+            "peak_bytes": self.peak_bytes,
+            "leaked_bytes": self.leaked_bytes,
+            "budget_bytes": self.limits.budget_bytes,
+            "max_leak_bytes": self.limits.max_leak_bytes,
+            "repeat": self.limits.repeat,
+            "violations": list(self.violations),
+            "baseline_bytes": None if peak is None else peak.baseline_bytes,
+            "context": {} if peak is None else dict(peak.context),
+            "peak_sites": [] if peak is None else [s.to_json() for s in peak.sites[:10]],
+            "leak_sites": [] if leak is None else [s.to_json() for s in leak.sites[:10]],
+            "leaked_storages": None if leak is None else leak.storages,
+            "graph_tensors": None if leak is None else leak.graph_tensors,
+            "growth_per_run_bytes": growth_per_run(self.live_after_runs),
+            "oom_message": self.oom_message,
+            "snapshot": self.snapshot_path,
+        }
+
