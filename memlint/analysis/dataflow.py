@@ -483,6 +483,10 @@ class DataflowAnalysis:
             return False
         if isinstance(expr, cst.BinaryOperation):
             return self._derives(expr.left, known) or self._derives(expr.right, known)
+        if isinstance(expr, cst.Comparison):  # `(labels != pad_id)` is a host tensor too
+            return self._derives(expr.left, known)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._derives(expr.expression, known)
         if isinstance(expr, cst.IfExp):
             return self._derives(expr.body, known) or self._derives(expr.orelse, known)
         return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 # evaluate(), validate(), test(), predict(), infer*(), eval_epoch(), run_validation(), _evaluate().
 # `test_*` is left out on purpose: those are pytest tests, not evaluation code.
 _EVAL_FUNCTION = re.compile(
-    r"^_*(?:(?:run_|do_)?(?:eval|evaluate|evaluation|validate|validation|valid|predict|inference)"
-    r"(?:_\w+)?|infer\w*|test)$"
+    r"^_*(?:(?:run_|do_)?(?:eval|evaluate|evaluation|predict|inference)(?:_\w+)?|infer\w*|test"
+    r"|(?:run_|do_)?(?:validate|validation|valid)(?:_(?:one_)?(?:epoch|loop|model|batch|step))?)$"
 )
 # Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
 _FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
@@ -39,8 +39,11 @@ _HELPER_VERB = re.compile(
     r"export|compile|copy|clone|freeze|unfreeze|register|resize|print|log|count|check|convert|"
     r"quantize|fuse|replace|patch|apply|update|reset|is|has|dispatch|move|to|push|restore|"
     r"instantiate|construct|summarize|summary|describe|dump|evaluate|eval|train|test|validate|"
-    r"run|fit|find|select|merge|tie|shard|parallelize|broadcast|download|upload)_"
+    r"run|fit|find|select|merge|tie|shard|parallelize|broadcast|download|upload|postprocess|"
+    r"preprocess|process|adjust|enable|disable|attach|detach|remove|add|fix|post|pre)_"
 )
+# Classes whose methods are model code: a `predict_*` there runs inside the training forward.
+_MODULE_BASE = re.compile(r"(?:Module|Model|Sequential|ModuleList|ModuleDict|Network|Net)$")
 _TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "accelerate",
                     "timm", "torchvision", "torchaudio", "torch_geometric", "monai", "diffusers")
 
@@ -122,10 +125,15 @@ class EvalWithoutNoGrad(Rule):
         "`@torch.inference_mode()`"
     )
     triggers = (
-        ".eval(", ".train(False", ".train(mode=False", "def eval", "def _eval", "def valid",
-        "def _valid", "def test(", "def _test(", "def predict", "def _predict", "def infer",
-        "def _infer", "def run_eval", "def run_valid", "def run_infer", "def run_predict",
-        "def do_eval",
+        ".eval(", ".train(False", ".train(mode=False", "def eval", "def _eval", "def test(",
+        "def _test(", "def predict", "def _predict", "def infer", "def _infer", "def run_eval",
+        "def run_infer", "def run_predict", "def do_eval", "def run_valid", "def do_valid",
+        *(
+            f"def {under}{word}{suffix}"
+            for under in ("", "_")
+            for word in ("validate", "validation", "valid")
+            for suffix in ("(", "_epoch", "_one_epoch", "_loop", "_model", "_batch")
+        ),
     )
 
     valid = (
@@ -182,6 +190,24 @@ class EvalWithoutNoGrad(Rule):
                     loss.backward()
                     optimizer.step()
         """),
+        Valid("""
+            import torch
+            def act(policy, obs):
+                policy.eval()  # sample without dropout, but keep the graph for the update
+                logits = policy(obs)
+                policy.train()
+                loss = -logits.log_softmax(-1).max(-1).values.mean()
+                loss.backward()
+        """),
+        Valid("""
+            import torch.nn as nn
+            class Detector(nn.Module):
+                def forward(self, x):
+                    return self.predict(self.backbone(x))
+
+                def predict(self, features):
+                    return self.classifier(features)
+        """),
     )
     invalid = (
         Invalid(
@@ -217,6 +243,8 @@ class EvalWithoutNoGrad(Rule):
         self._enabled: bool | None = None
         self._region_of_statement: dict[cst.CSTNode, Region] | None = None
         self._region_ok: dict[Region, bool] = {}
+        # For an eval() block closed by `.train()`: the statements from there to the block's end.
+        self._region_tail: dict[Region, Sequence[cst.CSTNode]] = {}
         self._reported: set[Region] = set()
 
     # -- facts built once per file ------------------------------------------------------
@@ -255,8 +283,10 @@ class EvalWithoutNoGrad(Rule):
             if not isinstance(block, (cst.IndentedBlock, cst.Module)):
                 continue
             body = list(block.body)
-            for sibling in body[body.index(statement) + 1:]:
+            following = body[body.index(statement) + 1:]
+            for index, sibling in enumerate(following):
                 if self._calls_train(sibling):
+                    self._region_tail[statement] = following[index:]
                     break
                 regions.setdefault(sibling, statement)
         self._region_of_statement = regions
@@ -279,7 +309,30 @@ class EvalWithoutNoGrad(Rule):
 
     def _is_eval_function(self, function: cst.FunctionDef) -> bool:
         name = function.name.value
-        return bool(_EVAL_FUNCTION.match(name)) and not _FRAMEWORK_HOOK.search(name)
+        if not _EVAL_FUNCTION.match(name) or _FRAMEWORK_HOOK.search(name):
+            return False
+        cls = self.context.analysis.tree.enclosing_class(function)
+        return cls is None or not self._is_module_class(cls, set())
+
+    def _is_module_class(self, cls: cst.ClassDef, seen: set[str]) -> bool:
+        """An nn.Module-like class: it defines ``forward``, or its bases are named like modules
+        (same-file bases followed)."""
+        seen.add(cls.name.value)
+        if any(
+            isinstance(stmt, cst.FunctionDef) and stmt.name.value == "forward"
+            for stmt in cls.body.body
+        ):
+            return True
+        tree = self.context.analysis.tree
+        for base in cls.bases:
+            name = last_name(base.value)
+            if name is None or name in seen:
+                continue
+            if _MODULE_BASE.search(name):
+                return True
+            if any(self._is_module_class(c, seen) for c in tree.classes_by_name.get(name, ())):
+                return True
+        return False
 
     def _region_of(self, call: cst.Call) -> Region | None:
         """The evaluation region ``call`` runs in: its eval-named function, else an eval block."""
@@ -309,6 +362,10 @@ class EvalWithoutNoGrad(Rule):
             if owner is region:
                 yield statement
                 yield from tree.walk(statement)
+        # `m.eval(); out = m(x); m.train(); loss(out).backward()`: the forward's graph may be
+        # what the backward after `.train()` needs, so that code counts as part of the region.
+        for statement in self._region_tail.get(region, ()):
+            yield from tree.walk(statement)
 
     def _is_evaluation(self, region: Region) -> bool:
         """No backward, optimizer step, autograd.grad or input gradients in the region."""
@@ -353,11 +410,20 @@ class EvalWithoutNoGrad(Rule):
         name = last_name(call.func) or ""
         if _HELPER_VERB.match(name):
             return False
+        # `postprocess_model(model)`, `wrap(self.model)`: a helper that takes the model.
+        if any(self._names_a_model(arg.value) for arg in call.args):
+            return False
         # A same-file function or an imported callable is a helper, not a module call.
         return not isinstance(call.func, cst.Name) or (
             name not in self.context.analysis.tree.functions_by_name
             and name not in self.context.analysis.imports.aliases
         )
+
+    def _names_a_model(self, expr: cst.BaseExpression) -> bool:
+        if not isinstance(expr, (cst.Name, cst.Attribute)):
+            return False
+        name = last_name(expr) or ""
+        return name.lower() in ("model", "net", "module", "self") or name.endswith("_model")
 
     # -- the visit ------------------------------------------------------------------------
 

@@ -75,7 +75,8 @@ class BlockingHostToDevice(Rule):
         "this DataLoader's batches are copied to the GPU, but it does not set "
         "`pin_memory=True`; pageable batches cannot be copied asynchronously"
     )
-    triggers = (".to(", ".cuda(")
+    # Every finding sits in, or is fed by, a loop over something named or built as a loader.
+    triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl")
     fix_safety = FixSafety.SAFE
 
     valid = (

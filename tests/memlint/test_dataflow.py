@@ -152,6 +152,7 @@ def test_device_name_with_any_accelerator_binding_stays_a_device() -> None:
         "for x, y in DataLoader(ds, batch_size=4):",
         "for x, y in batches:",  # bound from DataLoader below
         "for x, y in make_batches():",  # returns a DataLoader below
+        "for x, y in progress:",  # bound from tqdm(batches) below
     ],
 )
 def test_dataloader_loops(header: str) -> None:
@@ -161,6 +162,7 @@ def test_dataloader_loops(header: str) -> None:
         batches = DataLoader(ds)
         def make_batches():
             return DataLoader(ds)
+        progress = tqdm(batches, desc="train")
         {header}
             pass
         """
@@ -213,6 +215,7 @@ def test_batch_data_flows_through_unpacking_indexing_and_comprehensions() -> Non
             step.to(device)
             model.to(device)
             mask = attention_mask.to(device)
+            keep = (labels != -100).to(device)
         """
     )
     assert found == {
@@ -225,6 +228,7 @@ def test_batch_data_flows_through_unpacking_indexing_and_comprehensions() -> Non
         "step": False,
         "model": False,
         "attention_mask": False,
+        "(labels != -100)": True,
     }
 
 
@@ -288,3 +292,15 @@ def test_loaders_feeding_follows_methods_and_returned_loaders() -> None:
         t.epoch(torch.utils.data.DataLoader(ds))
         """
     assert _fed(source) == [6, 17]
+
+
+def test_loaders_feeding_follows_a_wrapper_bound_before_the_loop() -> None:
+    source = """
+        from torch.utils.data import DataLoader
+        from tqdm import tqdm
+        train_loader = DataLoader(ds, batch_size=8)
+        progress = tqdm(train_loader)
+        for step, batch in enumerate(progress):
+            pass
+        """
+    assert _fed(source) == [4]
