@@ -72,26 +72,33 @@ class EvaluationCollections:
         base = os.path.basename(path)
         self._pytest_file = base.startswith("test_") or base.endswith("_test.py")
         self._functions: dict[cst.FunctionDef | None, bool] = {}
+        self._loop_bindings: dict[Loop, frozenset[str]] = {}
 
     def collection_at(self, node: cst.Call | cst.AugAssign) -> Collection | None:
-        """The per-iteration store ``node`` makes in an evaluation loop, if it is one."""
+        """The per-iteration store ``node`` makes in an evaluation loop, if it is one.
+
+        The cheap questions (is there a loop, does the code look like evaluation) go first:
+        most ``append`` calls in library code fail them, and never pay for the rest.
+        """
         found = appended_value(node)
         if found is None:
             return None
         container, value = found
         tree = self.analysis.tree
         loops = tree.enclosing_loops(node)
-        if not loops or self._bound_inside(container, loops[0]):
+        if not loops:
             return None
         func = tree.enclosing_function(node)
-        if not self._never_trains(func) or any(
-            self.analysis.loops.is_training_loop(lp) for lp in loops
-        ):
-            return None
         if not (
             self._named_or_switched_to_eval(func)
             or any(self.analysis.dataflow.is_dataloader_loop(lp) for lp in loops)
         ):
+            return None
+        if container in self._bound_in(loops[0]):
+            return None
+        if any(self.analysis.loops.is_training_loop(lp) for lp in loops):
+            return None
+        if not self._never_trains(func):
             return None
         return Collection(node, container, value, loops[0])
 
@@ -104,18 +111,23 @@ class EvaluationCollections:
             return None
         return Collection(node, None, node.elt, None)
 
-    def _bound_inside(self, container: str, loop: Loop) -> bool:
-        """Is the container (re)created in each iteration of ``loop``?"""
-        tree = self.analysis.tree
-        if isinstance(loop, cst.For) and container in names_in(loop.target):
-            return True
-        for node in tree.walk(loop.body):
+    def _bound_in(self, loop: Loop) -> frozenset[str]:
+        """Names (re)bound in each iteration of ``loop``: a container made there is fresh."""
+        cached = self._loop_bindings.get(loop)
+        if cached is not None:
+            return cached
+        bound: set[str] = set()
+        if isinstance(loop, cst.For):
+            bound.update(names_in(loop.target))
+        for node in self.analysis.tree.walk(loop.body):
             if isinstance(node, cst.Assign):
-                if any(container in names_in(t.target) for t in node.targets):
-                    return True
-            elif isinstance(node, cst.AnnAssign) and container in names_in(node.target):
-                return True
-        return False
+                for target in node.targets:
+                    bound.update(names_in(target.target))
+            elif isinstance(node, cst.AnnAssign):
+                bound.update(names_in(node.target))
+        frozen = frozenset(bound)
+        self._loop_bindings[loop] = frozen
+        return frozen
 
     def _never_trains(self, func: cst.FunctionDef | None) -> bool:
         cached = self._functions.get(func)
@@ -128,15 +140,11 @@ class EvaluationCollections:
     def _compute_never_trains(self, func: cst.FunctionDef | None) -> bool:
         analysis = self.analysis
         if func is None:
-            # A top-level script: it evaluates if nothing in the module trains.
-            return not any(
-                analysis.loops.function_trains(f)
-                for defs in analysis.tree.functions_by_name.values()
-                for f in defs
-            ) and not self._has_gradient_call(analysis.tree.module)
+            # A top-level script; its loops were already checked for training.
+            return not self._has_gradient_call(None)
         if func.name.value in _NOT_EVALUATION:
             return False
-        if analysis.loops.function_trains(func) or self._has_gradient_call(func):
+        if self._has_gradient_call(func) or analysis.loops.function_trains(func):
             return False
         # Outputs returned to a caller that trains are consumed by its backward pass.
         for call in analysis.tree.calls_by_name.get(func.name.value, ()):
@@ -147,11 +155,12 @@ class EvaluationCollections:
                 return False
         return True
 
-    def _has_gradient_call(self, root: cst.CSTNode) -> bool:
-        for node in self.analysis.tree.walk(root):
-            if isinstance(node, cst.Call):
-                name = dotted_name(node.func) or ""
-                if name.endswith(("backward", "autograd.grad")) or name == "grad":
+    def _has_gradient_call(self, func: cst.FunctionDef | None) -> bool:
+        """A backward pass or ``autograd.grad`` directly in ``func`` (None: the top level)."""
+        tree = self.analysis.tree
+        for callee in ("backward", "manual_backward", "grad"):
+            for call in tree.calls_by_name.get(callee, ()):
+                if tree.enclosing_function(call) is func:
                     return True
         return False
 

@@ -1,0 +1,173 @@
+"""MEM016 eval-outputs-on-device (opt-in): evaluation outputs piled up in accelerator memory."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from memlint.analysis.calls import method_name
+from memlint.analysis.evaluation import Collection, EvaluationCollections
+from memlint.analysis.imports import dotted_name
+from memlint.rules.base import Invalid, Rule, Valid
+
+# Methods after which the value lives on the host (or is a Python object).
+_TO_HOST = frozenset({"cpu", "item", "tolist", "numpy"})
+# Methods that keep the value where it is, so the search goes on through their receiver.
+_KEEP_DEVICE = frozenset({
+    "detach", "argmax", "argmin", "softmax", "log_softmax", "sigmoid", "float", "half", "long",
+    "int", "view", "reshape", "squeeze", "unsqueeze", "flatten", "clone", "contiguous", "max",
+    "min", "mean", "sum", "exp", "topk", "permute", "transpose",
+})
+
+
+class EvalOutputsOnDevice(Rule):
+    """
+    ## What it does
+    Flags model outputs that an evaluation or inference loop collects batch after batch into a
+    list without moving them to the host: ``preds.append(model(x))`` under ``torch.no_grad()``.
+    This is the opt-in companion of MEM005 (which reports collections that keep a graph).
+
+    ## Why is this bad?
+    Every stored output stays in accelerator memory until the loop ends, so memory grows with
+    the size of the evaluation set. Large logits (language-model vocabularies, segmentation
+    maps) collected over a full validation set are a classic out-of-memory at the end of the
+    first epoch, while training itself fit.
+
+    ## Example
+    ```python
+    model.eval()
+    preds = []
+    with torch.no_grad():
+        for x, _ in val_loader:
+            preds.append(model(x.cuda()))
+    ```
+
+    ## How to fix
+    Move each output to the host as it is collected, or reduce it on the device first:
+    ```python
+    with torch.no_grad():
+        for x, _ in val_loader:
+            preds.append(model(x.cuda()).cpu())
+    ```
+    Device-resident accumulation is often deliberate (a fused metric computed once at the end,
+    avoiding a synchronisation per batch), which is why this rule is off by default. It only
+    runs on files that mention CUDA.
+    """
+
+    code = "MEM016"
+    name = "eval-outputs-on-device"
+    message = (
+        "model output is collected across evaluation batches in device memory; move it to the "
+        "host (`.cpu()`) or reduce it before storing"
+    )
+    default_enabled = False
+    triggers = ("cuda",)
+
+    valid = (
+        Valid("""
+            import torch
+            model.eval()
+            preds = []
+            with torch.no_grad():
+                for x, _ in val_loader:
+                    preds.append(model(x.cuda()).cpu())
+                    scores.extend(model(x.cuda()).argmax(-1).tolist())
+        """),
+        Valid("""
+            import torch
+            correct = 0
+            with torch.no_grad():
+                for x, y in val_loader:
+                    correct += (model(x.cuda()).argmax(-1) == y.cuda()).sum()
+        """),
+    )
+    invalid = (
+        Invalid(
+            """
+            import torch
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                preds = []
+                for x, _ in loader:
+                    logits = model(x.cuda())
+                    preds.append(logits.softmax(-1))
+                return torch.cat(preds)
+            """,
+            lines=(10,),
+        ),
+    )
+
+    @cached_property
+    def _collections(self) -> EvaluationCollections:
+        return EvaluationCollections(self.context.analysis, self.context.path)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend"):
+            self._check(self._collections.collection_at(node))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._check(self._collections.collection_at(node))
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._check(self._collections.comprehension_at(node))
+
+    def _check(self, found: Collection | None) -> None:
+        if found is None:
+            return
+        if self.context.analysis.grad.grad_mode_at(found.site) == "on" and (
+            self.context.analysis.graph.graph_state(found.value) is True
+        ):
+            return  # MEM005's finding: the graph is the bigger problem
+        if self._device_model_output(found.value, found.site, depth=0):
+            self.report(found.site)
+
+    def _device_model_output(self, expr: cst.BaseExpression, site: cst.CSTNode,
+                             depth: int) -> bool:
+        """Is ``expr`` a model output (or a same-device view of one) not moved to the host?"""
+        if depth > 8:
+            return False
+        calls = self.context.analysis.calls
+        if isinstance(expr, (cst.List, cst.ListComp)) and isinstance(site, cst.AugAssign):
+            inner: cst.BaseExpression | None = None
+            if isinstance(expr, cst.ListComp):
+                inner = expr.elt
+            elif expr.elements:
+                inner = expr.elements[0].value
+            return inner is not None and self._device_model_output(inner, site, depth + 1)
+        if isinstance(expr, cst.Call):
+            method = method_name(expr)
+            if method in _TO_HOST:
+                return False
+            if method == "to":
+                return False  # a device or dtype we cannot judge: stay silent
+            if method in _KEEP_DEVICE and isinstance(expr.func, cst.Attribute):
+                return self._device_model_output(expr.func.value, site, depth + 1)
+            return calls.is_model_forward(expr)
+        if isinstance(expr, (cst.Attribute, cst.Subscript)):
+            return self._device_model_output(expr.value, site, depth + 1)
+        if isinstance(expr, cst.Name):
+            return self._name_is_model_output(expr.value, site, depth)
+        return False
+
+    def _name_is_model_output(self, name: str, site: cst.CSTNode, depth: int) -> bool:
+        """The latest assignment to ``name`` in the loop body binds a model output."""
+        tree = self.context.analysis.tree
+        loops = tree.enclosing_loops(site)
+        root: cst.CSTNode | None = loops[0].body if loops else None
+        if root is None:
+            return False
+        value: cst.BaseExpression | None = None
+        for node in tree.walk(root):
+            if node is site:
+                break
+            if (
+                isinstance(node, cst.Assign)
+                and len(node.targets) == 1
+                and dotted_name(node.targets[0].target) == name
+            ):
+                value = node.value
+        return value is not None and self._device_model_output(value, site, depth + 1)
