@@ -269,11 +269,24 @@ def _release_after_oom() -> None:
 
 class BatchSizePlanner:
     """What the ``gpumem_batch_size`` fixture gives a test: the search on the session's
-    backend, with the test's ``gpu_mem`` budget as the default budget."""
+    backend, with ``--gpumem-max-gb`` (or ini ``gpumem_max_gb``) as the default budget.
 
-    def __init__(self, backend: Backend, default_budget_bytes: int | None) -> None:
+    While it probes, the calling test's own measurement is paused, so the probes above the
+    budget do not count as the test's leak, nor (on the CPU backend) as its peak. On CUDA
+    the allocator's peak counter is process-wide: a test that plans batch sizes should not
+    also carry a ``gpu_mem(max_gb=...)`` budget below what it probes.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        default_budget_bytes: int | None,
+        pause: Callable[[], None] = lambda: None,
+        resume: Callable[[], None] = lambda: None,
+    ) -> None:
         self.backend = backend
         self.default_budget_bytes = default_budget_bytes
+        self._pause, self._resume = pause, resume
 
     def __call__(
         self,
@@ -288,29 +301,35 @@ class BatchSizePlanner:
         if budget_gb is None:
             if self.default_budget_bytes is None:
                 raise ValueError(
-                    "gpumem_batch_size needs budget_gb=..., or a gpu_mem(max_gb=...) marker "
-                    "or --gpumem-max-gb for its default"
+                    "gpumem_batch_size needs budget_gb=..., or --gpumem-max-gb / ini "
+                    "gpumem_max_gb for its default"
                 )
             budget_bytes = self.default_budget_bytes
-        return max_batch_size(
-            step_fn,
-            budget_gb,
-            budget_bytes=budget_bytes,
-            low=low,
-            high=high,
-            backend=self.backend,
-            warmup=warmup,
-        )
+        self._pause()
+        try:
+            return max_batch_size(
+                step_fn,
+                budget_gb,
+                budget_bytes=budget_bytes,
+                low=low,
+                high=high,
+                backend=self.backend,
+                warmup=warmup,
+            )
+        finally:
+            self._resume()
 
 
 @pytest.fixture
 def gpumem_batch_size(request: pytest.FixtureRequest) -> BatchSizePlanner:
     """``gpumem_batch_size(step_fn, budget_gb=None, low=1, high=None)`` -> BatchSizeResult."""
-    from pytest_gpumem.marker import MarkerSpec, marker_spec
-    from pytest_gpumem.options import limits_for
     from pytest_gpumem.plugin import STATE
 
     state = request.config.stash[STATE]
     backend = probe_for(state).backend
-    spec = marker_spec(request.node) or MarkerSpec()
-    return BatchSizePlanner(backend, limits_for(spec, state.settings).budget_bytes)
+    max_gb = state.settings.max_gb
+    default = None if max_gb is None else gib_to_bytes(max_gb)
+    run = state.current
+    if run is not None and run.item is request.node:
+        return BatchSizePlanner(backend, default, run.tracker.pause, run.tracker.resume)
+    return BatchSizePlanner(backend, default)
