@@ -17,6 +17,7 @@ import pytest
 from _pytest.runner import runtestprotocol
 from _pytest.terminal import TerminalReporter
 
+from pytest_gpumem.backends import require_torch
 from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.marker import MARKER_HELP, MarkerError, marker_spec
@@ -37,6 +38,13 @@ def _state(config: pytest.Config) -> GpumemSession | None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Refuse --gpumem without torch before any configure hook can touch torch."""
+    if read_settings(config).enabled:
+        require_torch()
 
 
 def pytest_configure(config: pytest.Config) -> None:

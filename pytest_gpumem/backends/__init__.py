@@ -18,13 +18,18 @@ def torch_available() -> bool:
     return True
 
 
-def make_backend(choice: str, *, round_bytes: int = 1, record_history: bool = True) -> Backend:
-    """Pick the backend for ``auto|cuda|cpu``; a wrong choice is a one-line usage error."""
+def require_torch() -> None:
+    """A one-line usage error, not a traceback, when measuring is asked for without torch."""
     if not torch_available():
         raise pytest.UsageError(
             "pytest_gpumem: --gpumem needs torch, which is not installed "
             "(pip install 'memlint[torch]')"
         )
+
+
+def make_backend(choice: str, *, round_bytes: int = 1, record_history: bool = True) -> Backend:
+    """Pick the backend for ``auto|cuda|cpu``; a wrong choice is a one-line usage error."""
+    require_torch()
     import torch
 
     if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):

@@ -65,14 +65,14 @@ def _storage(t: torch.Tensor) -> Any:
 
 
 def aggregate(
-    entries: list[tuple[tuple[Frame, ...], int]], limit: int | None = None
+    entries: list[tuple[tuple[Frame, ...], int, int]], limit: int | None = None
 ) -> tuple[Site, ...]:
-    """Sum bytes per call stack, largest first."""
+    """Sum (bytes, storages) per call stack, largest first."""
     sums: dict[tuple[Frame, ...], list[int]] = {}
-    for site, nbytes in entries:
+    for site, nbytes, count in entries:
         acc = sums.setdefault(site, [0, 0])
         acc[0] += nbytes
-        acc[1] += 1
+        acc[1] += count
     ranked = sorted(sums.items(), key=lambda kv: (-kv[1][0], kv[0]))
     if limit is not None:
         ranked = ranked[:limit]
@@ -93,12 +93,14 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.stack_depth = stack_depth
         self.current = 0
         self.peak = 0
+        self.baseline = 0
         self._live: dict[int, _Live] = {}
         self._paused = 0
         self._in_window = False
-        self._window_sites: dict[tuple[Frame, ...], int] = {}
+        # live [bytes, storages] per site, for storages allocated inside the window
+        self._window_sites: dict[tuple[Frame, ...], list[int]] = {}
         self._peak_dirty = False
-        self._peak_sites: dict[tuple[Frame, ...], int] = {}
+        self._peak_sites: list[tuple[tuple[Frame, ...], int, int]] = []
         self._frames = _frame_filter()
 
     # -- accounting -------------------------------------------------------------------
@@ -111,7 +113,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # The live set at the peak is copied lazily, at the first decrease after a new
         # peak, so a steadily growing forward pass costs one copy rather than one per op.
         if self._peak_dirty:
-            self._peak_sites = dict(self._window_sites)
+            self._peak_sites = [(s, b, c) for s, (b, c) in self._window_sites.items()]
             self._peak_dirty = False
 
     def _grow(self, n: int) -> None:
@@ -125,15 +127,22 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self._note_peak_candidate()
         self.current -= n
 
-    def _site_add(self, site: tuple[Frame, ...], n: int) -> None:
-        self._window_sites[site] = self._window_sites.get(site, 0) + n
-
-    def _site_sub(self, site: tuple[Frame, ...], n: int) -> None:
-        left = self._window_sites.get(site, 0) - n
-        if left > 0:
-            self._window_sites[site] = left
+    def _site_add(self, site: tuple[Frame, ...], n: int, count: int) -> None:
+        acc = self._window_sites.get(site)
+        if acc is None:
+            self._window_sites[site] = [n, count]
         else:
-            self._window_sites.pop(site, None)
+            acc[0] += n
+            acc[1] += count
+
+    def _site_sub(self, site: tuple[Frame, ...], n: int, count: int) -> None:
+        acc = self._window_sites.get(site)
+        if acc is None:
+            return
+        acc[0] -= n
+        acc[1] -= count
+        if acc[1] <= 0:
+            del self._window_sites[site]
 
     def _on_free(self, key: int) -> Callable[[weakref.ref[Any]], None]:
         def freed(ref: weakref.ref[Any]) -> None:
@@ -143,7 +152,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             del self._live[key]
             self._shrink(entry.nbytes)
             if entry.in_window:
-                self._site_sub(entry.site, entry.nbytes)
+                self._site_sub(entry.site, entry.nbytes, 1)
 
         return freed
 
@@ -152,7 +161,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         site = self._frames.user_frames(sys._getframe(2), self.stack_depth)
         self._live[key] = _Live(n, site, weakref.ref(storage, self._on_free(key)), self._in_window)
         if self._in_window:
-            self._site_add(site, n)
+            self._site_add(site, n, 1)
         self._grow(n)
 
     def _resized(self, entry: _Live, storage: Any) -> None:
@@ -162,7 +171,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return
         entry.nbytes = n
         if entry.in_window:
-            self._site_add(entry.site, delta) if delta > 0 else self._site_sub(entry.site, -delta)
+            self._site_add(entry.site, delta, 0)
         if delta > 0:
             self._grow(delta)
         else:
@@ -211,7 +220,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def open_window(self) -> None:
         self._in_window = True
         self._window_sites = {}
-        self._peak_sites = {}
+        self._peak_sites = []
         self._peak_dirty = False
         self.baseline = self.current
         self.peak = self.current
@@ -219,7 +228,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def close_window(self, site_limit: int | None = None) -> PeakResult:
         self._note_peak_candidate()
         self._in_window = False
-        sites = aggregate([(s, b) for s, b in self._peak_sites.items()], site_limit)
+        sites = aggregate(self._peak_sites, site_limit)
         return PeakResult(peak_bytes=self.peak - self.baseline, baseline_bytes=self.baseline,
                           sites=sites)
 
@@ -231,7 +240,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return LeakResult(
             leaked_bytes=sum(e.nbytes for _, e in entries),
             storages=len(entries),
-            sites=aggregate([(e.site, e.nbytes) for _, e in entries]),
+            sites=aggregate([(e.site, e.nbytes, 1) for _, e in entries]),
             graph_tensors=count_graph_holders({k for k, _ in entries}) if entries else 0,
         )
 

@@ -1,0 +1,94 @@
+"""The gpu_mem marker's arguments: checked at collection, merged from module to function."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpumem.marker import MarkerError, parse_marker_kwargs
+from tests.gpumem.conftest import RunGpumem
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((), {"max_mb": 3}, "unknown argument(s) max_mb"),
+        ((1.0,), {}, "keyword arguments only"),
+        ((), {"max_gb": 0}, "max_gb=0) must be greater than zero"),
+        ((), {"max_gb": -2.5}, "max_gb=-2.5) must be greater than zero"),
+        ((), {"max_gb": "1GB"}, "max_gb=...) must be a number, got '1GB'"),
+        ((), {"max_gb": True}, "must be a number, got True"),
+        ((), {"max_gb": float("nan")}, "must be a number"),
+        ((), {"max_leak_mb": -1}, "max_leak_mb=-1) must be zero or more"),
+        ((), {"repeat": 0}, "repeat=0) must be a whole number, 1 or more"),
+        ((), {"repeat": 2.5}, "repeat=2.5) must be a whole number"),
+    ],
+)
+def test_bad_arguments(args: tuple[object, ...], kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(MarkerError) as info:
+        parse_marker_kwargs(args, kwargs)
+    assert message in str(info.value)
+
+
+def test_good_arguments() -> None:
+    assert parse_marker_kwargs((), {"max_gb": 2, "max_leak_mb": 0, "repeat": 3}) == {
+        "max_gb": 2.0,
+        "max_leak_mb": 0.0,
+        "repeat": 3,
+    }
+    assert parse_marker_kwargs((), {"max_gb": None}) == {}
+
+
+@pytest.mark.parametrize("flags", [[], ["--gpumem"]])
+def test_bad_marker_is_a_collection_error(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem, flags: list[str]
+) -> None:
+    pytester.makepyfile(test_bad="""
+import pytest
+
+@pytest.mark.gpu_mem(max_gb=-1)
+def test_negative():
+    pass
+
+def test_other():
+    pass
+""")
+    result = run_gpumem(*flags)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([
+        "*ERROR collecting test_bad.py*",
+        "test_bad.py::test_negative: gpu_mem(max_gb=-1) must be greater than zero",
+    ])
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_closest_marker_wins_per_argument(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    pytester.makepyfile("""
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu_mem(max_gb=0.001, max_leak_mb=1)
+KEPT = []
+
+class TestGroup:
+    pytestmark = pytest.mark.gpu_mem(max_gb=0.01)
+
+    def test_class_budget(self):
+        KEPT.append(torch.zeros(1024, 1024))  # 4 MiB peak and leak: leak over 1 MiB
+
+    @pytest.mark.gpu_mem(max_leak_mb=5)
+    def test_own_tolerance(self):
+        KEPT.append(torch.zeros(1024, 1024))
+
+def test_module_budget():
+    a = torch.zeros(1024, 1024)  # 4 MiB > 1.02 MiB
+""")
+    result = run_gpumem("--gpumem")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines_random([
+        "leaked 4.00 MiB still alive after teardown (max_leak_mb=1 MiB)*",
+        "peak 4.00 MiB exceeds budget max_gb=0.001 GiB*",
+        "MEMORY *test_class_budget*",
+        "MEMORY *test_module_budget*",
+    ])

@@ -1,0 +1,150 @@
+"""Option precedence (marker, then command line, then ini) and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.gpumem.conftest import RunGpumem
+
+FOUR_MIB_TEST = """
+import pytest
+import torch
+
+@pytest.mark.gpu_mem{args}
+def test_four_mib():
+    a = torch.zeros(1024, 1024)  # 4 MiB = 0.0039 GiB
+"""
+
+
+@pytest.mark.parametrize(
+    ("ini", "cli", "marker", "passes"),
+    [
+        ("0.001", None, "", False),  # ini alone applies
+        ("0.01", None, "", True),
+        ("0.001", "0.01", "", True),  # command line beats ini
+        ("0.01", "0.001", "", False),
+        ("0.01", "0.001", "(max_gb=0.01)", True),  # marker beats command line
+        ("0.001", "0.01", "(max_gb=0.001)", False),
+        (None, None, "", True),  # no budget anywhere: measured, not enforced
+    ],
+)
+def test_budget_precedence(
+    pytester: pytest.Pytester,
+    run_gpumem: RunGpumem,
+    ini: str | None,
+    cli: str | None,
+    marker: str,
+    passes: bool,
+) -> None:
+    lines = ["[pytest]", "gpumem = true"]
+    if ini is not None:
+        lines.append(f"gpumem_max_gb = {ini}")
+    pytester.makeini("\n".join(lines))
+    pytester.makepyfile(FOUR_MIB_TEST.format(args=marker))
+    args = [] if cli is None else [f"--gpumem-max-gb={cli}"]
+    result = run_gpumem(*args)
+    result.assert_outcomes(passed=1) if passes else result.assert_outcomes(failed=1)
+
+
+def test_leak_tolerance_precedence(pytester: pytest.Pytester, run_gpumem: RunGpumem) -> None:
+    pytester.makeini("[pytest]\ngpumem = true\ngpumem_max_leak_mb = 1\n")
+    pytester.makepyfile("""
+import pytest
+import torch
+KEPT = []
+
+@pytest.mark.gpu_mem
+def test_ini_tolerates():
+    KEPT.append(torch.ones(1024))
+
+@pytest.mark.gpu_mem(max_leak_mb=0)
+def test_marker_forbids():
+    KEPT.append(torch.ones(1024))
+""")
+    result = run_gpumem()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["MEMORY *test_marker_forbids*"])
+    strict = run_gpumem("--gpumem-max-leak-mb=0")
+    strict.assert_outcomes(failed=2)
+
+
+def test_every_ini_key_is_honoured(pytester: pytest.Pytester, run_gpumem: RunGpumem) -> None:
+    pytester.makefile(".toml", pyproject="""
+[tool.pytest.ini_options]
+gpumem = true
+gpumem_backend = "cpu"
+gpumem_max_gb = 0.5
+gpumem_max_leak_mb = 0.5
+gpumem_json = "from-ini.json"
+gpumem_round = 512
+gpumem_top = 1
+gpumem_snapshot_dir = "snapshots"
+""")
+    pytester.makepyfile("""
+import pytest
+import torch
+
+@pytest.mark.gpu_mem
+def test_a():
+    a = torch.zeros(3)
+
+@pytest.mark.gpu_mem
+def test_b():
+    b = torch.zeros(300)
+""")
+    result = run_gpumem()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*gpumem: 1 highest peaks*", "*1.50 KiB*test_b*"])
+    result.stdout.no_fnmatch_line("*::test_a*")
+    records = json.loads((pytester.path / "from-ini.json").read_text())["tests"]
+    assert [r["peak_bytes"] for r in records] == [512, 1536]
+    assert {r["budget_bytes"] for r in records} == {2**29}
+    assert {r["max_leak_bytes"] for r in records} == {2**19}
+    assert {r["backend"] for r in records} == {"cpu"}
+
+
+def test_command_line_beats_ini_for_paths(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    pytester.makeini("[pytest]\ngpumem = true\ngpumem_json = ini.json\n")
+    pytester.makepyfile(FOUR_MIB_TEST.format(args=""))
+    run_gpumem("--gpumem-json=cli.json").assert_outcomes(passed=1)
+    assert (pytester.path / "cli.json").exists()
+    assert not (pytester.path / "ini.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "message"),
+    [
+        (["--gpumem-max-gb=lots"], "", "--gpumem-max-gb must be a number, got 'lots'"),
+        (["--gpumem-max-gb=0"], "", "--gpumem-max-gb must be greater than zero, got '0'"),
+        (["--gpumem-backend=tpu"], "", "--gpumem-backend must be one of auto, cuda, cpu*"),
+        ([], "gpumem_max_leak_mb = -1", "ini option gpumem_max_leak_mb must be zero or more*"),
+        ([], "gpumem_top = many", "ini option gpumem_top must be a whole number*"),
+        ([], "gpumem_backend = gpu", "ini option gpumem_backend must be one of*"),
+    ],
+)
+def test_bad_values_are_one_line_errors(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem, args: list[str], ini: str, message: str
+) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile(FOUR_MIB_TEST.format(args=""))
+    result = run_gpumem("--gpumem", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_cuda_backend_without_cuda_is_one_line(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    pytester.makepyfile(FOUR_MIB_TEST.format(args=""))
+    result = run_gpumem("--gpumem", "--gpumem-backend=cuda")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *--gpumem-backend=cuda, but torch.cuda.is_available()*"])
