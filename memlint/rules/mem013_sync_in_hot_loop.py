@@ -44,7 +44,8 @@ class SyncInHotLoop(Rule):
     while Python prepares the next batch.
 
     Checks that must see every value (`torch.isnan(loss)`, `math.isfinite(loss.item())`,
-    early stopping on the step's loss) are not flagged: they are syncs on purpose.
+    early stopping on the step's loss) are not flagged: they are syncs on purpose. Neither
+    is a sync in a branch of an `if` whose test already synced: the GPU is idle there.
 
     ## Example
     ```python
@@ -200,18 +201,22 @@ class SyncInHotLoop(Rule):
                 return True  # the step's value decides control flow
             if isinstance(anc, cst.Assert):
                 return True
-            if isinstance(anc, cst.If) and child is anc.body and self._gating_test(anc.test):
+            if isinstance(anc, cst.If) and child is anc.body and self._interval_test(anc.test):
                 return True
+            if isinstance(anc, cst.If) and child is not anc.test and self._syncs(anc.test):
+                return True  # the test already waited for the GPU; either branch is free
             child = anc
         return False
 
-    def _gating_test(self, test: cst.BaseExpression) -> bool:
-        """A logging interval, or a test that already synced (the GPU is idle in its body)."""
+    def _syncs(self, test: cst.BaseExpression) -> bool:
+        return any(
+            isinstance(n, cst.Call)
+            and (last_name(n.func) in VALUE_CHECKS or method_name(n) in SYNC_METHODS)
+            for n in [test, *self.context.analysis.tree.walk(test)]
+        )
+
+    def _interval_test(self, test: cst.BaseExpression) -> bool:
         for n in [test, *self.context.analysis.tree.walk(test)]:
-            if isinstance(n, cst.Call) and (
-                last_name(n.func) in VALUE_CHECKS or method_name(n) in SYNC_METHODS
-            ):
-                return True
             if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo):
                 return True
             if isinstance(n, cst.Name) and INTERVAL_NAME.search(n.value):
