@@ -92,7 +92,7 @@ class DeprecatedAmpApi(Rule):
     code = "MEM015"
     name = "deprecated-amp-api"
     message = "`{old}` is deprecated; use `torch.amp.{new}(\"{device}\", ...)`"
-    triggers = ("amp",)
+    triggers = ("cuda.amp", "cpu.amp", "import amp", "amp.autocast", "amp.GradScaler")
     fix_safety = FixSafety.SAFE
     valid = (
         Valid(
