@@ -197,7 +197,8 @@ def pin_device(config: pytest.Config, backend_choice: str, gate: GateSettings) -
     if not torch.cuda.is_available():
         return None
     try:
-        pinning = pick_device(worker_id(), list(gate.devices), torch.cuda.device_count())
+        worker = worker_id() if _is_worker(config) else "main"
+        pinning = pick_device(worker, list(gate.devices), torch.cuda.device_count())
     except DeviceConfigError as exc:
         raise pytest.UsageError(f"pytest_gpumem: {exc}") from None
     index = pinning.device_index

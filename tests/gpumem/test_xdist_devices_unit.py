@@ -56,3 +56,31 @@ def test_device_list_and_fraction() -> None:
     for bad in ("0", "1.5", "half", "-0.2"):
         with pytest.raises(DeviceConfigError, match=r"\(0, 1\]"):
             parse_memory_fraction(bad)
+
+
+def test_pin_device_calls_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA calls a pinned worker makes, recorded by a stand-in for torch.cuda."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from pytest_gpumem.gate import GateSettings, pin_device
+
+    calls: list[tuple[str, object]] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: calls.append(("set_device", i)))
+    monkeypatch.setattr(
+        torch.cuda,
+        "set_per_process_memory_fraction",
+        lambda f, i: calls.append(("fraction", (f, i))),
+    )
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw3")
+    worker = SimpleNamespace(workerinput={"workerid": "gw3"})
+    settings = GateSettings(memory_fraction=0.4)
+    assert pin_device(worker, "auto", settings) == 1  # type: ignore[arg-type]
+    assert calls == [("set_device", 1), ("fraction", (0.4, 1))]
+    calls.clear()
+    assert pin_device(worker, "cpu", settings) is None  # type: ignore[arg-type]
+    assert calls == []
+    chosen = GateSettings(devices=(1, 0))
+    assert pin_device(worker, "cuda", chosen) == 0  # type: ignore[arg-type]
