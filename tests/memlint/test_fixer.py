@@ -7,6 +7,7 @@ import stat
 import textwrap
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 from memlint.cli import main
@@ -20,7 +21,7 @@ from memlint.fixer import (
     write_if_unchanged,
 )
 from memlint.rules import all_rules
-from memlint.rules.base import Invalid, Rule
+from memlint.rules.base import Fix, Invalid, Rule
 from memlint.rules.mem014_load_without_map_location import LoadWithoutMapLocation
 from memlint.rules.mem015_deprecated_amp_api import DeprecatedAmpApi
 from memlint.rules.mem998_unused_noqa import UnusedNoqa, rewrite_comment
@@ -263,3 +264,27 @@ def test_cli_diff_on_clean_tree_exits_zero(
     (tmp_path / "ok.py").write_bytes(b"import torch\nx = torch.load(p, map_location='cpu')\n")
     assert _cli(tmp_path, "--diff") == 0
     assert capsys.readouterr().out == ""
+
+
+class _BreaksCode(Rule):
+    """A deliberately broken fix: turns an assignment target into a call."""
+
+    code = "MEM900"
+    name = "breaks-code"
+    message = "rename"
+    fix_safety = FixSafety.SAFE
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == "target":
+            broken = cst.Call(func=cst.Name("f"))
+            self.report(node, fix=Fix(FixSafety.SAFE, {node: broken}))
+
+
+def test_fix_that_breaks_the_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "a.py"
+    path.write_bytes(b"target = 1\n")
+    result = fix_file(path, [_BreaksCode])
+    assert not result.changed
+    assert result.problem == "a fix produced code that does not parse"
+    assert path.read_bytes() == b"target = 1\n"
+    assert [d.code for d in result.remaining] == ["MEM900"]
