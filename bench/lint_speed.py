@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,12 +48,17 @@ class Timing:
     tool: str
     corpus: str
     runs: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     timed_out: bool = False
     exit_codes: set[int] = field(default_factory=set)
 
     @property
     def median(self) -> float:
         return statistics.median(self.runs) if self.runs else float("nan")
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu) if self.cpu else float("nan")
 
 
 def _count(root: Path) -> tuple[int, int]:
@@ -106,22 +112,31 @@ def tool_commands(root: Path) -> dict[str, list[str]]:
     }
 
 
-def timed(command: Sequence[str], cwd: Path, timeout: float | None) -> tuple[float, int | None]:
-    """Wall seconds of one run (interpreter start included); exit code None on timeout."""
+def timed(
+    command: Sequence[str], cwd: Path, timeout: float | None
+) -> tuple[float, float, int | None]:
+    """Wall and CPU seconds of one run (interpreter start included); exit code None on timeout.
+
+    CPU time (user + system, the tool's worker processes included) is reported beside wall
+    time because it barely moves when other work shares the machine.
+    """
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with tempfile.TemporaryFile() as sink:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         try:
             done = subprocess.run(command, cwd=cwd, stdout=sink, stderr=sink, env=env,
                                   timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
-            return time.perf_counter() - start, None
+            return time.perf_counter() - start, float("nan"), None
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if done.returncode not in (0, 1):
             sink.seek(0)
             tail = sink.read()[-2000:].decode(errors="replace")
             sys.exit(f"error: {' '.join(command)} exited {done.returncode}:\n{tail}")
-        return elapsed, done.returncode
+        return elapsed, cpu, done.returncode
 
 
 def compare(corpus: Corpus, tools: dict[str, list[str]], repeat: int,
@@ -134,12 +149,12 @@ def compare(corpus: Corpus, tools: dict[str, list[str]], repeat: int,
             timing = timings[name]
             if timing.timed_out:
                 continue
-            elapsed, code = timed(tools[name], corpus.root, timeout)
+            elapsed, cpu, code = timed(tools[name], corpus.root, timeout)
+            timing.runs.append(elapsed)
+            timing.cpu.append(cpu)
             if code is None:
                 timing.timed_out = True
-                timing.runs.append(elapsed)
             else:
-                timing.runs.append(elapsed)
                 timing.exit_codes.add(code)
             print(f"  {corpus.name}: {name} {elapsed:.2f}s", file=sys.stderr)
     return list(timings.values())
@@ -153,18 +168,22 @@ def _seconds(t: Timing) -> str:
 
 
 def speed_table(corpora: Sequence[Corpus], results: dict[str, list[Timing]]) -> str:
-    rows = ["| Corpus | Files | Lines | Tool | Wall s (median; runs) | Lines/s | Peer / memlint |",
-            "|---|---:|---:|---|---|---:|---:|"]
+    rows = ["| Corpus | Files | Lines | Tool | Wall s (median; runs) | CPU s | Lines/s (wall) "
+            "| Peer / memlint (wall) | Peer / memlint (CPU) |",
+            "|---|---:|---:|---|---|---:|---:|---:|---:|"]
     for corpus in corpora:
         timings = results.get(corpus.name, [])
         ours = next((t for t in timings if t.tool.startswith("memlint")), None)
         for t in timings:
-            ratio = ""
+            ratio = cpu_ratio = ""
             if ours is not None and t is not ours and ours.runs:
                 ratio = f"{'>' if t.timed_out else ''}{t.median / ours.median:.1f}x"
+                if not t.timed_out:
+                    cpu_ratio = f"{t.cpu_median / ours.cpu_median:.1f}x"
             rate = "" if t.timed_out else f"{corpus.lines / t.median:,.0f}"
+            cpu = "" if t.timed_out else f"{t.cpu_median:.1f}"
             rows.append(f"| {corpus.name} | {corpus.files:,} | {corpus.lines:,} | {t.tool} "
-                        f"| {_seconds(t)} | {rate} | {ratio} |")
+                        f"| {_seconds(t)} | {cpu} | {rate} | {ratio} | {cpu_ratio} |")
     return "\n".join(rows)
 
 
@@ -189,8 +208,10 @@ def single_file(scratch: Path, repeat: int) -> list[tuple[str, Timing]]:
     files.append(plain)
     for _ in range(repeat):
         for path, (_, timing) in zip(files, out, strict=True):
-            elapsed, _code = timed(memlint_command("--force-exclude", str(path)), path.parent, None)
+            elapsed, cpu, _code = timed(memlint_command("--force-exclude", str(path)),
+                                        path.parent, None)
             timing.runs.append(elapsed)
+            timing.cpu.append(cpu)
     return out
 
 
@@ -201,10 +222,11 @@ def warm_cache(corpus: Corpus, scratch: Path, repeat: int) -> tuple[Timing, Timi
     timed(memlint_command("--exit-zero", "--cache-dir", str(cache), str(corpus.root)),
           corpus.root, None)
     for _ in range(repeat):
-        cold.runs.append(timed(memlint_command("--no-cache", "--exit-zero", str(corpus.root)),
-                               corpus.root, None)[0])
-        warm.runs.append(timed(memlint_command("--exit-zero", "--cache-dir", str(cache),
-                                               str(corpus.root)), corpus.root, None)[0])
+        for timing, flags in ((cold, ["--no-cache"]), (warm, ["--cache-dir", str(cache)])):
+            elapsed, cpu, _code = timed(memlint_command("--exit-zero", *flags, str(corpus.root)),
+                                        corpus.root, None)
+            timing.runs.append(elapsed)
+            timing.cpu.append(cpu)
     return cold, warm
 
 
@@ -227,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_peers and not (PEERS / "torchfix").exists():
         parser.error(f"{PEERS} has no torchfix; run bench/setup_peers.sh (or pass --no-peers)")
 
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="memlint-bench-") as tmp:
         scratch = Path(tmp)
         corpora = make_corpora(scratch, args.subset, include_full=not args.no_full)
@@ -247,18 +270,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report = [
         f"Measured {date.today().isoformat()} on {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}.",
+        f"Python {platform.python_version()}; 1-minute load average {load_before:.1f} before "
+        f"and {os.getloadavg()[0]:.1f} after the run.",
         "",
         speed_table(corpora, results),
         "",
-        "| One file, as pre-commit runs it | Wall s (median; runs) |",
-        "|---|---|",
-        *(f"| {label} | {_seconds(t)} |" for label, t in precommit),
+        "| One file, as pre-commit runs it | Wall s (median; runs) | CPU s |",
+        "|---|---|---:|",
+        *(f"| {label} | {_seconds(t)} | {t.cpu_median:.2f} |" for label, t in precommit),
         "",
-        f"| Result cache on {biggest.name} ({biggest.files:,} files) | Wall s (median; runs) |",
-        "|---|---|",
-        f"| {cold.tool} | {_seconds(cold)} |",
-        f"| {warm.tool} | {_seconds(warm)} ({100 * warm.median / cold.median:.0f}% of cold) |",
+        f"| Result cache on {biggest.name} ({biggest.files:,} files) | Wall s (median; runs) "
+        "| CPU s |",
+        "|---|---|---:|",
+        f"| {cold.tool} | {_seconds(cold)} | {cold.cpu_median:.1f} |",
+        f"| {warm.tool} | {_seconds(warm)}, {100 * warm.median / cold.median:.0f}% of cold "
+        f"| {warm.cpu_median:.1f} |",
     ]
     text = "\n".join(report)
     print(text)

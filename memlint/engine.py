@@ -7,6 +7,7 @@ file) pays for parsing and one walk, never for PositionProvider.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -20,13 +21,20 @@ PARSE_ERROR = ("MEM999", "parse-error")
 INTERNAL_ERROR = ("MEM997", "internal-error")
 
 
-def applicable_rules(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
-    """The cheap text prefilter: a rule runs only if the file contains one of its triggers."""
+def applicable_rules(text: str | bytes, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The cheap text prefilter: a rule runs only if the file contains one of its triggers.
+
+    Raw bytes work as well as text (triggers are ASCII, and Python source encodings are
+    ASCII-compatible), and save decoding files that no rule applies to.
+    """
+    if isinstance(text, bytes):
+        return [r for r in rules if not r.triggers or any(t in text for t in _byte_triggers(r))]
     return [r for r in rules if not r.triggers or any(t in text for t in r.triggers)]
 
 
-def _decode_for_prefilter(source: bytes) -> str:
-    return source.decode("utf-8", errors="replace")
+@cache
+def _byte_triggers(rule: type[Rule]) -> tuple[bytes, ...]:
+    return tuple(t.encode("utf-8") for t in rule.triggers)
 
 
 def file_diagnostic(path: str, code_name: tuple[str, str], message: str, line: int = 1,
@@ -40,6 +48,18 @@ def file_diagnostic(path: str, code_name: tuple[str, str], message: str, line: i
 def parse(source: bytes) -> cst.Module:
     """Parse bytes, honouring a PEP 263 coding cookie and the file's line endings."""
     return cst.parse_module(source)
+
+
+def decoded_source(source: bytes, module: cst.Module) -> str:
+    """The file's text, equal to ``module.code`` but without regenerating it from the tree.
+
+    ``Module.code`` re-renders every node, which costs about as much as parsing; libcst
+    round-trips exactly, so decoding the bytes with the encoding it detected gives the same text.
+    """
+    try:
+        return source.decode(module.encoding)
+    except (LookupError, UnicodeDecodeError):
+        return module.code
 
 
 def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding]:
@@ -92,7 +112,7 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]]) -> list[D
     Never raises for a problem in the file: a syntax error becomes MEM999 and an unexpected
     failure inside a rule becomes MEM997, so one bad file cannot stop a run.
     """
-    active = applicable_rules(_decode_for_prefilter(source), rules)
+    active = applicable_rules(source, rules)
     if not active:
         return []
     try:
@@ -102,7 +122,7 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]]) -> list[D
                                 exc.raw_line, exc.raw_column + 1)]
     except (RecursionError, MemoryError, ValueError, UnicodeDecodeError, SyntaxError) as exc:
         return [file_diagnostic(path, PARSE_ERROR, f"cannot parse: {type(exc).__name__}: {exc}")]
-    context = FileContext(path=path, source=module.code, module=module)
+    context = FileContext(path=path, source=decoded_source(source, module), module=module)
     try:
         _, diagnostics = lint_module(context, active)
     except RecursionError:
