@@ -87,6 +87,13 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     alive at that peak are kept for reports.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # True (torch's default) wraps __torch_dispatch__ so that its first call imports
+        # torch._dynamo: seconds of start-up, and ~50 non-propagating loggers that pytest's
+        # logging plugin then visits in every test phase (about 1 ms per test).
+        return False
+
     def __init__(self, round_bytes: int = 1, stack_depth: int = STACK_DEPTH) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.round_bytes = max(1, round_bytes)
@@ -252,11 +259,8 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
 
 def warm_up() -> None:
-    """Enter a dispatch mode once at session start.
-
-    The first mode pushed in a process makes torch import its compiler stack (seconds, and
-    its own tensors); paying that here keeps it out of the first test's time and numbers.
-    """
+    """Dispatch one op under the mode at session start, so lazy imports and caches on
+    torch's dispatch path are filled before the first test is measured."""
     with StorageTracker():
         torch.empty(0)
 

@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import entry_points
 
 import pytest
+
+from pytest_gpumem.entrypoint import plugin_args
 
 pytest.importorskip("torch", reason="the plugin's measurement tests need torch")
 
 from pytest_gpumem.backends.cpu import warm_up
 
-# In-process pytester runs forget modules first imported inside them; torch's compiler
-# stack, imported when the first dispatch mode is entered, cannot be imported twice.
+# In-process pytester runs forget modules first imported inside them, and some of torch's
+# modules on the dispatch path cannot be imported twice: import them once, out here.
 warm_up()
 
 RunGpumem = Callable[..., pytest.RunResult]
-
-
-def plugin_args() -> tuple[str, ...]:
-    """``-p`` for a source checkout; nothing once the ``gpumem`` entry point is installed.
-
-    Loading the module under both names would register it twice, which pluggy refuses.
-    """
-    if any(ep.name == "gpumem" for ep in entry_points(group="pytest11")):
-        return ()
-    return ("-p", "pytest_gpumem.plugin")
+__all__ = ["RunGpumem", "plugin_args"]
 
 
 @pytest.fixture

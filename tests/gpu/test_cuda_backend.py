@@ -1,0 +1,126 @@
+"""The CUDA backend against torch.cuda's own counters, and the false-leak cases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.gpumem.conftest import plugin_args
+
+torch = pytest.importorskip("torch")
+
+
+def _backend():  # type: ignore[no-untyped-def]
+    from pytest_gpumem.backends.cuda import CudaBackend
+
+    return CudaBackend(record_history=False)
+
+
+def test_peak_matches_allocator_counters() -> None:
+    backend = _backend()
+    tracker = backend.tracker()
+    tracker.start()
+    tracker.body_start()
+    before = torch.cuda.memory_allocated()
+    a = torch.empty(1024, 1024, device="cuda")  # 4 MiB, a multiple of the 512 B block
+    b = torch.empty(512, 1024, device="cuda")
+    expected = torch.cuda.max_memory_allocated() - before
+    del a, b
+    peak = tracker.body_end()
+    tracker.close()
+    assert peak.peak_bytes == expected == 6 * 2**20
+    assert peak.context["num_ooms"] == 0
+
+
+def test_nested_window_keeps_the_outer_peak() -> None:
+    from pytest_gpumem.backends.cuda import peak_windows
+
+    windows = peak_windows(torch.device("cuda", torch.cuda.current_device()))
+    outer = windows.open()
+    big = torch.empty(8 * 2**20, dtype=torch.uint8, device="cuda")
+    del big
+    inner = windows.open()  # resets the process-wide peak
+    small = torch.empty(2**20, dtype=torch.uint8, device="cuda")
+    inner_peak = windows.close(inner)
+    outer_peak = windows.close(outer)
+    del small
+    assert outer_peak - inner_peak >= 7 * 2**20
+
+
+def test_cpu_and_cuda_backends_agree_on_an_mlp_step() -> None:
+    from pytest_gpumem.backends.cpu import StorageTracker
+
+    def build(device: str):  # type: ignore[no-untyped-def]
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)
+        ).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(64, 512, device=device), torch.randint(0, 10, (64,), device=device)
+
+        def step() -> None:
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+        step()
+        return step
+
+    cpu_step = build("cpu")
+    tracker = StorageTracker(round_bytes=512)
+    with tracker:
+        tracker.open_window()
+        cpu_step()
+        cpu_peak = tracker.close_window().peak_bytes
+    tracker.forget()
+    cuda_step = build("cuda")
+    cuda_tracker = _backend().tracker()
+    cuda_tracker.start()
+    cuda_tracker.body_start()
+    cuda_step()
+    cuda_peak = cuda_tracker.body_end().peak_bytes
+    cuda_tracker.close()
+    # Workspaces and kernel scratch are invisible to the CPU tracker: CUDA may be higher.
+    assert cuda_peak >= cpu_peak * 0.9
+
+
+def test_sessions_false_leaks_and_real_ones(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+import pytest
+import torch
+
+KEPT = []
+
+@pytest.mark.gpu_mem
+def test_first_matmul():
+    a = torch.randn(256, 256, device="cuda")
+    (a @ a).sum().item()  # creates the cuBLAS workspace, which torch keeps
+
+@pytest.mark.gpu_mem
+def test_leaks():
+    KEPT.append(torch.ones(2**20, device="cuda"))
+
+@pytest.mark.gpu_mem(max_gb=0.001)
+def test_over_budget():
+    a = torch.ones(2**20, device="cuda")
+
+@pytest.mark.gpu_mem(max_gb=1)
+def test_real_oom():
+    torch.cuda.set_per_process_memory_fraction(0.01)
+    try:
+        torch.empty(2**40, dtype=torch.uint8, device="cuda")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+""")
+    result = pytester.runpytest(*plugin_args(), "--gpumem", "--gpumem-json=out.json",
+                                "--gpumem-snapshot-dir=snaps")
+    result.assert_outcomes(passed=1, failed=3)
+    result.stdout.fnmatch_lines(["*backend cuda, device cuda:*", "*pytorch.org/memory_viz*"])
+    records = {r["nodeid"].split("::")[1]: r for r in
+               json.loads((pytester.path / "out.json").read_text())["tests"]}
+    assert records["test_first_matmul"]["leaked_bytes"] == 0
+    assert records["test_leaks"]["leaked_bytes"] >= 4 * 2**20
+    assert records["test_over_budget"]["violations"] == ["peak"]
+    assert "oom" in records["test_real_oom"]["violations"]
+    assert list((pytester.path / "snaps").glob("*.pickle"))
