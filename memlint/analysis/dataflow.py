@@ -68,6 +68,8 @@ _OTHER_DEVICES = ("mps", "xpu", "meta", "hpu", "xla", "npu", "ipu", "privateuseo
 
 # Calls that hand their first iterable's items through unchanged (for loader provenance).
 _PASS_THROUGH = frozenset({"enumerate", "tqdm", "islice", "iter", "track"})
+# Framework calls that return loaders whose batches arrive on the device already.
+_PLACING_CALLS = ("prepare", "prepare_data_loader", "setup_dataloaders")
 _LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
 
 
@@ -400,6 +402,24 @@ class DataflowAnalysis:
             cached = self.loader_source(loop.iter) is not None
             self._loader_loop[loop] = cached
         return cached
+
+    @cached_property
+    def _framework_placed(self) -> frozenset[str]:
+        """Names bound from ``accelerator.prepare(...)`` / ``fabric.setup_dataloaders(...)``."""
+        names: set[str] = set()
+        for callee in _PLACING_CALLS:
+            for call in self.tree.calls_by_name.get(callee, ()):
+                parent = self.tree.parent(call)
+                if isinstance(parent, cst.Assign):
+                    for target in parent.targets:
+                        names.update(names_in(target.target))
+        return frozenset(names)
+
+    def framework_places_batches(self, loop: cst.For) -> bool:
+        """The loop iterates a loader that Accelerate or Fabric prepared: its batches already
+        arrive on the device, so a ``.to(device)`` in the loop copies nothing."""
+        key = self.loader_key(loop)
+        return key is not None and key in self._framework_placed
 
     def loader_key(self, loop: cst.For) -> str | None:
         """The dotted name (or ``fn()``) a DataLoader loop iterates, to match bindings."""

@@ -405,7 +405,8 @@ class EvalWithoutNoGrad(Rule):
         return qualified.endswith("autograd.grad") or qualified.startswith("torch.func")
 
     def _is_forward(self, call: cst.Call) -> bool:
-        if not self.context.analysis.calls.is_model_forward(call):
+        # `solver.model()`, `self.net()`: a forward takes inputs.
+        if not call.args or not self.context.analysis.calls.is_model_forward(call):
             return False
         name = last_name(call.func) or ""
         if _HELPER_VERB.match(name):

@@ -107,6 +107,15 @@ class BlockingHostToDevice(Rule):
                 return hidden
         """),
         Valid("""
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+            accelerator = Accelerator()
+            loader = DataLoader(ds, batch_size=16)
+            model, loader = accelerator.prepare(model, loader)
+            for batch in loader:
+                batch = batch.to(accelerator.device)
+        """),
+        Valid("""
             from torch.utils.data import DataLoader
             def build(ds, **loader_kwargs):
                 return DataLoader(ds, **loader_kwargs)
@@ -167,7 +176,7 @@ class BlockingHostToDevice(Rule):
                 and flow.is_dataloader_loop(loop)
                 and flow.is_batch_data(receiver, loop)
             ):
-                return loop
+                return None if flow.framework_places_batches(loop) else loop
         return None
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -116,3 +116,18 @@ def collect_embeddings(encoder, loader):
         for images, _ in loader:
             feats.append(encoder(images.cuda(non_blocking=True)).cpu())
     return torch.cat(feats)
+
+
+def finetune_with_redundant_moves(model, train_set, epochs=1):
+    # Accelerate already puts prepared batches on the device; the extra .to() copies nothing.
+    accelerator = Accelerator()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    dataloader = DataLoader(train_set, batch_size=16, shuffle=True)
+    model, optimizer, dataloader = accelerator.prepare(model, optimizer, dataloader)
+    for epoch in range(epochs):
+        for batch in dataloader:
+            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
