@@ -25,7 +25,7 @@ def validate(model, val_loader, device):
     all_logits, all_labels = [], []
     for images, labels in val_loader:
         logits = model(images.to(device, non_blocking=True))
-        all_logits.append(logits)
+        all_logits.append(logits)  # expect: MEM016
         all_labels.append(labels)
     return torch.cat(all_logits), torch.cat(all_labels)
 
