@@ -113,7 +113,7 @@ def evaluate_tta(model, loader, optimizer):
         entropy.backward()
         optimizer.step()
         optimizer.zero_grad()
-        correct += (logits.argmax(1) == y).sum().item()  # expect: MEM013
+        correct += (logits.argmax(1) == y).sum().item()
     return correct / len(loader.dataset)
 
 

@@ -63,7 +63,7 @@ def train_model(model, criterion, optimizer, scheduler, num_epochs=25):
                     if phase == "train":
                         loss.backward()
                         optimizer.step()
-                running_loss += loss.item() * inputs.size(0)  # expect: MEM013
+                running_loss += loss.item() * inputs.size(0)
                 running_corrects += torch.sum(preds == labels.data)
             if phase == "train":
                 scheduler.step()
@@ -112,7 +112,7 @@ def run_epoch(model, loader, criterion, optimizer=None):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        total += loss.item()  # expect: MEM013
+        total += loss.item()
     return total / len(loader)
 
 
