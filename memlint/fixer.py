@@ -15,6 +15,7 @@ import difflib
 import os
 import stat
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,21 +119,24 @@ def non_overlapping(context: FileContext, fixes: Sequence[Fix]) -> list[Fix]:
     return chosen
 
 
+def _compiles(source: bytes) -> bool:
+    with warnings.catch_warnings():
+        # An invalid escape in the user's code is not our business here.
+        warnings.simplefilter("ignore", SyntaxWarning)
+        try:
+            ast.parse(source)
+        except (SyntaxError, ValueError):
+            return False
+    return True
+
+
 def _still_valid(original: bytes, candidate: bytes) -> bool:
     """The candidate parses with libcst, and with CPython too if the original did."""
     try:
         parse(candidate)
     except Exception:  # any failure means the fix broke the file
         return False
-    try:
-        ast.parse(original)
-    except (SyntaxError, ValueError):
-        return True
-    try:
-        ast.parse(candidate)
-    except (SyntaxError, ValueError):
-        return False
-    return True
+    return _compiles(candidate) or not _compiles(original)
 
 
 def fix_source(
