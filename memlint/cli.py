@@ -23,6 +23,7 @@ from memlint.output.json_format import render_statistics as json_statistics
 from memlint.output.ruledoc import catalogue, render_doc, render_table
 from memlint.output.text import render_statistics as text_statistics
 from memlint.rules.base import Rule
+from memlint.runner import DEFAULT_FILE_TIMEOUT
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -52,6 +53,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 
@@ -99,6 +110,9 @@ def check_parser() -> argparse.ArgumentParser:
     run = parser.add_argument_group("execution")
     run.add_argument("-j", "--jobs", type=_positive_int, default=None,
                      help="worker processes (default: the number of cores)")
+    run.add_argument("--file-timeout", type=_positive_float, default=DEFAULT_FILE_TIMEOUT,
+                     metavar="SECONDS",
+                     help="give up on a file after this long (default: %(default)g)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     run.add_argument("--cache-dir", type=Path, metavar="DIR",
                      help="cache location (default: .memlint_cache in the project root)")
@@ -201,7 +215,7 @@ def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int
         ids = [f"{r.__module__}.{r.__qualname__}" for r in known if r.code in settings.enabled]
         cache = ResultCache(Path(directory).absolute(), cache_key(settings.fingerprint(), ids))
     result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
-                        cache=cache)
+                        cache=cache, file_timeout=args.file_timeout)
     if args.fix or args.diff:
         from memlint.fixer import apply_fixes
 

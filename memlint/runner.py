@@ -10,10 +10,12 @@ replacement. The runner only reads the linted files; the cache writes into its o
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import io
 import multiprocessing
 import os
 import signal
+import time
 import tokenize
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -30,6 +32,8 @@ from memlint.suppression import index_for
 IO_ERROR = ("MEM996", "io-error")
 PARSE_ERROR = ("MEM999", ENGINE_CODES["MEM999"])
 INTERNAL_ERROR = ("MEM997", ENGINE_CODES["MEM997"])
+# Generous: the slowest real file seen (a 200k-element literal) parses in a few seconds.
+DEFAULT_FILE_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ def _serve(conn: Connection, rules: Sequence[type[Rule]]) -> None:
     """A worker's loop: one task in, one result out, until the parent sends None."""
     # Ctrl-C reaches the whole process group; the parent alone decides what to do.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A crash is reported by the parent as one line; no C-level traceback dump on stderr.
+    faulthandler.disable()
     while True:
         try:
             task = conn.recv()
@@ -147,10 +153,22 @@ class _Worker:
         self.process.start()
         child.close()
         self.task: Task | None = None
+        self.started = 0.0
 
     def assign(self, task: Task) -> None:
         self.task = task
+        self.started = time.monotonic()
         self.conn.send(task)
+
+    def abandon(self, seconds: float) -> FileResult:
+        """Kill a worker stuck on one file (libcst is superlinear on some inputs)."""
+        assert self.task is not None
+        task, self.task = self.task, None
+        self.process.kill()
+        self.process.join()
+        return FileResult(task.display, [file_diagnostic(
+            task.display, INTERNAL_ERROR,
+            f"gave up after {seconds:g} s (--file-timeout); the file is too complex to parse")])
 
     def collect(self) -> tuple[FileResult, bool]:
         """The finished task's result, and whether this worker died producing it."""
@@ -180,9 +198,9 @@ class _Worker:
         self.conn.close()
 
 
-def run_tasks(tasks: Sequence[Task], rules: Sequence[type[Rule]],
-              jobs: int) -> Iterator[FileResult]:
-    """Results in completion order; a worker that dies is replaced and its file reported."""
+def run_tasks(tasks: Sequence[Task], rules: Sequence[type[Rule]], jobs: int,
+              file_timeout: float | None = None) -> Iterator[FileResult]:
+    """Results in completion order; a worker that dies or hangs is replaced, its file reported."""
     if not tasks:
         return
     ctx = multiprocessing.get_context()
@@ -196,11 +214,20 @@ def run_tasks(tasks: Sequence[Task], rules: Sequence[type[Rule]],
             busy = [w for w in workers if w.task is not None]
             if not busy:
                 break
-            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+            timeout = None
+            if file_timeout is not None:
+                first_deadline = min(w.started for w in busy) + file_timeout
+                timeout = max(0.0, first_deadline - time.monotonic())
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
+                             timeout=timeout))
+            now = time.monotonic()
             for worker in busy:
-                if worker.conn not in ready and worker.process.sentinel not in ready:
+                if worker.conn in ready or worker.process.sentinel in ready:
+                    result, died = worker.collect()
+                elif file_timeout is not None and now - worker.started >= file_timeout:
+                    result, died = worker.abandon(file_timeout), True
+                else:
                     continue
-                result, died = worker.collect()
                 yield result
                 if died:
                     worker.stop()
@@ -239,8 +266,8 @@ class RunResult:
 
 
 def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[type[Rule]],
-               *, jobs: int, cache: ResultCache | None = None,
-               cwd: Path | None = None) -> RunResult:
+               *, jobs: int, cache: ResultCache | None = None, cwd: Path | None = None,
+               file_timeout: float | None = DEFAULT_FILE_TIMEOUT) -> RunResult:
     """Lint files with the enabled rules, reusing cached results where the file is unchanged."""
     here = cwd or Path.cwd()
     enabled = [rule for rule in rules if rule.code in settings.enabled]
@@ -265,7 +292,8 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[type[R
         pending.append((task, st))
     stats = {task.path: st for task, st in pending}
     by_display = {task.display: task for task, _ in pending}
-    for result in run_tasks([task for task, _ in pending], enabled, jobs):
+    for result in run_tasks([task for task, _ in pending], enabled, jobs,
+                            file_timeout):
         task = by_display[result.path]
         st = stats[task.path]
         if result.unchanged and cache is not None:

@@ -36,8 +36,8 @@ def sections(doc: str) -> dict[str, str]:
     """The ``## Heading`` sections of a ruff-shaped docstring, by heading."""
     out: dict[str, str] = {}
     matches = list(_SECTION.finditer(doc))
-    for here, following in zip(matches, [*matches[1:], None], strict=True):
-        end = following.start() if following is not None else len(doc)
+    for i, here in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(doc)
         out[here.group("title")] = doc[here.end():end].strip()
     return out
 

@@ -23,7 +23,8 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def _uri(path: str, base: Path) -> str:
-    absolute = Path(os.path.abspath(path))
+    given = Path(path)
+    absolute = Path(os.path.abspath(given if given.is_absolute() else base / given))
     try:
         rel = absolute.relative_to(base).as_posix()
     except ValueError:

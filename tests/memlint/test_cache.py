@@ -1,0 +1,122 @@
+"""The result cache: reused when nothing changed, never trusted when something did."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.memlint.cli_support import run_cli, write
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    write(root, "a.py", "leak()\n")
+    write(root, "b.py", "x = 1\n")
+    return root
+
+
+def cache_files(cache_dir: Path) -> list[Path]:
+    return sorted(cache_dir.rglob("*.json"))
+
+
+def tamper(cache_dir: Path, old: str, new: str) -> None:
+    """Rewrite a cached message: if the next run prints it, the result came from the cache."""
+    (path,) = cache_files(cache_dir)
+    path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+
+
+def lint(capsys: pytest.CaptureFixture[str], project: Path, cache_dir: Path,
+         *argv: str) -> list[str]:
+    return run_cli(capsys, project, "--cache-dir", str(cache_dir), *argv).lines
+
+
+def test_warm_run_reuses_results_without_relinting(
+        project: Path, cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cold = lint(capsys, project, cache_dir)
+    assert cold[0] == "a.py:1:1: MEM901 leak() called"
+    assert (cache_dir / ".gitignore").read_text(encoding="utf-8").endswith("*\n")
+    tamper(cache_dir, "leak() called", "from the cache")
+    assert lint(capsys, project, cache_dir)[0] == "a.py:1:1: MEM901 from the cache"
+
+
+def test_edited_file_is_linted_again(project: Path, cache_dir: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    lint(capsys, project, cache_dir)
+    tamper(cache_dir, "leak() called", "from the cache")
+    write(project, "a.py", "x = 0\nleak()\n")
+    assert lint(capsys, project, cache_dir)[0] == "a.py:2:1: MEM901 leak() called"
+
+
+def test_touched_but_unchanged_file_is_recognised_by_content(
+        project: Path, cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lint(capsys, project, cache_dir)
+    tamper(cache_dir, "leak() called", "from the cache")
+    st = (project / "a.py").stat()
+    os.utime(project / "a.py", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    assert lint(capsys, project, cache_dir)[0] == "a.py:1:1: MEM901 from the cache"
+
+
+def test_configuration_is_part_of_the_key(project: Path, cache_dir: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    lint(capsys, project, cache_dir)
+    tamper(cache_dir, "leak() called", "from the cache")
+    out = lint(capsys, project, cache_dir, "--extend-select", "MEM902")
+    assert out[0] == "a.py:1:1: MEM901 leak() called"
+    assert len(cache_files(cache_dir)) == 2
+
+
+def test_corrupt_cache_is_ignored_and_replaced(project: Path, cache_dir: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    lint(capsys, project, cache_dir)
+    (path,) = cache_files(cache_dir)
+    for garbage in ("{not json", '{"format": 1, "files": {"x": [1, 2]}}', "[]", "\0\0"):
+        path.write_text(garbage, encoding="utf-8")
+        run = run_cli(capsys, project, "--cache-dir", str(cache_dir))
+        assert run.rc == 1 and run.err == ""
+        assert run.lines[0] == "a.py:1:1: MEM901 leak() called"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["format"] == 1 and len(data["files"]) == 2
+
+
+def test_cache_writes_leave_no_temporary_files(project: Path, cache_dir: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    lint(capsys, project, cache_dir)
+    write(project, "c.py", "leak()\n")
+    lint(capsys, project, cache_dir)
+    names = [p.name for p in cache_dir.rglob("*") if p.is_file()]
+    assert not [n for n in names if n.startswith(".tmp-")]
+
+
+def test_no_cache_writes_nothing_and_default_dir_is_the_project_root(
+        project: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMLINT_CACHE_DIR", raising=False)
+    before = sorted(p.name for p in project.iterdir())
+    assert run_cli(capsys, project, "--no-cache").rc == 1
+    assert sorted(p.name for p in project.iterdir()) == before
+    write(project, "pyproject.toml", "[tool.memlint]\nignore = []\n")
+    sub = project / "sub"
+    sub.mkdir()
+    run_cli(capsys, sub, str(project))
+    assert (project / ".memlint_cache").is_dir()
+    assert not (sub / ".memlint_cache").exists()
+
+
+def test_unwritable_cache_is_a_warning_not_a_failure(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("", encoding="utf-8")
+    run = run_cli(capsys, project, "--cache-dir", str(blocker / "cache"))
+    assert run.rc == 1
+    assert run.lines[0] == "a.py:1:1: MEM901 leak() called"
+    assert run.err.startswith("memlint: warning: cannot write cache")
+    assert len(run.err.splitlines()) == 1
