@@ -42,11 +42,12 @@ def _target_names(target: cst.BaseExpression) -> set[str]:
 
 
 class LoopAnalysis:
+    """Answers from the call index rather than by walking loops: the few backward/step calls
+    in a file are found by name once, and their enclosing loops and functions marked."""
+
     def __init__(self, tree: TreeIndex) -> None:
         self.tree = tree
         self._calls: dict[Loop, list[cst.Call]] = {}
-        self._trains: dict[cst.FunctionDef, bool] = {}
-        self._in_progress: set[cst.FunctionDef] = set()
 
     def loop_calls(self, loop: Loop) -> list[cst.Call]:
         """Calls in the loop's body and header, nested functions and classes excluded."""
@@ -56,39 +57,78 @@ class LoopAnalysis:
             self._calls[loop] = calls
         return calls
 
-    def _trains_directly(self, calls: list[cst.Call]) -> bool:
-        return any(is_backward_call(c) or is_optimizer_step(c) for c in calls)
+    def _direct(self, names: tuple[str, ...], backward_only: bool) -> list[cst.Call]:
+        return [
+            call
+            for name in names
+            for call in self.tree.calls_by_name.get(name, ())
+            if is_backward_call(call) or (not backward_only and is_optimizer_step(call))
+        ]
+
+    @cached_property
+    def training_calls(self) -> list[cst.Call]:
+        """Every ``backward()`` and optimizer ``step()`` call in the file."""
+        return self._direct(("backward", "manual_backward", "step"), backward_only=False)
+
+    @cached_property
+    def backward_calls(self) -> list[cst.Call]:
+        """Every backward call in the file."""
+        return self._direct(("backward", "manual_backward"), backward_only=True)
+
+    def _propagate(
+        self, direct: list[cst.Call]
+    ) -> tuple[frozenset[cst.FunctionDef], list[cst.Call]]:
+        """Functions that run ``direct`` calls themselves or through same-file callees, and
+        the calls that reach them (the direct calls plus calls of those functions)."""
+        functions: set[cst.FunctionDef] = set()
+        reaching: list[cst.Call] = list(direct)
+        todo = [f for f in (self.tree.enclosing_function(c) for c in direct) if f is not None]
+        seen_names: set[str] = set()
+        while todo:
+            func = todo.pop()
+            if func in functions:
+                continue
+            functions.add(func)
+            name = func.name.value
+            if name in seen_names:
+                continue
+            seen_names.add(name)
+            for call in self.tree.calls_by_name.get(name, ()):
+                if self.tree.is_inside(call, func):
+                    continue
+                reaching.append(call)
+                caller = self.tree.enclosing_function(call)
+                if caller is not None and caller not in functions:
+                    todo.append(caller)
+        return frozenset(functions), reaching
+
+    @cached_property
+    def _training(self) -> tuple[frozenset[cst.FunctionDef], frozenset[Loop]]:
+        functions, reaching = self._propagate(self.training_calls)
+        loops = {loop for call in reaching for loop in self.tree.enclosing_loops(call)}
+        return functions, frozenset(loops)
+
+    @cached_property
+    def _backprop(self) -> tuple[frozenset[cst.FunctionDef], frozenset[Loop]]:
+        functions, reaching = self._propagate(self.backward_calls)
+        loops = {loop for call in reaching for loop in self.tree.enclosing_loops(call)}
+        return functions, frozenset(loops)
 
     def is_training_loop(self, loop: Loop) -> bool:
         """The loop runs backward or an optimizer step, itself or via a same-file helper."""
-        calls = self.loop_calls(loop)
-        if self._trains_directly(calls):
-            return True
-        return any(self._calls_training_helper(c) for c in calls)
+        return loop in self._training[1]
 
-    def _calls_training_helper(self, call: cst.Call) -> bool:
-        name = last_name(call.func)
-        if name is None:
-            return False
-        return any(self.function_trains(f) for f in self.tree.functions_by_name.get(name, ()))
+    def runs_backward(self, loop: Loop) -> bool:
+        """The loop runs a backward pass, itself or via a same-file helper."""
+        return loop in self._backprop[1]
 
     def function_trains(self, func: cst.FunctionDef) -> bool:
         """The function calls backward/step, directly or through same-file callees."""
-        cached = self._trains.get(func)
-        if cached is not None:
-            return cached
-        if func in self._in_progress:
-            return False
-        self._in_progress.add(func)
-        try:
-            calls = [n for n in self.tree.walk(func) if isinstance(n, cst.Call)]
-            result = self._trains_directly(calls) or any(
-                self._calls_training_helper(c) for c in calls
-            )
-        finally:
-            self._in_progress.discard(func)
-        self._trains[func] = result
-        return result
+        return func in self._training[0]
+
+    def function_backprops(self, func: cst.FunctionDef) -> bool:
+        """The function calls backward, directly or through same-file callees."""
+        return func in self._backprop[0]
 
     def training_callers(self, func: cst.FunctionDef) -> list[cst.Call]:
         """Same-file calls of ``func`` that run inside a training loop."""

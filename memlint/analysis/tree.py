@@ -55,6 +55,18 @@ def _learn_child_fields(node: cst.CSTNode) -> tuple[str, ...]:
     return fields
 
 
+# Node classes seen so far. CSTNode is an ABC, and ``isinstance`` against an ABC is slow
+# enough to show in profiles when asked for every field of every node.
+_NODE_TYPES: set[type] = set()
+
+
+def _is_node_type(value_type: type) -> bool:
+    if issubclass(value_type, cst.CSTNode):
+        _NODE_TYPES.add(value_type)
+        return True
+    return False
+
+
 def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """``node.children`` without its cost.
 
@@ -68,10 +80,11 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
     for name in fields:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            out.append(value)
-        elif isinstance(value, (tuple, list)):
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
             out.extend(value)
+        elif value_type in _NODE_TYPES or _is_node_type(value_type):
+            out.append(value)
     return out
 
 
@@ -81,8 +94,8 @@ class TreeIndex:
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.functions_by_name: defaultdict[str, list[cst.FunctionDef]] = defaultdict(list)
         self.classes_by_name: defaultdict[str, list[cst.ClassDef]] = defaultdict(list)
-        # Calls keyed by the last part of the callee's dotted name
-        # (`self.reset_grad()` -> `reset_grad`).
+        # Calls keyed by the callee's last name (`self.reset_grad()` -> `reset_grad`), also
+        # when the receiver is an expression (`f(x).backward()` -> `backward`).
         self.calls_by_name: defaultdict[str, list[cst.Call]] = defaultdict(list)
         self.imports = ImportTable()
         # Every node in libcst's visiting order; ``subtree_end[i]`` is the index just past the
@@ -99,7 +112,7 @@ class TreeIndex:
         known = _CHILD_FIELDS
         call_t, func_t, class_t = cst.Call, cst.FunctionDef, cst.ClassDef
         import_t, import_from_t = cst.Import, cst.ImportFrom
-        node_t = cst.CSTNode
+        node_types = _NODE_TYPES
         # Pending work: a node with its parent, or the preorder index of a node whose
         # subtree is finished (an int).
         todo: list[tuple[cst.CSTNode, cst.CSTNode | None] | int] = [(root, None)]
@@ -108,8 +121,7 @@ class TreeIndex:
             if type(item) is int:
                 ends[item] = len(preorder)
                 continue
-            assert not isinstance(item, int)
-            node, parent = item
+            node, parent = item  # type: ignore[misc]  # not an int: checked above
             if parent is not None:
                 parents[node] = parent
             index = len(preorder)
@@ -118,9 +130,14 @@ class TreeIndex:
             kind = type(node)
             if kind is call_t:
                 assert isinstance(node, cst.Call)
-                name = dotted_name(node.func)
-                if name is not None:
-                    self.calls_by_name[name.rsplit(".", 1)[-1]].append(node)
+                func = node.func
+                if type(func) is cst.Attribute:
+                    # `scaler.scale(loss).backward()` has no dotted name but is a backward call.
+                    self.calls_by_name[func.attr.value].append(node)
+                else:
+                    name = dotted_name(func)
+                    if name is not None:
+                        self.calls_by_name[name].append(node)
             elif kind is func_t:
                 assert isinstance(node, cst.FunctionDef)
                 self.functions_by_name[node.name.value].append(node)
@@ -139,10 +156,11 @@ class TreeIndex:
             children: list[cst.CSTNode] = []
             for field in fields:
                 value = getattr(node, field)
-                if isinstance(value, node_t):
-                    children.append(value)
-                elif isinstance(value, (tuple, list)):
+                value_type = type(value)
+                if value_type is tuple or value_type is list:
                     children.extend(value)
+                elif value_type in node_types or _is_node_type(value_type):
+                    children.append(value)
             if children:
                 todo.append(index)
                 todo.extend([(child, node) for child in reversed(children)])

@@ -224,28 +224,30 @@ class LossKeptWithGraph(Rule):
         accumulates: bool = False,
         replaces: bool = False,
     ) -> None:
+        # Cheap structural checks first: graph inference runs only in training code.
         analysis = self.context.analysis
-        graph = analysis.graph
-        carried = self._graph_part(value)
-        if carried is None:
-            return
-        if analysis.grad.grad_mode_at(node) == "off":
-            return
-        func = analysis.tree.enclosing_function(node)
-        scope: Scope = func if func is not None else self.context.module
-        loops = analysis.tree.enclosing_loops(node)
-        if _self_attribute(container):
+        tree = analysis.tree
+        func = tree.enclosing_function(node)
+        loops = tree.enclosing_loops(node)
+        on_self = _self_attribute(container)
+        if on_self:
             if not self._training_method(func, loops):
                 return
-            cls = analysis.tree.enclosing_class(node)
+        elif not loops or not analysis.loops.is_training_loop(loops[0]):
+            return
+        carried = self._graph_part(value)
+        if carried is None or analysis.grad.grad_mode_at(node) == "off":
+            return
+        graph = analysis.graph
+        scope: Scope = func if func is not None else self.context.module
+        if on_self:
+            cls = tree.enclosing_class(node)
             scopes: list[Scope] = [scope]
             if cls is not None:
                 scopes = [*class_methods(cls)] or [scope]
             if graph.flows_into_backward(container, scopes):
                 return
         else:
-            if not loops or not analysis.loops.is_training_loop(loops[0]):
-                return
             if self._bound_inside(container, scope, loops[0], node, replaces or accumulates):
                 return
             if graph.flows_into_backward(container, [scope]):

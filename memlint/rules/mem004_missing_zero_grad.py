@@ -10,7 +10,6 @@ import libcst as cst
 
 from memlint.analysis.calls import (
     first_arg,
-    is_backward_call,
     is_grad_clearing_assign,
     is_grad_clearing_call,
     is_optimizer_name,
@@ -185,21 +184,7 @@ class MissingZeroGrad(Rule):
     # ------------------------------------------------------------------ missing
 
     def _has_backward(self, loop: Loop) -> bool:
-        loops = self.context.analysis.loops
-        for call in loops.loop_calls(loop):
-            if is_backward_call(call):
-                return True
-            name = last_name(call.func)
-            if name is not None and any(
-                self._function_backprops(f)
-                for f in self.context.analysis.tree.functions_by_name.get(name, ())
-            ):
-                return True
-        return False
-
-    def _function_backprops(self, func: cst.FunctionDef) -> bool:
-        tree = self.context.analysis.tree
-        return any(isinstance(n, cst.Call) and is_backward_call(n) for n in tree.walk(func))
+        return self.context.analysis.loops.runs_backward(loop)
 
     def _clearing_calls(self, loop: Loop) -> list[cst.Call]:
         """zero_grad-like calls in the loop, and calls of same-file helpers that clear."""
