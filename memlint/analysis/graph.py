@@ -45,7 +45,7 @@ DETACHING_METHODS = frozenset({
     "item", "detach", "detach_", "tolist", "numpy", "size", "dim", "numel", "argmax", "argmin",
     "long", "int", "bool", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
     "all", "any", "nonzero", "data_ptr", "element_size", "get_device", "__float__",
-    "state_dict", "keys", "append", "extend", "insert", "backward", "zero_grad", "step",
+    "state_dict", "keys", "append", "extend", "insert", "zero_grad",
 })
 # Attributes that never carry the value's graph.
 DETACHED_ATTRIBUTES = frozenset({

@@ -1,0 +1,151 @@
+"""Call classification: backward, optimizer steps, zero_grad, losses, model forwards."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from memlint.analysis import ModuleAnalysis
+from memlint.analysis.calls import (
+    backward_value,
+    is_backward_call,
+    is_grad_clearing_assign,
+    is_grad_clearing_call,
+    is_optimizer_step,
+    step_optimizer,
+)
+
+
+def _expr(code: str) -> cst.Call:
+    node = cst.parse_expression(code)
+    assert isinstance(node, cst.Call)
+    return node
+
+
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("loss.backward()", "loss"),
+        ("(a + b).backward()", "(a + b)"),
+        ("scaler.scale(loss).backward()", "loss"),
+        ("accelerator.backward(loss)", "loss"),
+        ("self.manual_backward(loss)", "loss"),
+        ("model_engine.backward(loss)", "loss"),
+        ("torch.autograd.backward(total)", "total"),
+    ],
+)
+def test_backward_calls_and_the_value_they_consume(code: str, value: str) -> None:
+    call = _expr(code)
+    assert is_backward_call(call)
+    consumed = backward_value(call)
+    assert consumed is not None
+    assert cst.Module([]).code_for_node(consumed) == value
+
+
+@pytest.mark.parametrize(
+    ("code", "optimizer"),
+    [
+        ("optimizer.step()", "optimizer"),
+        ("self.opt.step()", "self.opt"),
+        ("optimizerD.step()", "optimizerD"),
+        ("opt_g.step()", "opt_g"),
+        ("d_optim.step()", "d_optim"),
+        ("scaler.step(optimizer)", "optimizer"),
+        ("optimizers[0].step()", "optimizers"),
+    ],
+)
+def test_optimizer_steps(code: str, optimizer: str) -> None:
+    call = _expr(code)
+    assert is_optimizer_step(call)
+    assert step_optimizer(call) == optimizer
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["scheduler.step()", "lr_scheduler.step()", "model_engine.step()", "env.step(action)",
+     "accelerator.step()", "step()"],
+)
+def test_non_optimizer_steps(code: str) -> None:
+    assert not is_optimizer_step(_expr(code))
+
+
+def test_grad_clearing_forms() -> None:
+    assert is_grad_clearing_call(_expr("model.zero_grad(set_to_none=True)"))
+    assert is_grad_clearing_call(_expr("p.grad.zero_()"))
+    assert not is_grad_clearing_call(_expr("p.zero_()"))
+    stmt = cst.parse_statement("p.grad = None")
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    assert is_grad_clearing_assign(stmt.body[0])
+    other = cst.parse_statement("p.data = None")
+    assert isinstance(other, cst.SimpleStatementLine)
+    assert not is_grad_clearing_assign(other.body[0])
+
+
+def _classified(source: str) -> tuple[ModuleAnalysis, dict[str, cst.Call]]:
+    module = cst.parse_module(textwrap.dedent(source))
+    analysis = ModuleAnalysis(module)
+    calls: dict[str, cst.Call] = {}
+    for group in analysis.tree.calls_by_name.values():
+        for call in group:
+            calls.setdefault(module.code_for_node(call), call)
+    return analysis, calls
+
+
+def test_loss_calls_by_name_import_and_bound_instance() -> None:
+    analysis, calls = _classified("""
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from sklearn.metrics import log_loss
+
+        bce = nn.BCELoss().to(device)
+        class M:
+            def __init__(self):
+                self.crit = nn.CrossEntropyLoss()
+        F.cross_entropy(a, b)
+        F.relu(a)
+        criterion(a, b)
+        self.compute_loss(a)
+        bce(a, b)
+        self.crit(a, b)
+        log_loss(a, b)
+        self.log_loss(a)
+        get_loss_scale()
+        nn.MSELoss()
+    """)
+    is_loss = analysis.calls.is_loss_call
+    for code in ("F.cross_entropy(a, b)", "criterion(a, b)", "self.compute_loss(a)",
+                 "bce(a, b)", "self.crit(a, b)"):
+        assert is_loss(calls[code]), code
+    for code in ("F.relu(a)", "log_loss(a, b)", "self.log_loss(a)", "get_loss_scale()",
+                 "nn.MSELoss()"):
+        assert not is_loss(calls[code]), code
+
+
+def test_model_forwards_are_recognised_by_name_and_by_class() -> None:
+    analysis, calls = _classified("""
+        import torch.nn as nn
+
+        class Tiny(nn.Module):
+            pass
+
+        clf = Tiny().cuda()
+        model(x)
+        self.model(x)
+        netG(z)
+        self.encoder(x)
+        m.forward(x)
+        clf(x)
+        model.generate(x)
+        get_model()
+        Net()
+        f(x)
+    """)
+    forward = analysis.calls.is_model_forward
+    for code in ("model(x)", "self.model(x)", "netG(z)", "self.encoder(x)", "m.forward(x)",
+                 "clf(x)"):
+        assert forward(calls[code]), code
+    for code in ("model.generate(x)", "get_model()", "Net()", "f(x)"):
+        assert not forward(calls[code]), code
+    assert forward(calls["model.generate(x)"], include_generate=True)
