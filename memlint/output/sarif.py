@@ -57,6 +57,8 @@ def _result(d: Diagnostic, index: int, base: Path) -> dict[str, Any]:
         "ruleIndex": index,
         "level": "error" if d.code in ENGINE_CODES else "warning",
         "message": {"text": d.message},
+        # SARIF has no slot for ruff-style fix safety; a property bag carries it.
+        "properties": {"fix": None if d.fix is None else d.fix.value},
         "locations": [{
             "physicalLocation": {
                 "artifactLocation": location,

