@@ -452,6 +452,13 @@ class GraphAnalysis:
         if qualified is not None and qualified.startswith("torch."):
             if qualified.rsplit(".", 1)[-1] in TORCH_FACTORIES:
                 return False
+            if qualified == "torch.autograd.grad":
+                # Gradients carry a graph only when asked for (double backward).
+                return any(
+                    a.keyword is not None and a.keyword.value == "create_graph"
+                    and not (isinstance(a.value, cst.Name) and a.value.value == "False")
+                    for a in call.args
+                )
             return tri_or([self._eval(a.value) for a in call.args])
         if isinstance(func, cst.Name) and func.value in PASS_THROUGH_BUILTINS:
             return tri_or([self._eval(a.value) for a in call.args])

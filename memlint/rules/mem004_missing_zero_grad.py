@@ -157,12 +157,14 @@ class MissingZeroGrad(Rule):
         if training is None:
             return
         loop = loops[training]
+        optimizer = step_optimizer(node)
+        if optimizer is not None and self._created_inside(optimizer, node, loop):
+            return  # a fresh optimizer per iteration: a one-off check, not a training loop
         searched = loops[training:]
         clears = [c for outer in searched for c in self._clearing_calls(outer)]
         generic = any(self._assigns_none(outer) for outer in searched) or any(
             not is_zero_grad(c) or not is_optimizer_name(receiver_name(c)) for c in clears
         )
-        optimizer = step_optimizer(node)
         if not clears and not generic:
             self.report(node)
             return
@@ -182,6 +184,14 @@ class MissingZeroGrad(Rule):
         self._check_microstep(node, loop, optimizer)
 
     # ------------------------------------------------------------------ missing
+
+    def _created_inside(self, optimizer: str, node: cst.CSTNode, loop: Loop) -> bool:
+        graph = self.context.analysis.graph
+        tree = self.context.analysis.tree
+        bindings = graph.facts(graph.scope_of(node)).bindings.get(optimizer, ())
+        return any(
+            b.kind == "assign" and tree.is_inside(b.node, loop) for b in bindings
+        )
 
     def _has_backward(self, loop: Loop) -> bool:
         return self.context.analysis.loops.runs_backward(loop)

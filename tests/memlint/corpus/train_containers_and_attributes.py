@@ -81,3 +81,17 @@ def train_python_numbers(model, loader, optimizer, criterion):
         total += loss.item() * x.size(0)  # expect: MEM013
         seen += x.size(0)
     return total / seen
+
+
+def input_gradients(model, loader, criterion, optimizer):
+    """Gradients from autograd.grad have no graph of their own (no create_graph)."""
+    saliency = []
+    for x, y in loader:
+        x.requires_grad_(True)
+        loss = criterion(model(x), y)
+        (grad_x,) = torch.autograd.grad(loss, x, retain_graph=True)
+        saliency.append(grad_x)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return saliency

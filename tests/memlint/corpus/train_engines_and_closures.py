@@ -76,3 +76,15 @@ def manual_sgd(model, loader, lr=0.01):
             for p in model.parameters():
                 p -= lr * p.grad
                 p.grad = None
+
+
+def compare_step_sizes(make_model, batch, criterion, lrs):
+    """A fresh model and optimizer per learning rate: nothing accumulates across iterations."""
+    results = {}
+    for lr in lrs:
+        model = make_model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        criterion(model(batch[0]), batch[1]).backward()
+        optimizer.step()
+        results[lr] = [p.detach().clone() for p in model.parameters()]
+    return results
