@@ -88,3 +88,14 @@ def render_table(items: Iterable[RuleInfo]) -> str:
     lines = ["  ".join([*(row[c].ljust(widths[c]) for c in range(4)), row[4]]).rstrip()
              for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def render_markdown_table(items: Iterable[RuleInfo], link: str = "docs/rules/{code}.md") -> str:
+    """The README's rule table: each code links to its generated documentation page."""
+    lines = ["| code | name | default | fix | what it flags |", "|---|---|---|---|---|"]
+    for i in items:
+        fix = i.fix_safety.value if i.fix_safety is not None else "—"
+        summary = i.summary.replace("|", "\\|")
+        lines.append(f"| [{i.code}]({link.format(code=i.code)}) | `{i.name}` | "
+                     f"{'on' if i.default_enabled else 'off'} | {fix} | {summary} |")
+    return "\n".join(lines) + "\n"
