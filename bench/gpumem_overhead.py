@@ -63,6 +63,35 @@ def _run(directory: Path, gpumem: bool) -> tuple[float, float]:
     return cpu, wall
 
 
+def tracker_cost(n: int = 5000) -> tuple[float, float]:
+    """In-process CPU seconds per trivial body, bare and inside the CPU backend's per-test
+    tracker lifecycle (start, body window, leak check, close): stable on a busy machine."""
+    import torch
+
+    from pytest_gpumem.backends.cpu import CpuBackend
+
+    torch.set_num_threads(1)
+    backend = CpuBackend()
+
+    def body() -> None:
+        float(torch.ones(8).sum())
+
+    start = time.process_time()
+    for _ in range(n):
+        body()
+    bare = (time.process_time() - start) / n
+    start = time.process_time()
+    for _ in range(n):
+        tracker = backend.tracker()
+        tracker.start()
+        tracker.body_start()
+        body()
+        tracker.body_end()
+        tracker.finish()
+        tracker.close()
+    return bare, (time.process_time() - start) / n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=500)
@@ -92,6 +121,9 @@ def main() -> None:
     print(f"per test: plain {plain_per_test * 1e3:.2f} ms, --gpumem {gpumem_per_test * 1e3:.2f} ms,"
           f" overhead {(gpumem_per_test - plain_per_test) * 1e3:.2f} ms/test")
     print(f"fixed start-up cost of --gpumem: {fixed:.2f} s (best of {opts.rounds} rounds)")
+    bare, tracked = tracker_cost()
+    print(f"in-process tracker lifecycle: body {bare * 1e3:.3f} ms, tracked {tracked * 1e3:.3f} ms,"
+          f" overhead {(tracked - bare) * 1e3:.3f} ms/test")
 
 
 if __name__ == "__main__":
