@@ -41,7 +41,8 @@ _NOT_A_LOSS = re.compile(
 _HOST_LIBRARIES = ("sklearn.", "numpy.", "scipy.", "math.", "statistics.")
 # `get_model()`, `build_net()`: return a module rather than run one.
 _NOT_A_FORWARD = re.compile(
-    r"^(?:get|build|create|load|make|init|setup|prepare|to|wrap|save|copy|unwrap)_",
+    r"^(?:get|build|create|load|make|init|setup|prepare|to|wrap|save|copy|unwrap|train|evaluate"
+    r"|eval|validate|test|run|fit|export|compile|freeze|print|log|count|summari[sz]e|update)_",
     re.IGNORECASE,
 )
 _MODEL_WORDS = frozenset({
@@ -293,5 +294,8 @@ class CallClassifier:
         if name in self.module_instances:
             return True
         if name[:1].isupper() or _NOT_A_FORWARD.search(name):
+            return False
+        if isinstance(func, cst.Name) and name in self.tree.functions_by_name:
+            # `evaluate_model(model, loader)`: a helper defined in this file, not a module call.
             return False
         return _is_model_word(name)
