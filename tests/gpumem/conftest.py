@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -15,6 +16,13 @@ from pytest_gpumem.backends.cpu import warm_up
 # In-process pytester runs forget modules first imported inside them, and some of torch's
 # modules on the dispatch path cannot be imported twice: import them once, out here.
 warm_up()
+
+# pytest rewrites the asserts of every module of an entry-point plugin's distribution, and
+# each in-process run drops the modules it imported: without this, every pytester run here
+# re-imports (and re-rewrites) ~70 hypothesis modules for its plugin's terminal summary,
+# about a second per run.
+with contextlib.suppress(ImportError):
+    import hypothesis.internal.observability  # noqa: F401
 
 RunGpumem = Callable[..., pytest.RunResult]
 __all__ = ["RunGpumem", "plugin_args"]
