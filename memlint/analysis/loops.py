@@ -1,11 +1,10 @@
-"""What a loop is and where its data comes from.
+"""What a loop is: training or not, what it binds and calls.
 
 Contract (owned by the core-rules work; keep the public methods stable):
 - ``is_training_loop(loop) -> bool``: the loop body (within its function) calls
   ``.backward()`` or ``<optimizer>.step()`` / ``scaler.step(opt)``, directly or through a
   same-file function that does (``for batch in loader: train_step(batch)``).
-- ``is_dataloader_loop(loop) -> bool``: the loop iterates a DataLoader (or a value that
-  plainly is one: ``*loader*`` names, ``enumerate(loader)``, ``tqdm(loader)``).
+- Where a loop's data comes from is ``dataflow.DataflowAnalysis.is_dataloader_loop``.
 - ``loop_targets(loop) -> set[str]``: names bound by the loop header.
 - ``loop_calls(loop)``: every call in the body, nested functions excluded (cached).
 - ``function_trains(func)``: the function does backward/step itself or through a same-file
@@ -14,18 +13,12 @@ Contract (owned by the core-rules work; keep the public methods stable):
 
 from __future__ import annotations
 
-import re
 from functools import cached_property
 
 import libcst as cst
 
-from memlint.analysis.calls import first_arg, is_backward_call, is_optimizer_step, last_name
-from memlint.analysis.imports import dotted_name
+from memlint.analysis.calls import is_backward_call, is_optimizer_step
 from memlint.analysis.tree import Loop, TreeIndex
-
-# Wrappers that iterate their first argument: `enumerate(loader)`, `tqdm(loader, ...)`.
-_ITER_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "islice", "zip", "trange", "track"})
-_LOADER_NAME = re.compile(r"loader|(?:^|_)dl$|^dl_|dataloader", re.IGNORECASE)
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:
@@ -153,39 +146,3 @@ class LoopAnalysis:
             else set()
         )
 
-    def is_dataloader_loop(self, loop: Loop) -> bool:
-        """The loop iterates a DataLoader or something named like one."""
-        if not isinstance(loop, cst.For):
-            return False
-        source = self.iterated_value(loop)
-        return source is not None and self._is_loader(source)
-
-    def iterated_value(self, loop: cst.For) -> cst.BaseExpression | None:
-        """What the loop really iterates, through ``enumerate``/``tqdm``/``zip`` wrappers."""
-        value: cst.BaseExpression | None = loop.iter
-        while isinstance(value, cst.Call) and last_name(value.func) in _ITER_WRAPPERS:
-            value = first_arg(value)
-        return value
-
-    @cached_property
-    def _loader_names(self) -> frozenset[str]:
-        """Names assigned from a ``DataLoader(...)`` call anywhere in the file."""
-        names: set[str] = set()
-        for call in self.tree.calls_by_name.get("DataLoader", ()):
-            parent = self.tree.parent(call)
-            if isinstance(parent, cst.Assign):
-                for target in parent.targets:
-                    name = dotted_name(target.target)
-                    if name is not None:
-                        names.add(name)
-        return frozenset(names)
-
-    def _is_loader(self, value: cst.BaseExpression) -> bool:
-        if isinstance(value, cst.Call) and last_name(value.func) == "DataLoader":
-            return True
-        while isinstance(value, cst.Subscript):  # `dataloaders[phase]`
-            value = value.value
-        name = dotted_name(value)
-        if name is None:
-            return False
-        return name in self._loader_names or bool(_LOADER_NAME.search(name.rsplit(".", 1)[-1]))

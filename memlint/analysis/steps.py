@@ -35,7 +35,8 @@ class StepAnalysis:
 
     def _is_step_loop(self, loop: Loop, *, eval_loops: bool) -> bool:
         loops = self.analysis.loops
-        if not (loops.is_training_loop(loop) or (eval_loops and loops.is_dataloader_loop(loop))):
+        flow = self.analysis.dataflow
+        if not (loops.is_training_loop(loop) or (eval_loops and flow.is_dataloader_loop(loop))):
             return False
         # The epoch loop around a batch loop, inline or inside a `train_one_epoch()` helper,
         # is not a step loop.

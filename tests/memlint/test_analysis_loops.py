@@ -61,7 +61,7 @@ def test_dataloader_loops_and_targets() -> None:
         while (item := queue.get()) is not None:
             pass
     """)
-    assert [analysis.loops.is_dataloader_loop(loop) for loop in loops] == [
+    assert [analysis.dataflow.is_dataloader_loop(loop) for loop in loops] == [
         True, True, True, False, False,
     ]
     assert analysis.loops.loop_targets(loops[0]) == {"i", "x", "y"}
