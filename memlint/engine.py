@@ -27,14 +27,16 @@ def applicable_rules(text: str | bytes, rules: Sequence[type[Rule]]) -> list[typ
     Raw bytes work as well as text (triggers are ASCII, and Python source encodings are
     ASCII-compatible), and save decoding files that no rule applies to.
     """
-    if isinstance(text, bytes):
-        return [r for r in rules if not r.triggers or any(t in text for t in _byte_triggers(r))]
-    return [r for r in rules if not r.triggers or any(t in text for t in r.triggers)]
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return [r for r in rules
+            if all(not group or any(t in data for t in group) for group in _byte_groups(r))]
 
 
 @cache
-def _byte_triggers(rule: type[Rule]) -> tuple[bytes, ...]:
-    return tuple(t.encode("utf-8") for t in rule.triggers)
+def _byte_groups(rule: type[Rule]) -> tuple[tuple[bytes, ...], ...]:
+    """The rule's trigger groups as bytes; each non-empty group needs one match."""
+    return tuple(tuple(t.encode("utf-8") for t in group)
+                 for group in (rule.triggers, *rule.requires))
 
 
 def file_diagnostic(path: str, code_name: tuple[str, str], message: str, line: int = 1,

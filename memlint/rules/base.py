@@ -73,6 +73,9 @@ class Rule(cst.BatchableCSTVisitor):
     # The engine skips the rule on a file that contains none of these substrings.
     # An empty tuple means the rule always runs.
     triggers: ClassVar[tuple[str, ...]] = ()
+    # Further any-of groups that must all match too (the rule needs, say, both a hidden
+    # state and a backward pass), so that broad words alone do not cost a parse.
+    requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
     # The best fix this rule can offer, for `memlint rule` and the README table.
     fix_safety: ClassVar[FixSafety | None] = None
     valid: ClassVar[Sequence[Valid]] = ()

@@ -54,7 +54,9 @@ class EvalOutputsRetained(Rule):
         "model output is kept across evaluation batches with its autograd graph; run the loop "
         "under `torch.no_grad()`/`torch.inference_mode()` or store `.detach()`/`.item()`"
     )
-    triggers = ("append", "extend", "+=", " for ")
+    # Evaluation context (a name, `.eval()`, or a DataLoader) and a collection of outputs.
+    triggers = ("eval", "valid", "val_", "_val", "predict", "infer", "test", "loader", "Loader")
+    requires = (("append(", "extend(", "+=", " for "),)
 
     valid = (
         Valid("""

@@ -77,6 +77,8 @@ class RecurrentStateNotDetached(Rule):
         "every step's graph stays linked to the previous one"
     )
     triggers = ("hidden", "lstm", "LSTM", "rnn", "RNN", "gru", "GRU", "state", "hx")
+    # Only a training loop (backward or an optimizer step) can chain graphs across steps.
+    requires = (("backward", "step("),)
 
     valid = (
         Valid("""

@@ -86,6 +86,10 @@ class FactoryThenMove(Rule):
         "`torch.{factory}` instead"
     )
     triggers = (").cuda(", ").to(")
+    requires = ((
+        "zeros(", "ones(", "full(", "empty(", "arange(", "eye(", "tensor(", "linspace(",
+        "logspace(", "rand", "normal(",
+    ),)
     fix_safety = FixSafety.SAFE
 
     valid = (

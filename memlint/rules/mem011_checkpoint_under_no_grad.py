@@ -59,7 +59,8 @@ class CheckpointUnderNoGrad(Rule):
     code = "MEM011"
     name = "checkpoint-under-no-grad"
     message = NO_GRAD_MESSAGE
-    triggers = ("checkpoint",)
+    # Only torch's checkpoint counts, and every way of naming it mentions one of these.
+    triggers = ("utils.checkpoint", "import checkpoint")
     valid = (
         Valid(
             """
