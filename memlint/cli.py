@@ -208,6 +208,10 @@ def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int
                      force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore)
     for skipped in found.skipped:
         _warn(f"{skipped.path}: skipped: {skipped.reason}", args.quiet)
+    if not found.files:
+        # As ruff does: an empty selection is almost always a mistaken path or exclude.
+        _warn("no Python files found under the given paths (excluded or .gitignore'd?)",
+              args.quiet)
     cache = None
     if not args.no_cache:
         env = os.environ.get("MEMLINT_CACHE_DIR")

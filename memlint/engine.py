@@ -6,6 +6,7 @@ file) pays for parsing and one walk, never for PositionProvider.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cache
 
@@ -29,7 +30,13 @@ def applicable_rules(text: str | bytes, rules: Sequence[type[Rule]]) -> list[typ
     """
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     return [r for r in rules
-            if all(not group or any(t in data for t in group) for group in _byte_groups(r))]
+            if all(not group or any(t in data for t in group) for group in _byte_groups(r))
+            and (r.trigger_pattern is None or _pattern(r.trigger_pattern).search(data))]
+
+
+@cache
+def _pattern(source: bytes) -> re.Pattern[bytes]:
+    return re.compile(source)
 
 
 @cache

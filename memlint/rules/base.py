@@ -76,6 +76,8 @@ class Rule(cst.BatchableCSTVisitor):
     # Further any-of groups that must all match too (the rule needs, say, both a hidden
     # state and a backward pass), so that broad words alone do not cost a parse.
     requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    # A bytes regular expression that must also match, where plain words are too broad.
+    trigger_pattern: ClassVar[bytes | None] = None
     # The best fix this rule can offer, for `memlint rule` and the README table.
     fix_safety: ClassVar[FixSafety | None] = None
     valid: ClassVar[Sequence[Valid]] = ()

@@ -55,8 +55,11 @@ class EvalOutputsRetained(Rule):
         "under `torch.no_grad()`/`torch.inference_mode()` or store `.detach()`/`.item()`"
     )
     # Evaluation context (a name, `.eval()`, or a DataLoader) and a collection of outputs.
-    triggers = ("eval", "valid", "val_", "_val", "predict", "infer", "test", "loader", "Loader")
-    requires = (("append(", "extend(", "+=", " for "),)
+    triggers = ("append(", "extend(", "+=", " for ")
+    trigger_pattern = (
+        rb"\.eval\(|[Ll]oader|def \w*(?:eval|valid|val|predict|infer|test|score|embed|extract"
+        rb"|encode)"
+    )
 
     valid = (
         Valid("""

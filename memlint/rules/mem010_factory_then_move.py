@@ -86,10 +86,11 @@ class FactoryThenMove(Rule):
         "`torch.{factory}` instead"
     )
     triggers = (").cuda(", ").to(")
-    requires = ((
-        "zeros(", "ones(", "full(", "empty(", "arange(", "eye(", "tensor(", "linspace(",
-        "logspace(", "rand", "normal(",
-    ),)
+    # A factory call (parentheses nested up to two deep) directly followed by a move.
+    trigger_pattern = (
+        rb"(?:zeros|ones|full|empty|arange|eye|tensor|linspace|logspace|rand\w*|normal)"
+        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*\.(?:cuda|to)\("
+    )
     fix_safety = FixSafety.SAFE
 
     valid = (

@@ -194,3 +194,16 @@ def test_opt_in_rule_needs_select(project: Path, capsys: pytest.CaptureFixture[s
     assert run_cli(capsys, project).rc == 0
     assert run_cli(capsys, project, "--extend-select", "MEM902").rc == 1
     assert FlagDrip.code not in {FlagLeak.code}
+
+
+def test_an_empty_selection_warns_instead_of_passing_silently(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "vendored/\n")
+    write(tmp_path, "vendored/train.py", "leak()\n")
+    run = run_cli(capsys, tmp_path, "--no-cache", "vendored")
+    assert run.rc == 0
+    assert "no Python files found" in run.err
+    assert "no Python files found" not in run_cli(capsys, tmp_path, "--no-cache",
+                                                    "--no-respect-gitignore", "vendored").err
