@@ -6,7 +6,10 @@ the extra time per additional test, which leaves out fixed start-up costs (impor
 torch, the plugin's warm-up). Times are the child process's CPU time (user + system),
 which a busy machine disturbs far less than wall-clock time; wall time is shown too.
 
-    python bench/gpumem_overhead.py [--tests 500] [--rounds 3]
+    python bench/gpumem_overhead.py [--tests 500] [--rounds 3] [--timeline]
+
+``--timeline`` adds ``--gpumem-timeline-dir``, which makes the CPU backend keep every
+test's allocation events (a passing test writes no file, so this times the event history).
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run(directory: Path, gpumem: bool) -> tuple[float, float]:
+def _run(directory: Path, gpumem: bool, timeline: bool = False) -> tuple[float, float]:
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
             *plugin_args(), "-W", "ignore::UserWarning"]
     if gpumem:
         args += ["--gpumem", "--gpumem-backend=cpu"]
+        if timeline:
+            args.append(f"--gpumem-timeline-dir={directory / 'timelines'}")
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     cpu0, wall0 = _children_cpu(), time.perf_counter()
     done = subprocess.run(args, cwd=directory, env=env, capture_output=True, text=True)
@@ -63,7 +68,7 @@ def _run(directory: Path, gpumem: bool) -> tuple[float, float]:
     return cpu, wall
 
 
-def tracker_cost(n: int = 5000) -> tuple[float, float]:
+def tracker_cost(n: int = 5000, timeline: bool = False) -> tuple[float, float]:
     """In-process CPU seconds per trivial body, bare and inside the CPU backend's per-test
     tracker lifecycle (start, body window, leak check, close): stable on a busy machine."""
     import torch
@@ -71,7 +76,7 @@ def tracker_cost(n: int = 5000) -> tuple[float, float]:
     from pytest_gpumem.backends.cpu import CpuBackend
 
     torch.set_num_threads(1)
-    backend = CpuBackend()
+    backend = CpuBackend(history=timeline)
 
     def body() -> None:
         float(torch.ones(8).sum())
@@ -96,6 +101,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--timeline", action="store_true",
+                        help="time --gpumem with the per-test event history kept")
     opts = parser.parse_args()
     n = opts.tests
     with tempfile.TemporaryDirectory() as tmp:
@@ -105,7 +112,7 @@ def main() -> None:
         for _ in range(opts.rounds):
             for size, directory in suites.items():
                 for gpumem in (False, True):
-                    cpu, wall = _run(directory, gpumem)
+                    cpu, wall = _run(directory, gpumem, opts.timeline)
                     key = (size, gpumem)
                     best[key] = min(best.get(key, cpu), cpu)
                     walls[key] = min(walls.get(key, wall), wall)
@@ -121,9 +128,10 @@ def main() -> None:
     print(f"per test: plain {plain_per_test * 1e3:.2f} ms, --gpumem {gpumem_per_test * 1e3:.2f} ms,"
           f" overhead {(gpumem_per_test - plain_per_test) * 1e3:.2f} ms/test")
     print(f"fixed start-up cost of --gpumem: {fixed:.2f} s (best of {opts.rounds} rounds)")
-    bare, tracked = tracker_cost()
-    print(f"in-process tracker lifecycle: body {bare * 1e3:.3f} ms, tracked {tracked * 1e3:.3f} ms,"
-          f" overhead {(tracked - bare) * 1e3:.3f} ms/test")
+    bare, tracked = tracker_cost(timeline=opts.timeline)
+    lifecycle = "with event history" if opts.timeline else "lifecycle"
+    print(f"in-process tracker {lifecycle}: body {bare * 1e3:.3f} ms,"
+          f" tracked {tracked * 1e3:.3f} ms, overhead {(tracked - bare) * 1e3:.3f} ms/test")
 
 
 if __name__ == "__main__":

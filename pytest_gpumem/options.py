@@ -20,6 +20,7 @@ from pytest_gpumem.marker import MarkerSpec
 from pytest_gpumem.units import gib_to_bytes, mib_to_bytes
 
 BACKENDS = ("auto", "cuda", "cpu")
+TIMELINE_SCOPES = ("failed", "all")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class Settings:
     round_bytes: int = 1
     top: int = 5
     snapshot_dir: Path | None = None
+    timeline_dir: Path | None = None
+    timeline_all: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,15 @@ def _parse_backend(source: str, text: str) -> str:
     if value not in BACKENDS:
         raise pytest.UsageError(f"{source} must be one of {', '.join(BACKENDS)}, got {text!r}")
     return value
+
+
+def _parse_timeline_scope(source: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value not in TIMELINE_SCOPES:
+        raise pytest.UsageError(
+            f"{source} must be one of {', '.join(TIMELINE_SCOPES)}, got {text!r}"
+        )
+    return value == "all"
 
 
 def _parse_positive(source: str, text: str) -> float:
@@ -169,6 +181,23 @@ _OPTIONS = (
         _parse_path,
         "DIR",
     ),
+    _Option(
+        "--gpumem-timeline-dir",
+        "gpumem_timeline_dir",
+        "gpumem_timeline_dir",
+        "write a self-contained HTML memory timeline (allocated, reserved on CUDA, and the "
+        "budget line) of every test that fails a memory check into this directory.",
+        _parse_path,
+        "DIR",
+    ),
+    _Option(
+        "--gpumem-timeline",
+        "gpumem_timeline",
+        "gpumem_timeline",
+        "which marked tests get a timeline: failed (memory failures, the default) or all.",
+        _parse_timeline_scope,
+        "failed|all",
+    ),
 )
 
 
@@ -213,6 +242,8 @@ def read_settings(config: pytest.Config) -> Settings:
         round_bytes=values["gpumem_round"] or defaults.round_bytes,
         top=values["gpumem_top"] if values["gpumem_top"] is not None else defaults.top,
         snapshot_dir=values["gpumem_snapshot_dir"],
+        timeline_dir=values["gpumem_timeline_dir"],
+        timeline_all=bool(values["gpumem_timeline"]),
     )
 
 

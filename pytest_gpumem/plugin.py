@@ -25,6 +25,7 @@ from pytest_gpumem.options import add_options, read_settings
 from pytest_gpumem.report import failure_text
 from pytest_gpumem.result import RECORD_KEY, TestMeasurement
 from pytest_gpumem.session import GpumemSession, TestRun
+from pytest_gpumem.timeline import render_html
 
 STATE = pytest.StashKey[GpumemSession]()
 HOOKS_NAME = "gpumem-session"
@@ -148,24 +149,58 @@ class GpumemHooks:
                 cache.mkdir("gpumem-snapshots") if cache is not None
                 else Path(tempfile.mkdtemp(prefix="gpumem-"))
             )
-        return Path(directory) / (re.sub(r"[^\w.-]+", "_", nodeid)[-150:] + ".pickle")
+        return _artifact_path(Path(directory), nodeid, ".pickle")
+
+    def _write_timeline(self, run: TestRun) -> None:
+        """The HTML timeline of a memory failure, or of every measured test when asked."""
+        m, settings = run.measurement, self.state.settings
+        if settings.timeline_dir is None or m.peak is None:
+            return
+        if not (m.violations or settings.timeline_all):
+            return
+        timeline = run.tracker.timeline()
+        if timeline is None:
+            self.state.notes.add(
+                "no memory timeline: this torch's allocator trace has no timestamps"
+            )
+            return
+        path = _artifact_path(settings.timeline_dir, m.nodeid, ".html")
+        page = render_html(
+            timeline,
+            nodeid=m.nodeid,
+            backend=m.backend,
+            device=m.device,
+            budget_bytes=m.limits.budget_bytes,
+            measured_by=m.label,
+        )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            self.state.notes.add(f"could not write memory timelines: {exc}")
+            return
+        m.timeline_path = str(path)
 
     def _conclude(self, run: TestRun, reports: list[pytest.TestReport]) -> None:
         m: TestMeasurement = run.measurement
         leak = run.tracker.finish()
         m.outcome = _outcome(reports, oom=m.oom_message is not None)
         call = next((r for r in reports if r.when == "call"), None)
+        failed_memory = False
         if m.outcome == "passed" and call is not None:
             # After an OOM the traceback keeps the test's frames alive: no leak verdict then.
             m.leak = leak if m.oom_message is None else None
-            if m.judge():
+            failed_memory = bool(m.judge())
+            if failed_memory:
                 backend = self.state.backend
                 if backend is not None and backend.has_snapshots:
                     snapshot = backend.dump_snapshot(self._snapshot_path(m.nodeid))
                     m.snapshot_path = None if snapshot is None else str(snapshot)
-                m.outcome = "memory"
-                call.outcome = "failed"
-                call.longrepr = failure_text(m, self.config.get_verbosity())
+        self._write_timeline(run)
+        if failed_memory and call is not None:
+            m.outcome = "memory"
+            call.outcome = "failed"
+            call.longrepr = failure_text(m, self.config.get_verbosity())
         carrier = call if call is not None else reports[0]
         carrier.user_properties.append((RECORD_KEY, m.to_json()))
 
@@ -232,11 +267,20 @@ class GpumemHooks:
 
     def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
         peaks = self.state.top_peaks(self.state.settings.top)
-        if not peaks:
-            return
-        terminalreporter.section(f"gpumem: {len(peaks)} highest peaks")
-        for line in self.state.summary_lines(peaks):
-            terminalreporter.write_line(line)
+        if peaks:
+            terminalreporter.section(f"gpumem: {len(peaks)} highest peaks")
+            for line in self.state.summary_lines(peaks):
+                terminalreporter.write_line(line)
+        notes = self.state.closing_notes()
+        if notes:
+            terminalreporter.section("gpumem notes")
+            for line in notes:
+                terminalreporter.write_line(line)
+
+
+def _artifact_path(directory: Path, nodeid: str, suffix: str) -> Path:
+    """One file per test, named after its node id in characters every file system takes."""
+    return directory / (re.sub(r"[^\w.-]+", "_", nodeid)[-150:] + suffix)
 
 
 @pytest.fixture

@@ -95,6 +95,8 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
         )
     if verbosity >= 2 and peak is not None and peak.context:
         lines.append("context: " + ", ".join(f"{k}={v}" for k, v in sorted(peak.context.items())))
+    if m.timeline_path:
+        lines.append(f"memory timeline: {m.timeline_path}")
     if m.snapshot_path:
         lines.append(f"allocation history: {m.snapshot_path}")
         lines.append(f"  open it by dropping the file on {VIEWER}, or run: python -m "

@@ -34,6 +34,7 @@ class TestMeasurement:
     oom_message: str | None = None
     violations: list[str] = field(default_factory=list)
     snapshot_path: str | None = None
+    timeline_path: str | None = None
     outcome: str = "passed"
 
     @property
@@ -86,5 +87,6 @@ class TestMeasurement:
             "growth_per_run_bytes": growth_per_run(self.live_after_runs),
             "oom_message": self.oom_message,
             "snapshot": self.snapshot_path,
+            "timeline": self.timeline_path,
         }
 

@@ -36,13 +36,18 @@ class GpumemSession:
     backend: Backend | None = None
     current: TestRun | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
+    notes: set[str] = field(default_factory=set)  # one-line remarks for the terminal summary
 
     @property
     def enabled(self) -> bool:
         return self.settings.enabled and self.backend is not None
 
     def start_backend(self) -> None:
-        self.backend = make_backend(self.settings.backend, round_bytes=self.settings.round_bytes)
+        self.backend = make_backend(
+            self.settings.backend,
+            round_bytes=self.settings.round_bytes,
+            timeline=self.settings.timeline_dir is not None,
+        )
 
     def fixture_backend(self) -> Backend:
         """The session's backend, or a quiet one for ``gpumem`` fixture use without --gpumem."""
@@ -86,6 +91,21 @@ class GpumemSession:
                          f"{r['backend']} {r['device']})  {r['nodeid']}")
         labels = sorted({str(r.get("measurement")) for r in peaks})
         return lines + [f"measured by: {label}" for label in labels]
+
+    def closing_notes(self) -> list[str]:
+        """Remarks about options that had no effect, or artifacts the run left behind."""
+        notes = set(self.notes)
+        settings, backend = self.settings, self.backend
+        if settings.snapshot_dir is not None and backend is not None and not backend.has_snapshots:
+            notes.add(
+                f"--gpumem-snapshot-dir: no snapshots written, memory snapshots need the CUDA "
+                f"backend (this run measured on {backend.name}); --gpumem-timeline-dir draws "
+                "timelines on any backend"
+            )
+        timelines = sum(1 for r in self.records if r.get("timeline"))
+        if timelines:
+            notes.add(f"{timelines} memory timeline(s) written to {settings.timeline_dir}")
+        return sorted(notes)
 
     def shutdown(self) -> None:
         self.end()

@@ -27,8 +27,14 @@ def require_torch() -> None:
         )
 
 
-def make_backend(choice: str, *, round_bytes: int = 1, record_history: bool = True) -> Backend:
-    """Pick the backend for ``auto|cuda|cpu``; a wrong choice is a one-line usage error."""
+def make_backend(
+    choice: str, *, round_bytes: int = 1, record_history: bool = True, timeline: bool = False
+) -> Backend:
+    """Pick the backend for ``auto|cuda|cpu``; a wrong choice is a one-line usage error.
+
+    ``timeline`` makes the CPU backend keep each test's allocation events; the CUDA
+    backend draws timelines from the allocation history it records anyway.
+    """
     require_torch()
     import torch
 
@@ -43,4 +49,4 @@ def make_backend(choice: str, *, round_bytes: int = 1, record_history: bool = Tr
         return CudaBackend(record_history=record_history)
     from pytest_gpumem.backends.cpu import CpuBackend
 
-    return CpuBackend(round_bytes=round_bytes)
+    return CpuBackend(round_bytes=round_bytes, history=timeline)

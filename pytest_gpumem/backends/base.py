@@ -5,6 +5,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_gpumem.timeline import Timeline
 
 # (filename, line number, function name), innermost user frame first in a stack.
 Frame = tuple[str, int, str]
@@ -52,7 +56,7 @@ class TestTracker(ABC):
     The hooks call, in order: ``start`` (before fixtures), ``pause``/``resume`` around the
     setup of every fixture wider than function scope, ``body_start``/``body_end`` around
     the test function, optionally ``live_bytes`` between repeated bodies, then ``finish``
-    after teardown, then ``close``.
+    after teardown, optionally ``timeline``, then ``close``.
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -81,6 +85,11 @@ class TestTracker(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def timeline(self) -> Timeline | None:
+        """Allocated (and reserved) memory over the test so far, for the HTML timeline;
+        called after ``finish`` and before ``close``. ``None`` when the backend kept none."""
+        return None
 
 
 class Backend(ABC):

@@ -33,8 +33,10 @@ from pytest_gpumem.backends.base import (
 )
 from pytest_gpumem.backends.frames import FrameFilter
 from pytest_gpumem.leaks import count_graph_holders
+from pytest_gpumem.timeline import Timeline
 
 STACK_DEPTH = 6
+HISTORY_POINTS = 20_000
 _filter: FrameFilter | None = None
 
 
@@ -79,6 +81,55 @@ def aggregate(
     return tuple(Site(frames=s, nbytes=b, count=c) for s, (b, c) in ranked)
 
 
+class EventHistory:
+    """Live bytes after every tracked allocation and free, numbered in event order.
+
+    Memory stays bounded: whenever ``limit`` points have piled up, each run of four
+    neighbours is thinned to its lowest and highest point, so the peak (and every dip) of a
+    long test survives in half the space. Appending is all the hot path pays.
+    """
+
+    __slots__ = ("count", "events", "limit", "marks", "values")
+
+    def __init__(self, limit: int = HISTORY_POINTS) -> None:
+        self.limit = max(8, limit)
+        self.count = 0
+        self.events: list[int] = [0]
+        self.values: list[int] = [0]
+        self.marks: list[tuple[int, str]] = []
+
+    def record(self, value: int) -> None:
+        self.count += 1
+        self.events.append(self.count)
+        self.values.append(value)
+        if len(self.values) >= self.limit:
+            self._thin()
+
+    def mark(self, label: str) -> None:
+        self.marks.append((self.count, label))
+
+    def _thin(self) -> None:
+        events, values = self.events, self.values
+        kept_events: list[int] = []
+        kept_values: list[int] = []
+        for start in range(0, len(values), 4):
+            chunk = range(start, min(start + 4, len(values)))
+            low = min(chunk, key=values.__getitem__)
+            high = max(chunk, key=values.__getitem__)
+            for i in sorted({low, high}):
+                kept_events.append(events[i])
+                kept_values.append(values[i])
+        self.events, self.values = kept_events, kept_values
+
+    def points(self, current: int) -> tuple[list[int], list[int]]:
+        """(event numbers, live bytes), ending with the present value."""
+        events, values = list(self.events), list(self.values)
+        if events[-1] != self.count:
+            events.append(self.count)
+            values.append(current)
+        return events, values
+
+
 class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Live and peak bytes of the storages created while the mode is active.
 
@@ -94,8 +145,14 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         # logging plugin then visits in every test phase (about 1 ms per test).
         return False
 
-    def __init__(self, round_bytes: int = 1, stack_depth: int = STACK_DEPTH) -> None:
+    def __init__(
+        self,
+        round_bytes: int = 1,
+        stack_depth: int = STACK_DEPTH,
+        history: EventHistory | None = None,
+    ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
+        self.history = history
         self.round_bytes = max(1, round_bytes)
         self.stack_depth = stack_depth
         self.current = 0
@@ -125,6 +182,8 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def _grow(self, n: int) -> None:
         self.current += n
+        if self.history is not None:
+            self.history.record(self.current)
         if self.current > self.peak:
             self.peak = self.current
             if self._in_window:
@@ -133,6 +192,8 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def _shrink(self, n: int) -> None:
         self._note_peak_candidate()
         self.current -= n
+        if self.history is not None:
+            self.history.record(self.current)
 
     def _site_add(self, site: tuple[Frame, ...], n: int, count: int) -> None:
         acc = self._window_sites.get(site)
@@ -231,10 +292,14 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self._peak_dirty = False
         self.baseline = self.current
         self.peak = self.current
+        if self.history is not None:
+            self.history.mark("body starts")
 
     def close_window(self, site_limit: int | None = None) -> PeakResult:
         self._note_peak_candidate()
         self._in_window = False
+        if self.history is not None:
+            self.history.mark("body ends")
         sites = aggregate(self._peak_sites, site_limit)
         return PeakResult(peak_bytes=self.peak - self.baseline, baseline_bytes=self.baseline,
                           sites=sites)
@@ -266,8 +331,10 @@ def warm_up() -> None:
 
 
 class CpuTestTracker(TestTracker):
-    def __init__(self, round_bytes: int) -> None:
-        self.mode = StorageTracker(round_bytes=round_bytes)
+    def __init__(self, round_bytes: int, history: bool = False) -> None:
+        self.mode = StorageTracker(
+            round_bytes=round_bytes, history=EventHistory() if history else None
+        )
         self._entered = False
 
     def start(self) -> None:
@@ -299,6 +366,18 @@ class CpuTestTracker(TestTracker):
         self._exit()
         return self.mode.survivors()
 
+    def timeline(self) -> Timeline | None:
+        history = self.mode.history
+        if history is None:
+            return None
+        events, values = history.points(self.mode.current)
+        return Timeline(
+            allocated=values,
+            events=events,
+            body_start_bytes=self.mode.baseline,
+            marks=tuple(history.marks),
+        )
+
     def close(self) -> None:
         self._exit()
         self.mode.forget()
@@ -308,11 +387,12 @@ class CpuBackend(Backend):
     name = "cpu"
     device = "cpu"
 
-    def __init__(self, round_bytes: int = 1) -> None:
+    def __init__(self, round_bytes: int = 1, history: bool = False) -> None:
         self.round_bytes = round_bytes
+        self.history = history  # keep each test's events for its timeline
         warm_up()
         rounding = "exact bytes" if round_bytes == 1 else f"rounded up to {round_bytes} B"
         self.label = f"CPU measurement: tensor storages tracked per op, {rounding}"
 
     def tracker(self) -> TestTracker:
-        return CpuTestTracker(self.round_bytes)
+        return CpuTestTracker(self.round_bytes, history=self.history)

@@ -11,11 +11,13 @@ snapshot for https://pytorch.org/memory_viz.
 from __future__ import annotations
 
 import gc
+import time
 from pathlib import Path
 
 import torch
 
 from pytest_gpumem.backends.base import Backend, LeakResult, PeakResult, TestTracker
+from pytest_gpumem.timeline import Timeline, cuda_test_timeline
 
 HISTORY_ENTRIES = 100_000
 
@@ -63,9 +65,15 @@ def _clear_cublas_workspaces() -> None:
         clear()
 
 
+def _now_us() -> int:
+    return time.time_ns() // 1000  # the clock of the allocator trace's time_us
+
+
 class CudaTestTracker(TestTracker):
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, history: bool = False) -> None:
         self.device = device
+        self._history = history
+        self._times: dict[str, int] = {}
         self._start = 0
         self._excluded = 0
         self._paused_at: list[int] = []
@@ -80,6 +88,7 @@ class CudaTestTracker(TestTracker):
     def start(self) -> None:
         _clear_cublas_workspaces()
         self._start = self._allocated()
+        self._times["start"] = _now_us()
 
     def pause(self) -> None:
         self._paused_at.append(self._allocated())
@@ -91,9 +100,11 @@ class CudaTestTracker(TestTracker):
         self._baseline = self._allocated()
         self._stats0 = dict(torch.cuda.memory_stats(self.device))
         self._window = peak_windows(self.device).open()
+        self._times["body starts"] = _now_us()
 
     def body_end(self) -> PeakResult:
         torch.cuda.synchronize(self.device)
+        self._times["body ends"] = _now_us()
         assert self._window is not None
         peak = peak_windows(self.device).close(self._window)
         self._window = None
@@ -121,6 +132,23 @@ class CudaTestTracker(TestTracker):
             leaked = self._allocated() - self._start - self._excluded
         return LeakResult(leaked_bytes=max(0, leaked))
 
+    def timeline(self) -> Timeline | None:
+        if not self._history or "start" not in self._times:
+            return None
+        allocated = self._allocated()
+        snapshot = torch.cuda.memory._snapshot(self.device)
+        traces = snapshot.get("device_traces") or []
+        index = self.device.index or 0
+        trace = traces[index] if index < len(traces) else []
+        return cuda_test_timeline(
+            trace,
+            start_us=self._times["start"],
+            allocated_end=allocated,
+            reserved_end=int(torch.cuda.memory_reserved(self.device)),
+            body_start_bytes=self._baseline,
+            marks_us=[(t, name) for name, t in self._times.items() if name != "start"],
+        )
+
     def close(self) -> None:
         if self._window is not None:
             peak_windows(self.device).close(self._window)
@@ -143,7 +171,7 @@ class CudaBackend(Backend):
             )
 
     def tracker(self) -> TestTracker:
-        return CudaTestTracker(self.torch_device)
+        return CudaTestTracker(self.torch_device, history=self._history)
 
     def dump_snapshot(self, path: Path) -> Path | None:
         if not self._history:

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_gpumem.backends.cpu import StorageTracker  # noqa: E402
+from pytest_gpumem.backends.cpu import EventHistory, StorageTracker  # noqa: E402
 
 
 def _peak_of(fn, round_bytes: int = 1) -> tuple[int, StorageTracker]:  # type: ignore[no-untyped-def]
@@ -147,3 +147,30 @@ def test_mlp_training_step_rounded_to_allocator_blocks() -> None:
     # Every tensor alive at the peak is rounded up on its own; the scalars take 512 B each.
     assert peak >= analytic and peak % 512 == 0
     assert peak - analytic < 512 * 8
+
+
+def test_event_history_follows_live_bytes_and_marks_the_body() -> None:
+    tracker = StorageTracker(history=EventHistory())
+    with tracker:
+        kept = torch.ones(100)  # 400 B before the body
+        tracker.open_window()
+        tmp = torch.ones(1000)  # 4000 B
+        del tmp
+        tracker.close_window()
+    assert tracker.history is not None
+    events, values = tracker.history.points(tracker.current)
+    assert values == [0, 400, 4400, 400]
+    assert events == [0, 1, 2, 3]
+    assert tracker.history.marks == [(1, "body starts"), (3, "body ends")]
+    assert kept.numel() == 100
+
+
+def test_event_history_stays_bounded_and_keeps_the_peak() -> None:
+    history = EventHistory(limit=64)
+    for i in range(10_000):
+        history.record(i % 50 + (1_000 if i == 7_777 else 0))
+    events, values = history.points(current=9_999 % 50)
+    assert len(values) <= 64 + 1
+    assert max(values) == 1_000 + 7_777 % 50 and min(values[1:]) == 0
+    assert events == sorted(events) and events[-1] == 10_000
+    assert values[-1] == 9_999 % 50  # ends at the present value, even if thinned away

@@ -81,6 +81,8 @@ gpumem_json = "from-ini.json"
 gpumem_round = 512
 gpumem_top = 1
 gpumem_snapshot_dir = "snapshots"
+gpumem_timeline_dir = "timelines"
+gpumem_timeline = "all"
 """)
     pytester.makepyfile("""
 import pytest
@@ -103,6 +105,11 @@ def test_b():
     assert {r["budget_bytes"] for r in records} == {2**29}
     assert {r["max_leak_bytes"] for r in records} == {2**19}
     assert {r["backend"] for r in records} == {"cpu"}
+    assert sorted(p.name for p in (pytester.path / "timelines").iterdir()) == [
+        "test_every_ini_key_is_honoured.py_test_a.html",
+        "test_every_ini_key_is_honoured.py_test_b.html",
+    ]
+    result.stdout.fnmatch_lines(["--gpumem-snapshot-dir: no snapshots written*"])
 
 
 def test_command_line_beats_ini_for_paths(

@@ -7,6 +7,7 @@ import re
 from pytest_gpumem.timeline import (
     Timeline,
     _downsample,
+    cuda_test_timeline,
     render_html,
     timeline_from_cuda_trace,
     timeline_from_deltas,
@@ -36,6 +37,52 @@ def test_cuda_trace_tracks_blocks_and_segments() -> None:
     timeline = timeline_from_cuda_trace(trace)
     assert list(timeline.allocated) == [0, 0, 2 * MiB, 8 * MiB, 6 * MiB, 0, 0]
     assert list(timeline.reserved) == [0, 20 * MiB, 20 * MiB, 20 * MiB, 20 * MiB, 20 * MiB, 0]
+
+
+def test_cuda_test_timeline_keeps_the_test_s_entries_anchored_at_the_end() -> None:
+    trace = [
+        {"action": "alloc", "size": 64 * MiB, "time_us": 90},  # the previous test's
+        {"action": "alloc", "size": 2 * MiB, "time_us": 100},
+        {"action": "segment_alloc", "size": 20 * MiB, "time_us": 110},
+        {"action": "alloc", "size": 8 * MiB, "time_us": 120},
+        {"action": "free_completed", "size": 8 * MiB, "time_us": 130},
+        {"action": "free_requested", "size": 2 * MiB, "time_us": 140},
+    ]
+    timeline = cuda_test_timeline(
+        trace,
+        start_us=100,
+        allocated_end=70 * MiB,
+        reserved_end=100 * MiB,
+        body_start_bytes=66 * MiB,
+        marks_us=[(115, "body starts"), (135, "body ends")],
+    )
+    assert timeline is not None
+    assert list(timeline.allocated) == [68 * MiB, 70 * MiB, 70 * MiB, 78 * MiB, 70 * MiB]
+    assert list(timeline.reserved) == [80 * MiB, 80 * MiB, 100 * MiB, 100 * MiB, 100 * MiB]
+    assert list(timeline.marks) == [(2, "body starts"), (4, "body ends")]
+    assert timeline.body_start_bytes == 66 * MiB
+
+
+def test_cuda_trace_without_times_gives_no_timeline() -> None:
+    trace = [{"action": "alloc", "size": MiB}]
+    assert cuda_test_timeline(
+        trace, start_us=0, allocated_end=MiB, reserved_end=2 * MiB, body_start_bytes=0
+    ) is None
+
+
+def test_budget_line_counts_from_body_start_and_marks_are_drawn() -> None:
+    timeline = Timeline(
+        [0, 10 * MiB, 30 * MiB, 10 * MiB], events=[0, 5, 9, 12], body_start_bytes=10 * MiB,
+        marks=[(5, "body starts"), (9, "body ends")],
+    )
+    page = render_html(timeline, nodeid="t", backend="cpu", device="cpu", budget_bytes=15 * MiB)
+    assert "budget 15.00 MiB above the 10.00 MiB at body start" in page
+    assert "peak 30.00 MiB (20.00 MiB above body start)" in page
+    assert ">body starts</text>" in page and ">body ends</text>" in page
+    budget_y = float(_attribute(page, r'y1="([\d.]+)" y2="[\d.]+" stroke="#e15759"'))
+    zero_y = float(_attribute(page, r'y1="([\d.]+)" y2="[\d.]+" stroke="#e4e4e4"'))
+    ten_mib_y = zero_y - (zero_y - budget_y) * 10 / 25  # the budget sits at 25 MiB
+    assert f"{ten_mib_y:.1f}" in page  # the curve's 10 MiB level on the same axis
 
 
 def test_downsampling_keeps_extremes() -> None:
