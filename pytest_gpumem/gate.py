@@ -42,6 +42,7 @@ from pytest_gpumem.devices import (
 )
 from pytest_gpumem.nvml import NvmlUnavailable, NvmlView
 from pytest_gpumem.options import read_settings
+from pytest_gpumem.report import memory_longrepr
 from pytest_gpumem.result import RECORD_KEY
 from pytest_gpumem.units import format_bytes, gib_to_bytes
 
@@ -380,11 +381,11 @@ class Gate:
     ) -> None:
         lines = [message for _, message in problems]
         if record.get("outcome") == "memory" and report.longrepr is not None:
-            lines.append(str(report.longrepr))
+            lines.append(str(report.longrepr).rstrip("\n"))
         record["outcome"] = "memory"
         record.setdefault("violations", []).extend(kind for kind, _ in problems)
         report.outcome = "failed"
-        report.longrepr = "\n".join(lines)
+        report.longrepr = memory_longrepr("\n".join(lines), lines[0], report.location)
 
     # -- end of the run ---------------------------------------------------------------
 

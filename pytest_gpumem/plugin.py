@@ -22,7 +22,7 @@ from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.marker import MARKER_HELP, MarkerError, marker_spec
 from pytest_gpumem.options import add_options, read_settings
-from pytest_gpumem.report import failure_text
+from pytest_gpumem.report import failure_text, headline, memory_longrepr
 from pytest_gpumem.result import RECORD_KEY, TestMeasurement
 from pytest_gpumem.session import GpumemSession, TestRun
 from pytest_gpumem.timeline import render_html
@@ -200,7 +200,11 @@ class GpumemHooks:
         if failed_memory and call is not None:
             m.outcome = "memory"
             call.outcome = "failed"
-            call.longrepr = failure_text(m, self.config.get_verbosity())
+            call.longrepr = memory_longrepr(
+                failure_text(m, self.config.get_verbosity()),
+                headline(m, with_test=False),
+                call.location,
+            )
         carrier = call if call is not None else reports[0]
         carrier.user_properties.append((RECORD_KEY, m.to_json()))
 

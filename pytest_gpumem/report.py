@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
+
 from pytest_gpumem.backends.base import Site
 from pytest_gpumem.result import LEAK, OOM, PEAK, TestMeasurement
 from pytest_gpumem.units import GIB, MIB, format_bytes
@@ -102,3 +104,17 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
         lines.append(f"  open it by dropping the file on {VIEWER}, or run: python -m "
                      f"torch.cuda._memory_viz trace_plot {m.snapshot_path} -o trace.html")
     return "\n".join(lines)
+
+
+def memory_longrepr(
+    text: str, summary: str, location: tuple[str, int | None, str]
+) -> ReprExceptionInfo:
+    """The failure as pytest shows an exception: ``text`` in the failures section, and only
+    the one-line ``summary`` in the short test summary and junitxml's ``message``. A plain
+    string would be printed whole in the short summary under -vv and on CI. Built from
+    pytest's own serialisable parts, so it travels from xdist workers unchanged."""
+    path, lineno, _ = location
+    return ReprExceptionInfo(
+        reprtraceback=ReprTraceback([ReprEntryNative([text.rstrip("\n") + "\n"])], None, "native"),
+        reprcrash=ReprFileLocation(path, (lineno or 0) + 1, summary.splitlines()[0]),
+    )

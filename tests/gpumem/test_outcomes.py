@@ -391,6 +391,11 @@ def test_big():
             "*called from test_verbosity_levels.py:11 in test_big",
         ]
     )
+    # -vv (and CI) print summary messages unabridged: the memory one stays a single line.
+    lines = full.stdout.lines
+    after = lines[next(i for i, line in enumerate(lines) if "short test summary" in line) + 1 :]
+    assert after[0].startswith("MEMORY test_verbosity_levels.py::test_big - peak 8.00 MiB")
+    assert after[1].startswith("==") and "1 failed" in after[1]
 
 
 def test_round_option_mirrors_allocator_blocks(
