@@ -124,3 +124,29 @@ def test_real_oom():
     assert records["test_over_budget"]["violations"] == ["peak"]
     assert "oom" in records["test_real_oom"]["violations"]
     assert list((pytester.path / "snaps").glob("*.pickle"))
+
+
+def test_timeline_from_the_allocator_trace_matches_the_counters() -> None:
+    from pytest_gpumem.backends.cuda import CudaBackend
+
+    backend = CudaBackend(record_history=True)
+    try:
+        tracker = backend.tracker()
+        tracker.start()
+        before = torch.cuda.memory_allocated()
+        tracker.body_start()
+        a = torch.empty(4 * 2**20, dtype=torch.uint8, device="cuda")
+        b = torch.empty(2 * 2**20, dtype=torch.uint8, device="cuda")
+        del a, b
+        peak = tracker.body_end()
+        tracker.finish()
+        timeline = tracker.timeline()
+        tracker.close()
+    finally:
+        backend.shutdown()
+    assert timeline is not None, "this torch's allocator trace has no time_us"
+    assert timeline.allocated[0] == before
+    assert timeline.allocated[-1] == torch.cuda.memory_allocated()
+    assert timeline.peak - timeline.body_start_bytes == peak.peak_bytes == 6 * 2**20
+    assert timeline.reserved and max(timeline.reserved) >= timeline.peak
+    assert [label for _, label in timeline.marks] == ["body starts", "body ends"]
