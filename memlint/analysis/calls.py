@@ -31,10 +31,13 @@ _FUNCTIONAL_LOSSES = frozenset({
     "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "ctc_loss",
 })
 # `log_loss(...)`, `plot_losses(...)`, `loss_scale(...)`: named after a loss, but report or
-# read one rather than compute one.
+# read one rather than compute one. `evaluate_loss(net, it)` averages one over a dataset into a
+# number, `_make_empty_loss()` builds a fresh zero, and `jacobian_loss_wrt_inputs(...)` returns
+# a derivative of one.
 _NOT_A_LOSS = re.compile(
-    r"^(?:log|print|plot|save|record|update|reset|show|report|track|write|add|append|get)_"
-    r"|scale|meter|history|hist$|logger|tracker",
+    r"^_*(?:log|print|plot|save|record|update|reset|show|report|track|write|add|append|get"
+    r"|evaluate|eval|validate|test|make_empty|make_zero|zero|empty|init)_"
+    r"|scale|meter|history|hist$|logger|tracker|jacobian|hessian|_wrt(?:_|$)",
     re.IGNORECASE,
 )
 # Metrics libraries compute on the host and return numbers.
@@ -271,6 +274,9 @@ class CallClassifier:
             return False
         if name in self.loss_instances:
             return True
+        if isinstance(call.func, cst.Name) and name in self.tree.functions_by_name:
+            # `val_loss(net, data)` defined in this file: its returns decide, not its name.
+            return False
         low = name.lower()
         if "loss" not in low and "criterion" not in low:
             return False
