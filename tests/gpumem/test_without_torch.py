@@ -57,9 +57,15 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 @pytest.mark.usefixtures("no_torch")
-def test_plain_run_is_untouched(pytester: pytest.Pytester) -> None:
-    result = _run(pytester, "-q")
-    result.assert_outcomes(passed=3)
+def test_plain_run_is_untouched_and_fixtures_skip(pytester: pytest.Pytester) -> None:
+    # One interpreter start for both checks: the plain tests pass, the fixture test skips.
+    pytester.makepyfile(test_fixture="""
+def test_device(gpumem_device):
+    pass
+""")
+    result = _run(pytester, "-q", "-rs")
+    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines(["*the gpumem fixtures need torch*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
@@ -72,14 +78,3 @@ def test_gpumem_flag_says_it_needs_torch_in_one_line(pytester: pytest.Pytester) 
         "ERROR: pytest_gpumem: --gpumem needs torch, which is not installed "
         "(pip install 'memlint[torch]')"
     ]
-
-
-@pytest.mark.usefixtures("no_torch")
-def test_fixtures_skip_without_torch(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_fixture="""
-def test_device(gpumem_device):
-    pass
-""")
-    result = _run(pytester, "-rs", "test_fixture.py")
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*the gpumem fixtures need torch*"])
