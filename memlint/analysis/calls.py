@@ -52,6 +52,9 @@ _MODEL_WORDS = frozenset({
     "model", "net", "network", "module", "generator", "discriminator", "encoder", "decoder",
     "backbone", "classifier", "critic", "actor", "policy", "teacher", "student", "unet", "vae",
 })
+_MODULE_BASE_NAME = re.compile(
+    r"(?:Module|Model|Sequential|ModuleList|ModuleDict|Network|Net)$"
+)
 _MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "Sequential"})
 
 
@@ -205,6 +208,38 @@ class CallClassifier:
 
     def __init__(self, tree: TreeIndex) -> None:
         self.tree = tree
+        self._module_class_cache: dict[cst.ClassDef, bool] = {}
+
+    def is_module_class(self, cls: cst.ClassDef) -> bool:
+        """Model code: the class defines ``forward``, or a base is named like a module
+        (``nn.Module``, ``PreTrainedModel``, ``ResNet``; same-file bases followed).
+
+        Its methods (``encode``, ``predict_boxes``) run inside some caller's forward, so
+        evaluation-style names there say nothing about autograd.
+        """
+        cached = self._module_class_cache.get(cls)
+        if cached is None:
+            cached = self._compute_is_module_class(cls, set())
+            self._module_class_cache[cls] = cached
+        return cached
+
+    def _compute_is_module_class(self, cls: cst.ClassDef, seen: set[str]) -> bool:
+        seen.add(cls.name.value)
+        if any(
+            isinstance(stmt, cst.FunctionDef) and stmt.name.value == "forward"
+            for stmt in cls.body.body
+        ):
+            return True
+        for base in cls.bases:
+            name = last_name(base.value)
+            if name is None or name in seen:
+                continue
+            if _MODULE_BASE_NAME.search(name):
+                return True
+            if any(self._compute_is_module_class(c, seen)
+                   for c in self.tree.classes_by_name.get(name, ())):
+                return True
+        return False
 
     @cached_property
     def _module_classes(self) -> frozenset[str]:

@@ -167,6 +167,9 @@ class EvaluationCollections:
     def _named_or_switched_to_eval(self, func: cst.FunctionDef | None) -> bool:
         tree = self.analysis.tree
         if func is not None:
+            cls = tree.enclosing_class(func)
+            if cls is not None and self.analysis.calls.is_module_class(cls):
+                return False
             name = func.name.value
             words = set(re.split(r"_+", name.lower()))
             if words & _EVAL_WORDS and not (self._pytest_file and name.startswith("test_")):

@@ -42,8 +42,6 @@ _HELPER_VERB = re.compile(
     r"run|fit|find|select|merge|tie|shard|parallelize|broadcast|download|upload|postprocess|"
     r"preprocess|process|adjust|enable|disable|attach|detach|remove|add|fix|post|pre)_"
 )
-# Classes whose methods are model code: a `predict_*` there runs inside the training forward.
-_MODULE_BASE = re.compile(r"(?:Module|Model|Sequential|ModuleList|ModuleDict|Network|Net)$")
 _TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "accelerate",
                     "timm", "torchvision", "torchaudio", "torch_geometric", "monai", "diffusers")
 
@@ -312,27 +310,8 @@ class EvalWithoutNoGrad(Rule):
         if not _EVAL_FUNCTION.match(name) or _FRAMEWORK_HOOK.search(name):
             return False
         cls = self.context.analysis.tree.enclosing_class(function)
-        return cls is None or not self._is_module_class(cls, set())
+        return cls is None or not self.context.analysis.calls.is_module_class(cls)
 
-    def _is_module_class(self, cls: cst.ClassDef, seen: set[str]) -> bool:
-        """An nn.Module-like class: it defines ``forward``, or its bases are named like modules
-        (same-file bases followed)."""
-        seen.add(cls.name.value)
-        if any(
-            isinstance(stmt, cst.FunctionDef) and stmt.name.value == "forward"
-            for stmt in cls.body.body
-        ):
-            return True
-        tree = self.context.analysis.tree
-        for base in cls.bases:
-            name = last_name(base.value)
-            if name is None or name in seen:
-                continue
-            if _MODULE_BASE.search(name):
-                return True
-            if any(self._is_module_class(c, seen) for c in tree.classes_by_name.get(name, ())):
-                return True
-        return False
 
     def _region_of(self, call: cst.Call) -> Region | None:
         """The evaluation region ``call`` runs in: its eval-named function, else an eval block."""

@@ -47,17 +47,9 @@ def _handler_types(kind: cst.BaseExpression | None) -> list[str]:
     return names
 
 
-def _calls(root: cst.CSTNode) -> Iterator[cst.Call]:
-    """Calls under ``root`` in source order, not descending into nested functions, classes
-    or lambdas."""
-    todo = list(reversed(root.children))
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(node, cst.Call):
-            yield node
-        todo.extend(reversed(node.children))
+def _is_exception_class(name: str) -> bool:
+    """``RuntimeError(...)`` in ``raise RuntimeError(...) from e`` builds an error, not a retry."""
+    return name[:1].isupper() and name.endswith(("Error", "Exception", "Warning"))
 
 
 def _strings_and_comments(root: cst.CSTNode) -> Iterator[str]:
@@ -212,7 +204,11 @@ class OomRetryInExcept(Rule):
             if not self._is_oom_handler(handler):
                 continue
             if tried is None:
-                tried = {n for c in _calls(body) if (n := dotted_name(c.func)) is not None}
+                tried = {
+                    n
+                    for c in self.context.analysis.tree.walk(body)
+                    if isinstance(c, cst.Call) and (n := dotted_name(c.func)) is not None
+                }
             retry = self._retry_call(node, handler, tried)
             if retry is not None:
                 callee = dotted_name(retry.func) or "the model"
@@ -237,10 +233,13 @@ class OomRetryInExcept(Rule):
         function = self.context.analysis.tree.enclosing_function(node)
         own_name = function.name.value if function is not None else None
         classifier = self.context.analysis.calls
-        for call in _calls(handler.body):
+        tree = self.context.analysis.tree
+        for call in tree.walk(handler.body):
+            if not isinstance(call, cst.Call):
+                continue
             name = dotted_name(call.func)
             last = last_name(call.func)
-            if name is None or last is None:
+            if name is None or last is None or _is_exception_class(last):
                 continue
             if is_zero_grad(call) or _HOUSEKEEPING.match(last) or _NOT_RECOMPUTE.match(last):
                 continue
