@@ -18,6 +18,7 @@ later backpropagated (``x.backward()``) carries a graph when nothing else decide
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Literal
@@ -42,7 +43,8 @@ BindingKind = Literal["assign", "aug", "iter", "param", "unknown"]
 
 # Methods whose result has no autograd history (host values, integer/boolean tensors, detached).
 DETACHING_METHODS = frozenset({
-    "item", "detach", "detach_", "tolist", "numpy", "size", "dim", "numel", "argmax", "argmin",
+    "item", "detach", "detach_", "tolist", "numpy", "asnumpy", "size", "dim", "numel", "argmax",
+    "argmin",
     "long", "int", "bool", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
     "all", "any", "nonzero", "data_ptr", "element_size", "get_device", "__float__",
     "state_dict", "keys", "append", "extend", "insert", "zero_grad",
@@ -66,6 +68,10 @@ TORCH_FACTORIES = frozenset({
 # Deep chains of rebinding (`h = h + f(h)` hundreds of times) give up rather than recurse.
 MAX_DEPTH = 120
 MUTATORS = frozenset({"append", "extend", "insert", "add", "appendleft"})
+# Unpacked names that hold counts, not tensors: `datapoint_count`, `n_tokens`, `num_samples`.
+_COUNT_NAME = re.compile(
+    r"(?:^|_)(?:count|counts|num|len|length|size)$|^(?:n|num|count)_|_count_", re.IGNORECASE
+)
 
 
 def tri_or(values: list[Tri]) -> Tri:
@@ -258,9 +264,13 @@ class GraphAnalysis:
             )
             for i, element in enumerate(elements):
                 sub = value
+                element_kind = kind
                 if paired and isinstance(value, (cst.Tuple, cst.List)):
                     sub = value.elements[i].value
-                self._bind(facts, element, sub, node, at, kind)
+                elif isinstance(element, cst.Name) and _COUNT_NAME.search(element.value):
+                    # `loss, n_seen = model.forward_loss(batch)`: the count is a number.
+                    sub, element_kind = None, "unknown"
+                self._bind(facts, element, sub, node, at, element_kind)
             return
         if isinstance(target, cst.Subscript):
             if value is not None:
