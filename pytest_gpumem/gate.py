@@ -379,13 +379,21 @@ class Gate:
     def _fail(
         self, record: dict[str, Any], report: pytest.TestReport, problems: list[tuple[str, str]]
     ) -> None:
-        lines = [message for _, message in problems]
+        messages = [message for _, message in problems]
         if record.get("outcome") == "memory" and report.longrepr is not None:
-            lines.append(str(report.longrepr).rstrip("\n"))
+            messages.append(str(report.longrepr).rstrip("\n"))
         record["outcome"] = "memory"
         record.setdefault("violations", []).extend(kind for kind, _ in problems)
         report.outcome = "failed"
-        report.longrepr = memory_longrepr("\n".join(lines), lines[0], report.location)
+        if self.config.get_verbosity() < 0:
+            # -q: one line naming the test, as the core's own memory failures do.
+            prefix = f"{report.nodeid}: "
+            summary = "; ".join(m.removeprefix(prefix) for m in messages)
+            report.longrepr = memory_longrepr(prefix + summary, summary, report.location)
+        else:
+            report.longrepr = memory_longrepr(
+                "\n".join(messages), messages[0], report.location
+            )
 
     # -- end of the run ---------------------------------------------------------------
 

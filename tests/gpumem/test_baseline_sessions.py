@@ -65,9 +65,10 @@ def test_create_compare_regress_update(
     regressed.assert_outcomes(failed=1, passed=1)
     regressed.stdout.fnmatch_lines(
         [
-            "memory regression: peak 3.00 MiB grew +200.0% over the baseline 1.00 MiB*",
+            "test_model.py::test_grows: memory regression: peak 3.00 MiB grew +200.0% over the"
+            " baseline 1.00 MiB*",
             "*1 over tolerance*",
-            "MEMORY test_model.py::test_grows*",
+            "MEMORY test_model.py::test_grows - memory regression: peak 3.00 MiB*",
         ]
     )
 
