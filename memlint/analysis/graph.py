@@ -161,6 +161,19 @@ class GraphAnalysis:
                 return True
         return False
 
+    def backward_follows(self, node: cst.CSTNode, scope: Scope) -> bool:
+        """Does a backward call (any, ``self.backward()`` included) run later in the same pass
+        of ``scope`` as ``node``: after it in source order and, inside a loop, in that loop?"""
+        order = self.facts(scope).order
+        start = order.get(node, -1)
+        loops = self.tree.enclosing_loops(node)
+        for call in self._backward_calls(scope):
+            if order.get(call, -1) > start and (
+                not loops or self.tree.is_inside(call, loops[0])
+            ):
+                return True
+        return False
+
     def flows_into_backward(self, name: str, scopes: list[Scope]) -> bool:
         """Does a value built from ``name`` (directly or through later bindings) get
         backpropagated in any of ``scopes``? (``terms`` -> ``loss = sum(terms)`` -> backward.)"""

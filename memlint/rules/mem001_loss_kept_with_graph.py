@@ -55,7 +55,9 @@ class LossKeptWithGraph(Rule):
     ```
     The rule stays silent when the stored value is detached or converted, when the code runs
     under no-grad, when the accumulator is itself backpropagated later (a multi-term loss built
-    across micro-steps), and when the list is created inside the iteration.
+    across micro-steps), when the list is created inside the iteration, and for per-step state
+    on ``self``: an attribute stored before the step's backward (which frees the graph), or one
+    re-set earlier in the same step (``self.loss = zero; self.loss += term``).
 
     ## Fix safety
     Appending ``.detach()`` is unsafe: code that later backpropagates through the stored
@@ -65,7 +67,7 @@ class LossKeptWithGraph(Rule):
     code = "MEM001"
     name = "loss-kept-with-graph"
     message = "graph-carrying tensor is kept beyond its training iteration"
-    triggers = ("backward", "step(")
+    triggers = ("backward(", "step(")
     fix_safety = FixSafety.UNSAFE
 
     valid = (
@@ -241,6 +243,10 @@ class LossKeptWithGraph(Rule):
         graph = analysis.graph
         scope: Scope = func if func is not None else self.context.module
         if on_self:
+            if replaces and graph.backward_follows(node, scope):
+                return  # this step's own backward still needs it and then frees the graph
+            if not replaces and self._reset_before(container, scope, node):
+                return
             cls = tree.enclosing_class(node)
             scopes: list[Scope] = [scope]
             if cls is not None:
@@ -296,6 +302,25 @@ class LossKeptWithGraph(Rule):
             if binding.kind == "iter" and binding.node is loop:
                 return True
             if tree.is_inside(binding.node, loop):
+                return True
+        return False
+
+    def _reset_before(self, container: str, scope: Scope, node: cst.CSTNode) -> bool:
+        """``self.loss = zero(); self.loss += term``: the attribute is re-bound earlier in the
+        same pass (same function and, inside a loop, same iteration), so it holds one step."""
+        graph = self.context.analysis.graph
+        tree = self.context.analysis.tree
+        facts = graph.facts(scope)
+        at = facts.order.get(node, -1)
+        loops = tree.enclosing_loops(node)
+        for binding in facts.bindings.get(container, ()):
+            if binding.kind != "assign" or binding.order >= at:
+                continue
+            if binding.value is not None and any(
+                dotted_name(o) == container for o in _operands(binding.value)
+            ):
+                continue
+            if not loops or tree.is_inside(binding.node, loops[0]):
                 return True
         return False
 
