@@ -100,6 +100,20 @@ def make_corpora(scratch: Path, subset: str, include_full: bool) -> list[Corpus]
     return corpora
 
 
+# Where the timed memlint is imported from: a snapshot taken when the run starts, so edits to
+# the working tree during a long run change neither the code measured nor the cache key
+# (which includes memlint's source).
+_memlint_path = REPO
+
+
+def snapshot_memlint(scratch: Path) -> None:
+    global _memlint_path
+    target = scratch / "memlint-snapshot"
+    shutil.copytree(REPO / "memlint", target / "memlint",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    _memlint_path = target
+
+
 def memlint_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "memlint", *args]
 
@@ -120,7 +134,7 @@ def timed(
     CPU time (user + system, the tool's worker processes included) is reported beside wall
     time because it barely moves when other work shares the machine.
     """
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(_memlint_path)}
     with tempfile.TemporaryFile() as sink:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -242,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="stop a peer's full-tree run after this many seconds")
     parser.add_argument("--no-full", action="store_true", help="skip the full transformers tree")
     parser.add_argument("--no-peers", action="store_true", help="time memlint only")
+    parser.add_argument("--cache-on", choices=("first", "subset"), default="first",
+                        help="corpus for the cold/warm cache runs: the first one (the full tree "
+                             "unless --no-full) or the transformers subset")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -252,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="memlint-bench-") as tmp:
         scratch = Path(tmp)
+        snapshot_memlint(scratch)
         corpora = make_corpora(scratch, args.subset, include_full=not args.no_full)
         results: dict[str, list[Timing]] = {}
         for corpus in corpora:
@@ -265,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results[corpus.name] = compare(corpus, tools, repeat,
                                            args.peer_timeout if full else None)
         precommit = single_file(scratch, max(args.repeat, 5))
-        biggest = corpora[0]
+        biggest = corpora[0] if args.cache_on == "first" else corpora[-2]
         cold, warm = warm_cache(biggest, scratch, args.repeat)
 
     report = [
