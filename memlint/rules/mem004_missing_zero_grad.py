@@ -71,7 +71,8 @@ class MissingZeroGrad(Rule):
     code = "MEM004"
     name = "missing-zero-grad"
     message = "training loop steps the optimizer but never clears gradients"
-    triggers = ("backward",)
+    triggers = ("backward(",)
+    requires = (("step(",),)
 
     valid = (
         Valid("""

@@ -56,9 +56,14 @@ class EvalOutputsRetained(Rule):
     )
     # Evaluation context (a name, `.eval()`, or a DataLoader) and a collection of outputs.
     triggers = ("append(", "extend(", "+=", " for ")
+    # `.eval()`, a DataLoader, or an evaluation-named function. Config validators
+    # (`def validate_rope`) and model methods (`encode`, `extract_features`) are common in
+    # library code and rarely evaluate; such files are checked when they also meet one of
+    # the other signals.
     trigger_pattern = (
-        rb"\.eval\(|[Ll]oader|def \w*(?:eval|valid|val|predict|infer|test|score|embed|extract"
-        rb"|encode)"
+        rb"\.eval\(|[Ll]oader|def validate(?:_(?:epoch|model|one_epoch|loop))?\("
+        rb"|def (?:\w*_)?(?i:eval|evaluate|evaluation|validation|val|predict|prediction"
+        rb"|predictions|infer|inference|test|testing|score)(?:_\w*)?\("
     )
 
     valid = (

@@ -78,7 +78,7 @@ class RecurrentStateNotDetached(Rule):
     )
     triggers = ("hidden", "lstm", "LSTM", "rnn", "RNN", "gru", "GRU", "state", "hx")
     # Only a training loop (backward or an optimizer step) can chain graphs across steps.
-    requires = (("backward", "step("),)
+    requires = (("backward(", "step("),)
 
     valid = (
         Valid("""

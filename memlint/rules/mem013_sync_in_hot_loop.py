@@ -80,6 +80,8 @@ class SyncInHotLoop(Rule):
     message = MESSAGES["item"]
     default_enabled = False
     triggers = (".item(", ".cpu(", ".tolist(", "print(")
+    # Only a training step (backward or an optimizer step) is a hot loop here.
+    requires = (("backward(", "step("),)
     valid = (
         Valid(
             """

@@ -50,7 +50,8 @@ class LoadWithoutMapLocation(Rule):
         "`torch.load` without `map_location` restores tensors onto the device they were saved from"
     )
     default_enabled = False
-    triggers = ("load",)
+    # `torch.load(...)` and `from torch import load`; both spell one of these.
+    triggers = ("torch.load", "import load", ".load(")
     fix_safety = FixSafety.UNSAFE
     valid = (
         Valid(

@@ -10,6 +10,7 @@ from memlint.analysis.calls import method_name
 from memlint.analysis.evaluation import Collection, EvaluationCollections
 from memlint.analysis.imports import dotted_name
 from memlint.rules.base import Invalid, Rule, Valid
+from memlint.rules.mem005_eval_outputs_retained import EvalOutputsRetained
 
 # Methods after which the value lives on the host (or is a Python object).
 _TO_HOST = frozenset({"cpu", "item", "tolist", "numpy"})
@@ -63,6 +64,8 @@ class EvalOutputsOnDevice(Rule):
     )
     default_enabled = False
     triggers = ("cuda",)
+    # The same evaluation context MEM005 needs.
+    trigger_pattern = EvalOutputsRetained.trigger_pattern
 
     valid = (
         Valid("""
