@@ -17,8 +17,10 @@ from typing import Any
 
 from pytest_gpumem.units import format_bytes
 
-_WIDTH, _HEIGHT = 820, 360
-_LEFT, _RIGHT, _TOP, _BOTTOM = 78, 24, 40, 46
+_WIDTH, _HEIGHT = 820, 380
+# Title, legend and the body's start/end labels sit above the plot, outside it.
+_LEFT, _RIGHT, _TOP, _BOTTOM = 78, 24, 62, 46
+_LEGEND_Y = 36
 _MAX_POINTS = 1500
 _UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30))
 # A white outline under label text keeps it readable where it crosses a line of the plot.
@@ -164,9 +166,9 @@ def _nice_step(span: float, target_ticks: int = 5) -> float:
 def _legend(x: float, colour: str, name: str, dashed: bool = False) -> str:
     dash = ' stroke-dasharray="6 4"' if dashed else ""
     return (
-        f'<line x1="{x:.1f}" x2="{x + 18:.1f}" y1="{_TOP - 12}" y2="{_TOP - 12}" '
+        f'<line x1="{x:.1f}" x2="{x + 18:.1f}" y1="{_LEGEND_Y - 4}" y2="{_LEGEND_Y - 4}" '
         f'stroke="{colour}" stroke-width="3"{dash}/>'
-        f'<text x="{x + 22:.1f}" y="{_TOP - 8}">{html.escape(name)}</text>'
+        f'<text x="{x + 22:.1f}" y="{_LEGEND_Y}">{html.escape(name)}</text>'
     )
 
 
@@ -216,14 +218,17 @@ def render_svg(timeline: Timeline, *, budget_bytes: int | None = None, title: st
         f'<text x="{_LEFT + plot_w / 2:.1f}" y="{_HEIGHT - 8}" text-anchor="middle" '
         'fill="#555">allocator events (allocations and frees, in order)</text>'
     )
-    for event, label in timeline.marks:
+    for i, (event, label) in enumerate(timeline.marks):
         mx = x(event)
-        right = mx > _LEFT + plot_w * 0.85
+        # The first label goes left of its line and the last one right, room permitting,
+        # so a short body's two labels do not run into each other.
+        left_side = mx - _LEFT > 80 if i == 0 else _WIDTH - _RIGHT - mx < 80
+        lx, anchor = (mx - 3, "end") if left_side else (mx + 3, "start")
         parts.append(
-            f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{_TOP}" y2="{_TOP + plot_h}" '
+            f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{_TOP - 14}" y2="{_TOP + plot_h}" '
             'stroke="#999" stroke-dasharray="2 3"/>'
-            f'<text x="{mx - 3 if right else mx + 3:.1f}" y="{_TOP + 12}" fill="#666" '
-            f'text-anchor="{"end" if right else "start"}">{html.escape(label)}</text>'
+            f'<text x="{lx:.1f}" y="{_TOP - 5}" fill="#666" '
+            f'text-anchor="{anchor}">{html.escape(label)}</text>'
         )
     parts.append(
         f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
@@ -253,9 +258,12 @@ def render_svg(timeline: Timeline, *, budget_bytes: int | None = None, title: st
         label = f"peak {format_bytes(timeline.peak)}"
         if timeline.body_start_bytes:
             label += f" ({format_bytes(above_base)} above body start)"
+        # Above the dot nothing of the allocated curve can be in the way; below it only when
+        # the peak touches the top of the plot.
+        label_y = py - 8 if py - 8 > _TOP + 14 else py + 16
         parts.append(
             f'<circle cx="{peak_x:.1f}" cy="{py:.1f}" r="4" fill="#4e79a7"/>'
-            f'<text x="{peak_x + shift:.1f}" y="{py + 16:.1f}" text-anchor="{anchor}" {_HALO}>'
+            f'<text x="{peak_x + shift:.1f}" y="{label_y:.1f}" text-anchor="{anchor}" {_HALO}>'
             f"{html.escape(label)}</text>"
         )
     if budget_level is not None and budget_bytes:
@@ -265,10 +273,11 @@ def render_svg(timeline: Timeline, *, budget_bytes: int | None = None, title: st
         # The label goes to the side away from the peak's, so the two never overlap.
         left = peak_x is not None and peak_x > _LEFT + plot_w / 2
         lx, anchor = (_LEFT + 6, "start") if left else (_WIDTH - _RIGHT - 6, "end")
+        ly = by - 5 if by - _TOP > 18 else by + 15
         parts.append(
             f'<line x1="{_LEFT}" x2="{_WIDTH - _RIGHT}" y1="{by:.1f}" y2="{by:.1f}" '
             'stroke="#e15759" stroke-width="2" stroke-dasharray="6 4"/>'
-            f'<text x="{lx}" y="{by - 5:.1f}" text-anchor="{anchor}" {_HALO} '
+            f'<text x="{lx}" y="{ly:.1f}" text-anchor="{anchor}" {_HALO} '
             f'fill="#e15759">budget {html.escape(format_bytes(budget_bytes) + above)}</text>'
         )
         parts.append(_legend(legend_x, "#e15759", "budget", dashed=True))
