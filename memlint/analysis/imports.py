@@ -32,18 +32,21 @@ class ImportTable:
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
 
-    def add_import(self, node: cst.Import) -> None:
+    def add_import(self, node: cst.Import, *, fallback: bool = False) -> None:
+        """``fallback``: an import in an ``except ImportError`` block, which only binds the
+        names the ``try`` body did not (``try: from torch.amp ... except: from torch.cuda.amp``).
+        """
         for alias in node.names:
             full = _module_name(alias.name)
             if full is None:
                 continue
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.aliases[alias.asname.name.value] = full
+                self._bind(alias.asname.name.value, full, fallback)
             else:
                 head = full.split(".", 1)[0]
-                self.aliases[head] = head
+                self._bind(head, head, fallback)
 
-    def add_import_from(self, node: cst.ImportFrom) -> None:
+    def add_import_from(self, node: cst.ImportFrom, *, fallback: bool = False) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
             return
         base = _module_name(node.module)
@@ -55,7 +58,13 @@ class ImportTable:
             local = alias.name.value
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self.aliases[local] = f"{base}.{alias.name.value}"
+            self._bind(local, f"{base}.{alias.name.value}", fallback)
+
+    def _bind(self, local: str, full: str, fallback: bool) -> None:
+        if fallback:
+            self.aliases.setdefault(local, full)
+        else:
+            self.aliases[local] = full
 
     def resolve(self, dotted: str) -> str:
         """Expand the head of ``dotted`` through the imports; unknown heads stay as written."""

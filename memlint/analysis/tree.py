@@ -146,10 +146,10 @@ class TreeIndex:
                 self.classes_by_name[node.name.value].append(node)
             elif kind is import_t:
                 assert isinstance(node, cst.Import)
-                self.imports.add_import(node)
+                self.imports.add_import(node, fallback=_in_except(node, parents))
             elif kind is import_from_t:
                 assert isinstance(node, cst.ImportFrom)
-                self.imports.add_import_from(node)
+                self.imports.add_import_from(node, fallback=_in_except(node, parents))
             fields = known.get(kind)
             if fields is None:
                 fields = _learn_child_fields(node)
@@ -228,3 +228,10 @@ class TreeIndex:
             children = child_nodes(node)
             children.reverse()
             todo.extend(children)
+
+
+def _in_except(node: cst.CSTNode, parents: dict[cst.CSTNode, cst.CSTNode]) -> bool:
+    """Is this import statement directly in an ``except`` block (a fallback import)?"""
+    line = parents.get(node)
+    block = None if line is None else parents.get(line)
+    return block is not None and isinstance(parents.get(block), cst.ExceptHandler)

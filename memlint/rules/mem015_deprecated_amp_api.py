@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from memlint.diagnostics import FixSafety
@@ -18,6 +20,9 @@ DEPRECATED = {
 # The old autocast took (enabled, dtype, cache_enabled) positionally; the new one takes
 # (device_type, dtype, enabled, cache_enabled), so positional arguments become keywords.
 OLD_AUTOCAST_POSITIONS = ("enabled", "dtype", "cache_enabled")
+# `if is_torch_version(">=", "2.3"):` / `if hasattr(torch.amp, "GradScaler"):`: a branch that
+# only old PyTorch releases take.
+_VERSION_TEST = re.compile(r"version|hasattr\(|at_?least|torch_\d", re.IGNORECASE)
 
 
 def module_torch_alias(module: cst.Module) -> str | None:
@@ -52,6 +57,14 @@ def _torch_head(func: cst.BaseExpression) -> cst.Name | None:
     return node if isinstance(node, cst.Name) and depth == 3 else None
 
 
+def _ends_in_exit(block: cst.BaseSuite) -> bool:
+    body = block.body
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise))
+
+
 class DeprecatedAmpApi(Rule):
     """
     ## What it does
@@ -79,6 +92,9 @@ class DeprecatedAmpApi(Rule):
 
     ## How to fix
     Call `torch.amp.autocast("cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`.
+    Fallbacks kept for old PyTorch releases are not reported: an import or a call in an
+    `except` block, and a call in a branch of a version check (`version`, `hasattr(...)`,
+    `at_least` in the condition) or after one that returns early.
 
     ## Fix safety
     The fix is safe: it is the migration PyTorch's own deprecation warning prescribes, and
@@ -114,6 +130,21 @@ class DeprecatedAmpApi(Rule):
             """
             import apex.amp as amp
             model, opt = amp.initialize(model, opt)
+            """
+        ),
+        Valid(
+            """
+            import torch
+            try:
+                from torch.amp import GradScaler
+            except ImportError:
+                from torch.cuda.amp import GradScaler
+            scaler = GradScaler("cuda")
+
+            def make_scaler():
+                if is_torch_version(">=", "2.3"):
+                    return torch.amp.GradScaler("cuda")
+                return torch.cuda.amp.GradScaler()
             """
         ),
     )
@@ -204,9 +235,43 @@ class DeprecatedAmpApi(Rule):
         qualified = self.context.analysis.imports.qualified_name(node.func)
         if qualified not in DEPRECATED:
             return
+        if self._old_torch_fallback(node):
+            return
         device, new = DEPRECATED[qualified]
         message = self.message.format(old=qualified, new=new, device=device)
         self.report(node, message, fix=self._fix(node, device, new))
+
+    def _old_torch_fallback(self, node: cst.Call) -> bool:
+        """Compatibility code for releases without ``torch.amp``: an ``except`` block (the
+        ``try`` used the new API) or a branch of a version check. New PyTorch never runs it."""
+        code_for = self.context.module.code_for_node
+        child: cst.CSTNode = node
+        for anc in self.context.analysis.tree.ancestors(node):
+            if isinstance(anc, cst.ExceptHandler):
+                return True
+            if isinstance(anc, (cst.If, cst.IfExp)) and _VERSION_TEST.search(code_for(anc.test)):
+                return True
+            if isinstance(anc, cst.IndentedBlock) and self._after_version_guard(anc, child):
+                return True
+            if isinstance(anc, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            child = anc
+        return False
+
+    def _after_version_guard(self, block: cst.IndentedBlock, stmt: cst.CSTNode) -> bool:
+        """``if hasattr(torch, "amp"): return <new API>`` earlier in the block: what follows
+        runs only on old releases."""
+        code_for = self.context.module.code_for_node
+        for earlier in block.body:
+            if earlier is stmt:
+                return False
+            if (
+                isinstance(earlier, cst.If)
+                and _VERSION_TEST.search(code_for(earlier.test))
+                and _ends_in_exit(earlier.body)
+            ):
+                return True
+        return False
 
     def _fix(self, node: cst.Call, device: str, new: str) -> Fix | None:
         if has_star_args(node):
