@@ -102,6 +102,8 @@ class GpumemSession:
                 f"backend (this run measured on {backend.name}); --gpumem-timeline-dir draws "
                 "timelines on any backend"
             )
+        if settings.timeline_all and settings.timeline_dir is None:
+            notes.add("--gpumem-timeline=all: no timelines written without --gpumem-timeline-dir")
         timelines = sum(1 for r in self.records if r.get("timeline"))
         if timelines:
             notes.add(f"{timelines} memory timeline(s) written to {settings.timeline_dir}")

@@ -75,6 +75,9 @@ def test_ini_scope_all_draws_every_measured_test(
     small = (pytester.path / "out" / names[1]).read_text()
     assert "peak 4.00 KiB" in small and "budget 10.24 MiB" in small
 
+    no_dir = run_gpumem("--gpumem", "-o", "gpumem_timeline_dir=")
+    no_dir.stdout.fnmatch_lines(["*no timelines written without --gpumem-timeline-dir"])
+
     bad = run_gpumem("--gpumem", "--gpumem-timeline=some")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in bad.stderr.lines if line.strip()]
