@@ -50,8 +50,9 @@ class LoadWithoutMapLocation(Rule):
         "`torch.load` without `map_location` restores tensors onto the device they were saved from"
     )
     default_enabled = False
-    # `torch.load(...)` and `from torch import load`; both spell one of these.
-    triggers = ("torch.load", "import load", ".load(")
+    # `torch.load(...)` and `from torch import load` spell one of these; an aliased module
+    # (`import torch as th; th.load(...)`) is left out to keep `json.load`-heavy files cheap.
+    triggers = ("torch.load", "import load")
     fix_safety = FixSafety.UNSAFE
     valid = (
         Valid(

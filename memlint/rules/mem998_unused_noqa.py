@@ -187,7 +187,9 @@ class UnusedNoqa(Rule):
     name = "unused-noqa"
     message = "unused suppression"
     default_enabled = False
-    triggers = ("noqa", "NOQA", "memlint:")
+    # Only memlint codes can be unused here, and every such comment names one.
+    triggers = ("MEM",)
+    requires = (("noqa", "NOQA", "Noqa", "memlint:"),)
     fix_safety = FixSafety.SAFE
     valid = (
         Valid(
