@@ -27,7 +27,7 @@ class Diagnostic:
     name: str
     message: str
     fix: FixSafety | None = None
-    # The line of the enclosing statement's start, so `# noqa` there also applies.
+    # The line of the enclosing statement's start, so a noqa comment there also applies.
     statement_line: int | None = field(default=None, compare=False)
 
     def sort_key(self) -> tuple[str, int, int, str]:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cached_property
-
-import libcst as cst
-
-from memlint.analysis.evaluation import Collection, EvaluationCollections
-from memlint.rules.base import Invalid, Rule, Valid
+from memlint.analysis.evaluation import Collection
+from memlint.rules.base import Invalid, Valid
+from memlint.rules.eval_collections import EvalCollectionRule
 
 
-class EvalOutputsRetained(Rule):
+class EvalOutputsRetained(EvalCollectionRule):
     """
     ## What it does
     Flags model outputs (or values computed from them) that an evaluation or inference loop
@@ -122,24 +119,7 @@ class EvalOutputsRetained(Rule):
         ),
     )
 
-    @cached_property
-    def _collections(self) -> EvaluationCollections:
-        return EvaluationCollections(self.context.analysis, self.context.path)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend"):
-            self._check(self._collections.collection_at(node))
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._check(self._collections.collection_at(node))
-
-    def visit_ListComp(self, node: cst.ListComp) -> None:
-        self._check(self._collections.comprehension_at(node))
-
-    def _check(self, found: Collection | None) -> None:
-        if found is None:
-            return
+    def check(self, found: Collection) -> None:
         analysis = self.context.analysis
         if analysis.grad.grad_mode_at(found.site) != "on":
             return

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import libcst as cst
 
 from memlint.analysis.calls import method_name
-from memlint.analysis.evaluation import Collection, EvaluationCollections
+from memlint.analysis.evaluation import Collection
 from memlint.analysis.imports import dotted_name
-from memlint.rules.base import Invalid, Rule, Valid
+from memlint.rules.base import Invalid, Valid
+from memlint.rules.eval_collections import EvalCollectionRule
 from memlint.rules.mem005_eval_outputs_retained import EvalOutputsRetained
 
 # Methods after which the value lives on the host (or is a Python object).
@@ -22,7 +21,7 @@ _KEEP_DEVICE = frozenset({
 })
 
 
-class EvalOutputsOnDevice(Rule):
+class EvalOutputsOnDevice(EvalCollectionRule):
     """
     ## What it does
     Flags model outputs that an evaluation or inference loop collects batch after batch into a
@@ -103,24 +102,7 @@ class EvalOutputsOnDevice(Rule):
         ),
     )
 
-    @cached_property
-    def _collections(self) -> EvaluationCollections:
-        return EvaluationCollections(self.context.analysis, self.context.path)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend"):
-            self._check(self._collections.collection_at(node))
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._check(self._collections.collection_at(node))
-
-    def visit_ListComp(self, node: cst.ListComp) -> None:
-        self._check(self._collections.comprehension_at(node))
-
-    def _check(self, found: Collection | None) -> None:
-        if found is None:
-            return
+    def check(self, found: Collection) -> None:
         if self.context.analysis.grad.grad_mode_at(found.site) == "on" and (
             self.context.analysis.graph.graph_state(found.value) is True
         ):
