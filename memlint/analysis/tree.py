@@ -109,10 +109,8 @@ class TreeIndex:
         parents = self.parents
         preorder = self.preorder
         ends = self.subtree_end
-        known = _CHILD_FIELDS
         call_t, func_t, class_t = cst.Call, cst.FunctionDef, cst.ClassDef
         import_t, import_from_t = cst.Import, cst.ImportFrom
-        node_types = _NODE_TYPES
         # Pending work: a node with its parent, or the preorder index of a node whose
         # subtree is finished (an int).
         todo: list[tuple[cst.CSTNode, cst.CSTNode | None] | int] = [(root, None)]
@@ -150,17 +148,7 @@ class TreeIndex:
             elif kind is import_from_t:
                 assert isinstance(node, cst.ImportFrom)
                 self.imports.add_import_from(node, fallback=_in_except(node, parents))
-            fields = known.get(kind)
-            if fields is None:
-                fields = _learn_child_fields(node)
-            children: list[cst.CSTNode] = []
-            for field in fields:
-                value = getattr(node, field)
-                value_type = type(value)
-                if value_type is tuple or value_type is list:
-                    children.extend(value)
-                elif value_type in node_types or _is_node_type(value_type):
-                    children.append(value)
+            children = child_nodes(node)
             if children:
                 todo.append(index)
                 todo.extend([(child, node) for child in reversed(children)])
