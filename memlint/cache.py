@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -133,6 +132,8 @@ class ResultCache:
         }
         try:
             self._prepare_directory()
+            import tempfile  # only a run that changed something writes
+
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.file.parent)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:

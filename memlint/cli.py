@@ -8,22 +8,25 @@ error. Every usage error is one ``memlint: error: ...`` line on stderr, never a 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import memlint
-from memlint.config import ConfigError, Layer, Settings, build_settings, parse_per_file_ignores
-from memlint.output import FORMATS, render
-from memlint.output.json_format import render_statistics as json_statistics
-from memlint.output.ruledoc import catalogue, render_doc, render_table
-from memlint.output.text import render_statistics as text_statistics
-from memlint.rules.base import Rule
-from memlint.runner import DEFAULT_FILE_TIMEOUT
+from memlint.output import FORMATS
+from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
+
+# Everything else is imported inside the functions, after the first worker process has been
+# forked (see memlint.pool): a one-file pre-commit run then imports libcst in parallel.
+if TYPE_CHECKING:
+    from memlint.config import Settings
+    from memlint.rules.base import Rule
+    from memlint.rules.spec import RuleSpec
+
+# What callers may hand ``main``: rule classes (tests, plugins) or specs.
+Rules = Sequence["RuleSpec | type[Rule]"]
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -139,12 +142,15 @@ def _split(values: Sequence[str] | None) -> tuple[str, ...] | None:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
-def _known_rules(rules: Sequence[type[Rule]] | None) -> tuple[type[Rule], ...]:
-    if rules is not None:
-        return tuple(rules)
-    from memlint.rules import all_rules
+def _known_rules(rules: Rules | None) -> tuple[RuleSpec, ...]:
+    """The rules to run: the generated index, so that no rule (nor libcst) is imported yet."""
+    from memlint.rules import rule_specs
+    from memlint.rules.spec import as_specs
 
-    return all_rules()
+    if rules is not None:
+        return as_specs(rules)
+
+    return rule_specs()
 
 
 def _config_start(paths: Sequence[Path]) -> Path:
@@ -153,26 +159,31 @@ def _config_start(paths: Sequence[Path]) -> Path:
     return common if common.is_dir() else common.parent
 
 
-def _settings(args: argparse.Namespace, rules: Sequence[type[Rule]]) -> Settings:
-    cli = Layer(
-        select=_split(args.select),
-        ignore=_split(args.ignore) or (),
-        extend_select=_split(args.extend_select) or (),
-        per_file_ignores=(None if args.per_file_ignores is None
-                          else parse_per_file_ignores(args.per_file_ignores)),
-        exclude=_split(args.exclude),
-        extend_exclude=_split(args.extend_exclude) or (),
-    )
+def _settings(args: argparse.Namespace, rules: Sequence[RuleSpec]) -> Settings:
+    from memlint.config import ConfigError, Layer, build_settings, parse_per_file_ignores
+
     if args.config is not None and not args.config.is_file():
         raise UsageError(f"config file does not exist: {args.config}")
-    return build_settings(
-        cli,
-        [r.code for r in rules],
-        [r.code for r in rules if r.default_enabled],
-        start=_config_start(args.paths),
-        config_path=args.config,
-        isolated=args.isolated,
-    )
+    try:
+        cli = Layer(
+            select=_split(args.select),
+            ignore=_split(args.ignore) or (),
+            extend_select=_split(args.extend_select) or (),
+            per_file_ignores=(None if args.per_file_ignores is None
+                              else parse_per_file_ignores(args.per_file_ignores)),
+            exclude=_split(args.exclude),
+            extend_exclude=_split(args.extend_exclude) or (),
+        )
+        return build_settings(
+            cli,
+            [r.code for r in rules],
+            [r.code for r in rules if r.default_enabled],
+            start=_config_start(args.paths),
+            config_path=args.config,
+            isolated=args.isolated,
+        )
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _warn(message: str, quiet: bool) -> None:
@@ -191,12 +202,22 @@ def _emit(text: str, output_file: Path | None) -> None:
         raise UsageError(f"cannot write {output_file}: {exc.strerror or exc}") from None
 
 
-def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int:
+def check(argv: Sequence[str], rules: Rules | None = None) -> int:
+    args = check_parser().parse_args(list(argv))
+    pool = Pool.start()
+    try:
+        return _check(args, rules, pool)
+    finally:
+        pool.close()
+
+
+def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     from memlint.cache import CACHE_DIR_NAME, ResultCache, cache_key
     from memlint.discovery import discover
+    from memlint.output import render
+    from memlint.output.ruledoc import catalogue
     from memlint.runner import lint_paths
 
-    args = check_parser().parse_args(list(argv))
     if not args.paths:
         args.paths = [Path(".")]
     missing = [p for p in args.paths if not os.path.lexists(p)]
@@ -216,10 +237,10 @@ def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int
     if not args.no_cache:
         env = os.environ.get("MEMLINT_CACHE_DIR")
         directory = args.cache_dir or (Path(env) if env else settings.root / CACHE_DIR_NAME)
-        ids = [f"{r.__module__}.{r.__qualname__}" for r in known if r.code in settings.enabled]
+        ids = [r.ident for r in known if r.code in settings.enabled]
         cache = ResultCache(Path(directory).absolute(), cache_key(settings.fingerprint(), ids))
     result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
-                        cache=cache, file_timeout=args.file_timeout)
+                        cache=cache, file_timeout=args.file_timeout, pool=pool)
     if args.fix or args.diff:
         from memlint.fixer import apply_fixes
 
@@ -236,8 +257,8 @@ def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int
             if not args.quiet:
                 print(f"memlint: fixed {fixed.applied} problem(s) in {len(fixed.changed)} "
                       "file(s)", file=sys.stderr)
-            result = lint_paths(found.files, settings, known,
-                                jobs=args.jobs or default_jobs(), cache=cache)
+            result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
+                                cache=cache, file_timeout=args.file_timeout)
     for file in result.files:
         if file.skipped:
             _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
@@ -245,6 +266,9 @@ def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int
         _warn(result.cache_warning, args.quiet)
     diagnostics = result.diagnostics
     if args.statistics:
+        from memlint.output.json_format import render_statistics as json_statistics
+        from memlint.output.text import render_statistics as text_statistics
+
         text = (json_statistics(diagnostics) if args.output_format == "json"
                 else text_statistics(diagnostics))
     else:
@@ -255,8 +279,13 @@ def check(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None) -> int
     return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
 
 
-def explain(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None,
+def explain(argv: Sequence[str], rules: Rules | None = None,
             out: TextIO | None = None) -> int:
+    import json
+    from dataclasses import asdict
+
+    from memlint.output.ruledoc import catalogue, render_doc, render_table
+
     stream = out or sys.stdout
     args = rule_parser().parse_args(list(argv))
     items = catalogue(_known_rules(rules))
@@ -282,7 +311,7 @@ def explain(argv: Sequence[str], rules: Sequence[type[Rule]] | None = None,
     raise UsageError(f"unknown rule {wanted!r} (see `memlint rule --all`)")
 
 
-def main(argv: Sequence[str] | None = None, *, rules: Sequence[type[Rule]] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, rules: Rules | None = None) -> int:
     """Entry point; ``rules`` replaces the discovered rule set (tests inject their own)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -291,7 +320,7 @@ def main(argv: Sequence[str] | None = None, *, rules: Sequence[type[Rule]] | Non
         if args and args[0] == "check":
             args = args[1:]
         return check(args, rules)
-    except (UsageError, ConfigError) as exc:
+    except UsageError as exc:
         print(f"memlint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except SystemExit as exc:  # --help and --version

@@ -16,6 +16,8 @@ from typing import Any
 
 import pathspec
 
+from memlint.diagnostics import ENGINE_CODES
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised only on 3.10
@@ -31,14 +33,6 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "__pycache__",
     "node_modules",
 )
-
-# Codes the engine and runner emit themselves. They are valid in `select`/`noqa` spellings,
-# but a broken file is always reported: rule selection does not hide it.
-ENGINE_CODES: dict[str, str] = {
-    "MEM996": "io-error",
-    "MEM997": "internal-error",
-    "MEM999": "parse-error",
-}
 
 LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = frozenset((*LIST_KEYS, "per-file-ignores"))

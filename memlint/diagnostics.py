@@ -6,6 +6,13 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+# Codes the engine and runner emit themselves. They are valid in `select`/`noqa` spellings,
+# but a broken file is always reported: rule selection does not hide it.
+ENGINE_CODES: dict[str, str] = {
+    "MEM996": "io-error",
+    "MEM997": "internal-error",
+    "MEM999": "parse-error",
+}
 
 class FixSafety(enum.Enum):
     """Ruff's model: safe fixes keep runtime behaviour, unsafe ones may change it."""

@@ -6,9 +6,7 @@ file) pays for parsing and one walk, never for PositionProvider.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from functools import cache
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -16,42 +14,9 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from memlint.context import FileContext
 from memlint.diagnostics import Diagnostic, FixSafety
 from memlint.dispatch import visit_batched
+from memlint.filecheck import INTERNAL_ERROR, PARSE_ERROR, file_diagnostic
+from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Rule
-
-PARSE_ERROR = ("MEM999", "parse-error")
-INTERNAL_ERROR = ("MEM997", "internal-error")
-
-
-def applicable_rules(text: str | bytes, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
-    """The cheap text prefilter: a rule runs only if the file contains one of its triggers.
-
-    Raw bytes work as well as text (triggers are ASCII, and Python source encodings are
-    ASCII-compatible), and save decoding files that no rule applies to.
-    """
-    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    return [r for r in rules
-            if all(not group or any(t in data for t in group) for group in _byte_groups(r))
-            and (r.trigger_pattern is None or _pattern(r.trigger_pattern).search(data))]
-
-
-@cache
-def _pattern(source: bytes) -> re.Pattern[bytes]:
-    return re.compile(source)
-
-
-@cache
-def _byte_groups(rule: type[Rule]) -> tuple[tuple[bytes, ...], ...]:
-    """The rule's trigger groups as bytes; each non-empty group needs one match."""
-    return tuple(tuple(t.encode("utf-8") for t in group)
-                 for group in (rule.triggers, *rule.requires))
-
-
-def file_diagnostic(path: str, code_name: tuple[str, str], message: str, line: int = 1,
-                    column: int = 1) -> Diagnostic:
-    return Diagnostic(
-        path=path, line=line, column=column, end_line=line, end_column=column,
-        code=code_name[0], name=code_name[1], message=message,
-    )
 
 
 def parse(source: bytes) -> cst.Module:

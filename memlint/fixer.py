@@ -23,12 +23,14 @@ from typing import TypeVar, cast
 
 import libcst as cst
 
-from memlint.config import ENGINE_CODES, Settings
+from memlint.config import Settings
 from memlint.context import FileContext
-from memlint.diagnostics import Diagnostic, FixSafety
-from memlint.engine import applicable_rules, lint_module, lint_source, parse
+from memlint.diagnostics import ENGINE_CODES, Diagnostic, FixSafety
+from memlint.engine import lint_module, lint_source, parse
+from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Fix, Rule
 from memlint.rules.mem998_unused_noqa import resolve_unused_findings
+from memlint.rules.spec import RuleSpec, as_specs
 from memlint.runner import RunResult, display_path, root_relative
 from memlint.suppression import index_for
 
@@ -271,7 +273,7 @@ def apply_fixes(
     files: Sequence[Path],
     lint: RunResult,
     settings: Settings,
-    rules: Sequence[type[Rule]],
+    rules: Sequence[RuleSpec | type[Rule]],
     *,
     unsafe: bool,
     write: bool,
@@ -285,7 +287,7 @@ def apply_fixes(
     """
     here = cwd or Path.cwd()
     by_display = {display_path(path, here): path for path in files}
-    enabled = [rule for rule in rules if rule.code in settings.enabled]
+    enabled = [spec.load() for spec in as_specs(rules) if spec.code in settings.enabled]
     run = FixRun()
     for file in lint.files:
         if not any(d.fix is not None and (d.fix is FixSafety.SAFE or unsafe)

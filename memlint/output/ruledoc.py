@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import inspect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memlint.diagnostics import FixSafety
-from memlint.rules.base import Rule
+from memlint.rules.spec import RuleSpec, as_specs
+
+if TYPE_CHECKING:
+    from memlint.rules.base import Rule
 
 _SECTION = re.compile(r"^##\s+(?P<title>.+?)\s*$", re.MULTILINE)
 
@@ -51,6 +54,8 @@ def summary_of(doc: str) -> str:
 
 
 def info(rule: type[Rule]) -> RuleInfo:
+    import inspect
+
     doc = inspect.cleandoc(rule.__doc__ or "")
     return RuleInfo(rule.code, rule.name, summary_of(doc) or rule.message, doc,
                     rule.default_enabled, rule.fix_safety)
@@ -61,12 +66,39 @@ def engine_info(code: str) -> RuleInfo:
     return RuleInfo(code, name, text, text, True, None)
 
 
-def catalogue(rules: Iterable[type[Rule]]) -> dict[str, RuleInfo]:
+class Catalogue(Mapping[str, RuleInfo]):
+    """Every code memlint can report, rules and engine codes, by code.
+
+    Built on first use: the docs come from the rule classes, and only some output formats
+    read them, so a plain text run never imports a rule for its documentation.
+    """
+
+    def __init__(self, rules: Iterable[RuleSpec | type[Rule]]) -> None:
+        self._specs = as_specs(rules)
+        self._items: dict[str, RuleInfo] | None = None
+
+    @property
+    def items_by_code(self) -> dict[str, RuleInfo]:
+        if self._items is None:
+            out = {spec.code: info(spec.load()) for spec in self._specs}
+            for code in ENGINE_DOCS:
+                out.setdefault(code, engine_info(code))
+            self._items = dict(sorted(out.items()))
+        return self._items
+
+    def __getitem__(self, code: str) -> RuleInfo:
+        return self.items_by_code[code]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.items_by_code)
+
+    def __len__(self) -> int:
+        return len(self.items_by_code)
+
+
+def catalogue(rules: Iterable[RuleSpec | type[Rule]]) -> Catalogue:
     """Every code memlint can report, rules and engine codes, by code."""
-    out = {rule.code: info(rule) for rule in rules}
-    for code in ENGINE_DOCS:
-        out.setdefault(code, engine_info(code))
-    return dict(sorted(out.items()))
+    return Catalogue(rules)
 
 
 def render_doc(item: RuleInfo) -> str:

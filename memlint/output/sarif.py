@@ -15,8 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 import memlint
-from memlint.config import ENGINE_CODES
-from memlint.diagnostics import Diagnostic
+from memlint.diagnostics import ENGINE_CODES, Diagnostic
 from memlint.output.ruledoc import RuleInfo, engine_info
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -1,17 +1,26 @@
-"""Where rules live: one module per rule, named ``memNNN_<name>.py``, found automatically."""
+"""Where rules live: one module per rule, named ``memNNN_<name>.py``, found automatically.
+
+:func:`rule_specs` reads the generated :mod:`memlint.rules.index` and imports no rule (nor
+libcst); :func:`all_rules` imports every rule module, for docs, fixes and the tests.
+"""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from functools import cache
+from typing import TYPE_CHECKING
 
-from memlint.rules.base import Rule
+if TYPE_CHECKING:
+    from memlint.rules.base import Rule
+    from memlint.rules.spec import RuleSpec
 
 
 @cache
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule class, ordered by code."""
+    from memlint.rules.base import Rule
+
     found: list[type[Rule]] = []
     for info in pkgutil.iter_modules(__path__):
         if not info.name.startswith("mem"):
@@ -26,6 +35,13 @@ def all_rules() -> tuple[type[Rule], ...]:
             ):
                 found.append(value)
     return tuple(sorted(found, key=lambda r: r.code))
+
+
+def rule_specs() -> tuple[RuleSpec, ...]:
+    """Every rule's spec, ordered by code, without importing the rules."""
+    from memlint.rules.index import RULES
+
+    return RULES
 
 
 def rules_by_code() -> dict[str, type[Rule]]:

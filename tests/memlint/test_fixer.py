@@ -13,6 +13,7 @@ import pytest
 from memlint.cli import main
 from memlint.diagnostics import FixSafety
 from memlint.engine import lint_source
+from memlint.filecheck import lint_bytes
 from memlint.fixer import (
     FileChangedError,
     fix_file,
@@ -25,7 +26,6 @@ from memlint.rules.base import Fix, Invalid, Rule
 from memlint.rules.mem014_load_without_map_location import LoadWithoutMapLocation
 from memlint.rules.mem015_deprecated_amp_api import DeprecatedAmpApi
 from memlint.rules.mem998_unused_noqa import UnusedNoqa, rewrite_comment
-from memlint.runner import lint_bytes
 
 INVALID = [
     pytest.param(rule, case, id=f"{rule.code}-invalid-{i}")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import memlint.runner
+import memlint.filecheck
 from tests.memlint.cli_support import run_cli, snapshot, write
 
 NESTING = 5000  # far past what libcst's native parser survives (it overflows the C stack)
@@ -45,14 +45,14 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     unreadable.chmod(0)
     if os.access(unreadable, os.R_OK):
         # Running as root: permissions do not block reads, so simulate the failing read.
-        real = memlint.runner.read_source
+        real = memlint.filecheck.read_source
 
         def refuse(path: str) -> bytes:
             if path.endswith("unreadable.py"):
                 raise PermissionError(13, "Permission denied", path)
             return real(path)
 
-        monkeypatch.setattr(memlint.runner, "read_source", refuse)
+        monkeypatch.setattr(memlint.filecheck, "read_source", refuse)
     yield root
     unreadable.chmod(0o644)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memlint.diagnostics import Diagnostic
-from memlint.runner import lint_bytes
+from memlint.filecheck import lint_bytes
 from memlint.suppression import SuppressionIndex, index_for, parse_suppressions
 from tests.memlint.cli_support import TEST_RULES, run_cli, write
 

@@ -1,0 +1,131 @@
+"""Check one file from its bytes: read, decode, prefilter, then the engine and noqa comments.
+
+This is the work a worker process does per file. It imports neither the configuration nor
+libcst up front: a file that no rule applies to costs a read, a hash and a byte scan, and
+the engine (with libcst) is imported only for a file that some rule may flag.
+"""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from memlint.cache import content_digest
+from memlint.diagnostics import ENGINE_CODES, Diagnostic
+from memlint.prefilter import applicable_rules
+from memlint.rules.spec import RuleSpec, as_specs
+from memlint.suppression import index_for
+
+if TYPE_CHECKING:
+    from memlint.rules.base import Rule
+
+IO_ERROR = ("MEM996", "io-error")
+PARSE_ERROR = ("MEM999", ENGINE_CODES["MEM999"])
+INTERNAL_ERROR = ("MEM997", ENGINE_CODES["MEM997"])
+
+
+@dataclass(frozen=True)
+class Task:
+    """One file to lint: where to read it, how to show it, which codes are off for it."""
+
+    path: str
+    display: str
+    ignored: frozenset[str] = frozenset()
+    # The content hash of the cached result, if any: an unchanged file needs no lint.
+    known_digest: str | None = None
+
+
+@dataclass
+class FileResult:
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    # Why the file was not linted (binary, ...), shown as a warning; None when it was.
+    skipped: str | None = None
+    digest: str | None = None
+    # True when the content matched known_digest, so the cached result still holds.
+    unchanged: bool = False
+
+
+def file_diagnostic(path: str, code_name: tuple[str, str], message: str,
+                    line: int = 1, column: int = 1) -> Diagnostic:
+    return Diagnostic(path=path, line=line, column=column, end_line=line, end_column=column,
+                      code=code_name[0], name=code_name[1], message=_one_line(message))
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def decode(source: bytes) -> str:
+    """Source text per PEP 263 (BOM, coding cookie, else UTF-8); raises on failure."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    return source.decode(encoding)
+
+
+def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule]],
+               ignored: frozenset[str] = frozenset(), *,
+               imports_ready: Callable[[], None] | None = None) -> FileResult:
+    """Everything memlint reports for one file's bytes, after suppression comments.
+
+    Rule classes, and libcst with them, are imported only when the prefilter lets a rule
+    through, so a file that no rule applies to costs a read and a byte scan.
+    """
+    if b"\0" in source:
+        return FileResult(display, skipped="binary file (contains NUL bytes)")
+    try:
+        text = decode(source)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        return FileResult(display, [file_diagnostic(display, PARSE_ERROR,
+                                                     f"cannot decode file: {reason}")])
+    active = applicable_rules(source, [s for s in as_specs(rules) if s.code not in ignored])
+    if not active:
+        return FileResult(display)
+    suppressions = index_for(text)
+    if suppressions.file_blanket:
+        return FileResult(display)
+    if imports_ready is not None:
+        imports_ready()  # a worker warming up in the background: let it finish importing
+    from memlint.engine import lint_source
+
+    found = lint_source(display, source, [spec.load() for spec in active])
+    kept = suppressions.apply(found, unsuppressible=ENGINE_CODES)
+    from memlint.rules.mem998_unused_noqa import resolve_unused
+
+    kept = resolve_unused(suppressions, kept)  # MEM998 needs to know which comments worked
+    return FileResult(display, [
+        d if "\n" not in d.message else Diagnostic(
+            d.path, d.line, d.column, d.end_line, d.end_column, d.code, d.name,
+            _one_line(d.message), d.fix, d.statement_line)
+        for d in kept
+    ])
+
+
+def read_source(path: str) -> bytes:
+    """The one place linted files are opened: read-only, whole file."""
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def lint_task(task: Task, rules: Sequence[RuleSpec], *,
+              imports_ready: Callable[[], None] | None = None) -> FileResult:
+    try:
+        source = read_source(task.path)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return FileResult(task.display, [file_diagnostic(task.display, IO_ERROR,
+                                                         f"cannot read file: {reason}")])
+    digest = content_digest(source)
+    if digest == task.known_digest:
+        return FileResult(task.display, digest=digest, unchanged=True)
+    try:
+        result = lint_bytes(task.display, source, rules, task.ignored,
+                            imports_ready=imports_ready)
+    except Exception as exc:  # one file's failure must not stop the run
+        result = FileResult(task.display, [file_diagnostic(
+            task.display, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")])
+    result.digest = digest
+    return result

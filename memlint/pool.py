@@ -1,0 +1,202 @@
+"""Worker processes, so that no single file can stop or crash the run.
+
+libcst's native parser can overflow the C stack on pathologically nested code and kill its
+process outright, which no ``except`` can catch. With each file handed to a worker one at a
+time, the parent knows exactly which file a dead worker was on, reports it as one diagnostic
+and starts a replacement; a worker stuck past ``--file-timeout`` is killed the same way.
+
+A pre-commit run on one file is mostly spent importing libcst (about 0.2 s). The command line
+therefore forks its first worker before anything else (:meth:`Pool.start`): the worker
+imports libcst while the parent imports the rest, reads the configuration and finds the files.
+This module imports nothing heavy, so that fork happens early.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import multiprocessing
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memlint.filecheck import FileResult, Task
+    from memlint.rules.spec import RuleSpec
+
+# Generous: the slowest real file seen (a 200k-element literal) parses in a few seconds.
+DEFAULT_FILE_TIMEOUT = 120.0
+
+
+def _warm_up() -> None:
+    """Import what linting a file needs, while the parent is busy with everything else."""
+    with contextlib.suppress(Exception):  # a real failure resurfaces, per file, later
+        import memlint.engine
+        from memlint.rules import rule_specs
+
+        for spec in rule_specs():
+            if spec.default_enabled:
+                spec.load()
+        del memlint
+
+
+def _serve(conn: Connection, warm: bool) -> None:
+    """A worker's loop: the rules first, then one task in, one result out, until None.
+
+    A warm worker imports libcst on a background thread, so that a file no rule applies to
+    is answered at once; a file that needs parsing waits for that thread to finish.
+    """
+    # Ctrl-C reaches the whole process group; the parent alone decides what to do.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A crash is reported by the parent as one line; no C-level traceback dump on stderr.
+    faulthandler.disable()
+    imports_ready = None
+    if warm:
+        thread = threading.Thread(target=_warm_up, name="memlint-warm-up", daemon=True)
+        thread.start()
+        imports_ready = thread.join
+    from memlint.filecheck import lint_task
+
+    try:
+        rules: Sequence[RuleSpec] = conn.recv()
+    except (EOFError, OSError):
+        return
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        conn.send(lint_task(task, rules, imports_ready=imports_ready))
+
+
+class _Worker:
+    def __init__(self, ctx: multiprocessing.context.BaseContext, warm: bool) -> None:
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, warm), daemon=True)  # type: ignore[attr-defined]
+        self.process.start()
+        child.close()
+        self.configured = False
+        self.task: Task | None = None
+        self.started = 0.0
+
+    def assign(self, task: Task, rules: Sequence[RuleSpec]) -> None:
+        if not self.configured:
+            self.conn.send(tuple(rules))
+            self.configured = True
+        self.task = task
+        self.started = time.monotonic()
+        self.conn.send(task)
+
+    def abandon(self, seconds: float, failed: Callable[[Task, str], FileResult]) -> FileResult:
+        """Kill a worker stuck on one file (libcst is superlinear on some inputs)."""
+        assert self.task is not None
+        task, self.task = self.task, None
+        self.process.kill()
+        self.process.join()
+        return failed(task, f"gave up after {seconds:g} s (--file-timeout); "
+                            "the file is too complex to parse")
+
+    def collect(self, failed: Callable[[Task, str], FileResult]) -> tuple[FileResult, bool]:
+        """The finished task's result, and whether this worker died producing it."""
+        assert self.task is not None
+        task, self.task = self.task, None
+        try:
+            if self.conn.poll():
+                result: FileResult = self.conn.recv()
+                return result, False
+        except (EOFError, OSError):
+            pass
+        self.process.join(timeout=5)
+        code = self.process.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return failed(task, f"the linter process crashed on this file ({how}); "
+                            "the code is probably nested too deeply for the parser"), True
+
+    def stop(self) -> None:
+        if not self.configured:  # still warming up, or idle: nothing to finish
+            self.process.kill()
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.process.join(timeout=1)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+class Pool:
+    """Worker processes for one command: started early, reused by every lint pass."""
+
+    def __init__(self, ctx: multiprocessing.context.BaseContext | None = None) -> None:
+        self.ctx = ctx or multiprocessing.get_context()
+        self.idle: list[_Worker] = []
+
+    @classmethod
+    def start(cls) -> Pool:
+        """A pool with one worker already importing libcst and the default rules."""
+        pool = cls()
+        pool.idle.append(_Worker(pool.ctx, warm=True))
+        return pool
+
+    def _take(self, count: int) -> list[_Worker]:
+        taken, self.idle = self.idle[:count], self.idle[count:]
+        return taken + [_Worker(self.ctx, warm=False) for _ in range(count - len(taken))]
+
+    def run(self, tasks: Sequence[Task], rules: Sequence[RuleSpec], jobs: int,
+            file_timeout: float | None,
+            failed: Callable[[Task, str], FileResult]) -> Iterator[FileResult]:
+        """Results in completion order; a worker that dies or hangs is replaced, and its
+        file reported through ``failed``. The workers are stopped when the pass ends."""
+        if not tasks:
+            return
+        queue = deque(tasks)
+        workers = self._take(max(1, min(jobs, len(tasks))))
+        try:
+            for worker in workers:
+                if queue:
+                    worker.assign(queue.popleft(), rules)
+            while True:
+                busy = [w for w in workers if w.task is not None]
+                if not busy:
+                    break
+                timeout = None
+                if file_timeout is not None:
+                    first_deadline = min(w.started for w in busy) + file_timeout
+                    timeout = max(0.0, first_deadline - time.monotonic())
+                ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
+                                 timeout=timeout))
+                now = time.monotonic()
+                for worker in busy:
+                    if worker.conn in ready or worker.process.sentinel in ready:
+                        result, died = worker.collect(failed)
+                    elif file_timeout is not None and now - worker.started >= file_timeout:
+                        result, died = worker.abandon(file_timeout, failed), True
+                    else:
+                        continue
+                    yield result
+                    if died:
+                        worker.stop()
+                        workers[workers.index(worker)] = worker = _Worker(self.ctx, False)
+                    if queue:
+                        worker.assign(queue.popleft(), rules)
+        finally:
+            for worker in workers:
+                worker.stop()
+
+    def close(self) -> None:
+        """Stop the workers no pass used (the warm one, when every file was cached)."""
+        for worker in self.idle:
+            worker.stop()
+        self.idle = []
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
