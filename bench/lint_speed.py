@@ -122,6 +122,8 @@ def memlint_command(*args: str) -> list[str]:
 def tool_commands(root: Path) -> dict[str, list[str]]:
     return {
         "memlint (cold, --no-cache)": memlint_command("--no-cache", "--exit-zero", str(root)),
+        "memlint, every rule on (--select ALL)": memlint_command(
+            "--no-cache", "--exit-zero", "--select", "ALL", str(root)),
         "TorchFix 0.7.0": [str(PEERS / "torchfix"), str(root)],
         "Fixit 2.2.1": [str(PEERS / "fixit"), "lint", str(root)],
     }
@@ -194,7 +196,7 @@ def speed_table(corpora: Sequence[Corpus], results: dict[str, list[Timing]]) -> 
         ours = next((t for t in timings if t.tool.startswith("memlint")), None)
         for t in timings:
             ratio = cpu_ratio = ""
-            if ours is not None and t is not ours and ours.runs:
+            if ours is not None and not t.tool.startswith("memlint") and ours.runs:
                 ratio = f"{'>' if t.timed_out else ''}{t.median / ours.median:.1f}x"
                 if not t.timed_out:
                     cpu_ratio = f"{t.cpu_median / ours.cpu_median:.1f}x"
@@ -236,17 +238,19 @@ def single_file(scratch: Path, repeat: int, memlint: list[str]) -> list[tuple[st
         shutil.copyfile(candidates[0], script)
         lines = script.read_bytes().count(b"\n")
         cases.append((script, f"training script `{script.name}` ({lines} lines)"))
+        cases.append((script, "the same, every rule on (`--select ALL`)"))
     plain = folder / "settings.py"
     plain.write_text('"""Settings."""\n\nBATCH_SIZE = 32\nNAME = "run"\n', encoding="utf-8")
     cases.append((plain, "file no rule applies to (4 lines)"))
     out = [(label, Timing("memlint --force-exclude FILE", label)) for _, label in cases]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for run in range(repeat):
-        for (path, _), (_, timing) in zip(cases, out, strict=True):
+        for (path, label), (_, timing) in zip(cases, out, strict=True):
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(f"# edit {run}\n")
-            elapsed, cpu, _code = timed([*memlint, "--force-exclude", path.name], folder, None,
-                                        env=env)
+            flags = ["--select", "ALL"] if "ALL" in label else []
+            elapsed, cpu, _code = timed([*memlint, "--force-exclude", *flags, path.name],
+                                        folder, None, env=env)
             timing.runs.append(elapsed)
             timing.cpu.append(cpu)
     return out
