@@ -27,7 +27,8 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('.eval(', '.train(False', '.train(mode=False', 'def eval', 'def _eval',
                   'def test(', 'def _test(', 'def predict', 'def _predict', 'def infer',
                   'def _infer', 'def run_eval', 'def run_infer', 'def run_predict', 'def do_eval',
-                  'def run_valid', 'def do_valid', 'def validate(', 'def validate_epoch',
+                  'def run_valid', 'def do_valid', 'def test_epoch', 'def test_one_epoch',
+                  'def test_loop', 'def _test_epoch', 'def validate(', 'def validate_epoch',
                   'def validate_one_epoch', 'def validate_loop', 'def validate_model',
                   'def validate_batch', 'def validation(', 'def validation_epoch',
                   'def validation_one_epoch', 'def validation_loop', 'def validation_model',
@@ -131,8 +132,9 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=(').cuda(', ').to('),
         requires=(),
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|tensor|linspace|logspace|rand\\w*'
-                         b'|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)\\s*\\.(?:cuda'
-                         b'|to)\\('),
+                         b'|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:f'
+                         b'loat|double|half|bfloat16|long|int|short|bool|byte|char|contiguous)\\'
+                         b'(\\))*\\s*\\.(?:cuda|to)\\('),
     ),
     RuleSpec(
         code='MEM011',

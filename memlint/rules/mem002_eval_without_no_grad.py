@@ -20,11 +20,15 @@ if TYPE_CHECKING:
     from memlint.context import FileContext
 
 # evaluate(), validate(), test(), predict(), infer*(), eval_epoch(), run_validation(), _evaluate().
-# `test_*` is left out on purpose: those are pytest tests, not evaluation code.
+# Of the `test_*` names only the loop-shaped ones (`test_epoch`, `test_one_epoch`, `test_loop`)
+# count, and not in a test module: elsewhere `test_*` functions are pytest tests.
 _EVAL_FUNCTION = re.compile(
     r"^_*(?:(?:run_|do_)?(?:eval|evaluate|evaluation|predict|inference)(?:_\w+)?|infer\w*|test"
+    r"|test_(?:one_)?epoch|test_loop"
     r"|(?:run_|do_)?(?:validate|validation|valid)(?:_(?:one_)?(?:epoch|loop|model|batch|step))?)$"
 )
+# The files pytest collects by default (test_*.py, *_test.py), and conftest.py.
+_TEST_MODULE = re.compile(r"(?:^|[/\\])(?:test_[^/\\]*|[^/\\]*_test\.py|conftest\.py)$")
 # Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
 _FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
 # Evaluation that needs input gradients: adversarial attacks, saliency and attribution maps.
@@ -93,7 +97,9 @@ class EvalWithoutNoGrad(Rule):
     decorator, in the function or in every same-file caller, or when the mode is decided at
     run time (``torch.set_grad_enabled(phase == "train")``). Lightning's ``validation_step``,
     ``test_step`` and ``predict_step`` already run under no-grad, and so does Hugging Face's
-    ``generate()``. ``pytest`` functions named ``test_*`` are not evaluation code.
+    ``generate()``. Functions named ``test_*`` are pytest tests, not evaluation code, except
+    the tutorial-style ``test_epoch``, ``test_one_epoch`` and ``test_loop`` in a file that
+    pytest would not collect (not ``test_*.py``, ``*_test.py`` or ``conftest.py``).
 
     ## Example
     ```python
@@ -126,6 +132,7 @@ class EvalWithoutNoGrad(Rule):
         ".eval(", ".train(False", ".train(mode=False", "def eval", "def _eval", "def test(",
         "def _test(", "def predict", "def _predict", "def infer", "def _infer", "def run_eval",
         "def run_infer", "def run_predict", "def do_eval", "def run_valid", "def do_valid",
+        "def test_epoch", "def test_one_epoch", "def test_loop", "def _test_epoch",
         *(
             f"def {under}{word}{suffix}"
             for under in ("", "_")
@@ -181,6 +188,13 @@ class EvalWithoutNoGrad(Rule):
         """),
         Valid("""
             import torch
+            def test_model(model, loader):  # pytest would collect it: not evaluation code
+                model.eval()
+                for x, y in loader:
+                    assert model(x).shape == y.shape
+        """),
+        Valid("""
+            import torch
             def finetune(model, loader, optimizer):
                 model.eval()  # keep batch-norm statistics frozen
                 for x, y in loader:
@@ -233,6 +247,18 @@ class EvalWithoutNoGrad(Rule):
                     val_loss = criterion(model(x), y)
             """,
             lines=(11,),
+        ),
+        Invalid(
+            """
+            import torch
+            def test_epoch(model, loader, criterion):
+                model.eval()
+                total = 0.0
+                for x, y in loader:
+                    total += criterion(model(x), y).item()
+                return total / len(loader)
+            """,
+            lines=(7,),
         ),
     )
 
@@ -300,8 +326,9 @@ class EvalWithoutNoGrad(Rule):
 
     def _is_test(self, function: cst.FunctionDef) -> bool:
         """A pytest/unittest test: small forwards there are checks, not evaluation runs."""
-        if function.name.value.startswith("test_"):
-            return True
+        name = function.name.value
+        if name.startswith("test_"):
+            return not _EVAL_FUNCTION.match(name) or bool(_TEST_MODULE.search(self.context.path))
         cls = self.context.analysis.tree.enclosing_class(function)
         return cls is not None and cls.name.value.startswith("Test")
 

@@ -23,6 +23,10 @@ RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
 _STAGING_KEYWORDS = frozenset({"out", "pin_memory", "generator", "device"})
 # `.to()` keywords that only matter for a copy and can be dropped with it.
 _COPY_ONLY_KEYWORDS = frozenset({"non_blocking"})
+# No-argument dtype casts between the factory and the move: `torch.tensor(x).float().cuda()`.
+# They are kept, and run on the device after the fix.
+_CASTS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short", "bool",
+                    "byte", "char", "contiguous"})
 _CUDA_LITERAL = re.compile(r"""^[rRbB]?(['"])(cuda|mps|xpu)(:\d+)?\1$""")
 
 
@@ -45,7 +49,8 @@ class FactoryThenMove(Rule):
     """
     ## What it does
     Flags a tensor factory whose result is immediately moved to an accelerator:
-    ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``.
+    ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
+    also with dtype casts in between: ``torch.tensor(values).float().to(device)``.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device and the host
@@ -75,8 +80,10 @@ class FactoryThenMove(Rule):
     ``.to(<device>)``. Unsafe for random factories (``rand``, ``randn``, ``randint``,
     ``randperm``, ``normal``): on the device they draw from the device's generator and produce
     different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
-    a non-leaf, the directly created one is a leaf. No fix is offered when the move also changes
-    the dtype or passes arguments the factory cannot take.
+    a non-leaf, the directly created one is a leaf. Casts between the factory and the move stay
+    where they are and run on the device; a cast gives the same values on either device. No
+    fix is offered when the move also changes the dtype or passes arguments the factory cannot
+    take.
     """
 
     code = "MEM010"
@@ -86,10 +93,12 @@ class FactoryThenMove(Rule):
         "`torch.{factory}` instead"
     )
     triggers = (").cuda(", ").to(")
-    # A factory call (parentheses nested up to two deep) directly followed by a move.
+    # A factory call (parentheses nested up to two deep), maybe dtype casts, then a move.
     trigger_pattern = (
         rb"(?:zeros|ones|full|empty|arange|eye|tensor|linspace|logspace|rand\w*|normal)"
-        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\s*\.(?:cuda|to)\("
+        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous)\(\))*"
+        rb"\s*\.(?:cuda|to)\("
     )
     fix_safety = FixSafety.SAFE
 
@@ -103,6 +112,8 @@ class FactoryThenMove(Rule):
             torch.zeros(n, out=buf).cuda()
             host = torch.ones(n).to("cpu")
             like = torch.zeros_like(x).cuda()
+            moved = torch.tensor(x).float().cpu().cuda()
+            typed = torch.zeros(n).type(torch.long).cuda()
         """),
     )
     invalid = (
@@ -113,14 +124,16 @@ class FactoryThenMove(Rule):
             pos = torch.arange(seq_len).to(device)
             ids = torch.tensor([1, 2, 3]).cuda(1)
             noise = torch.randn(b, d).to(device=self.device, non_blocking=True)
+            labels = torch.tensor(targets).long().to(device)
             """,
-            lines=(3, 4, 5, 6),
+            lines=(3, 4, 5, 6, 7),
             fixed="""
             import torch
             mask = torch.zeros(n, n, device="cuda")
             pos = torch.arange(seq_len, device=device)
             ids = torch.tensor([1, 2, 3], device="cuda:1")
             noise = torch.randn(b, d, device=self.device)
+            labels = torch.tensor(targets, device=device).long()
             """,
         ),
         Invalid(
@@ -137,6 +150,11 @@ class FactoryThenMove(Rule):
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             return
         factory = func.value
+        casts: list[cst.Call] = []  # outermost first
+        while (isinstance(factory, cst.Call) and not factory.args
+               and isinstance(factory.func, cst.Attribute) and factory.func.attr.value in _CASTS):
+            casts.append(factory)
+            factory = factory.func.value
         if not isinstance(factory, cst.Call):
             return
         qualified = self.context.analysis.imports.qualified_name(factory.func)
@@ -158,7 +176,10 @@ class FactoryThenMove(Rule):
         if fixable and device is not None:
             unsafe = short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
             safety = FixSafety.UNSAFE if unsafe else FixSafety.SAFE
-            fix = Fix(safety, {node: append_arg(factory, keyword_arg("device", device))})
+            built: cst.BaseExpression = append_arg(factory, keyword_arg("device", device))
+            for cast in reversed(casts):
+                built = cast.with_changes(func=cast.func.with_changes(value=built))
+            fix = Fix(safety, {node: built})
         self.report(node, self.message.format(factory=short), fix=fix)
 
     def _cuda_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:

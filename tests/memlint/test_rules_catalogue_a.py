@@ -307,3 +307,28 @@ def test_eval_outputs_in_a_loader_loop_without_eval_name_are_reported() -> None:
             return feats
     """
     assert [d.line for d in lint("MEM005", source)] == [5]
+
+
+# --- MEM002 eval-without-no-grad: `test_epoch` is evaluation code outside a test module ---
+
+TEST_EPOCH = """
+    import torch
+    def test_epoch(model, loader):
+        model.eval()
+        for x, y in loader:
+            print(model(x).argmax(-1).eq(y).sum().item())
+"""
+
+
+@pytest.mark.parametrize(("path", "flagged"), [
+    ("train.py", True),
+    ("src/mnist/engine.py", True),
+    ("tests/test_training.py", False),
+    ("test_training.py", False),
+    ("training_test.py", False),
+    ("pkg/tests/helpers.py", True),
+    ("conftest.py", False),
+])
+def test_test_epoch_counts_as_evaluation_only_outside_test_modules(path: str,
+                                                                    flagged: bool) -> None:
+    assert [d.line for d in lint("MEM002", TEST_EPOCH, path)] == ([6] if flagged else [])
