@@ -24,6 +24,17 @@ def parse(source: bytes) -> cst.Module:
     return cst.parse_module(source)
 
 
+def parse_or_report(path: str, source: bytes) -> cst.Module | Diagnostic:
+    """The parsed module, or the one MEM999 diagnostic that says why it does not parse."""
+    try:
+        return parse(source)
+    except cst.ParserSyntaxError as exc:
+        return file_diagnostic(path, PARSE_ERROR, f"cannot parse: {exc.message}",
+                               exc.raw_line, exc.raw_column + 1)
+    except (RecursionError, MemoryError, ValueError, UnicodeDecodeError, SyntaxError) as exc:
+        return file_diagnostic(path, PARSE_ERROR, f"cannot parse: {type(exc).__name__}: {exc}")
+
+
 def decoded_source(source: bytes, module: cst.Module) -> str:
     """The file's text, equal to ``module.code`` but without regenerating it from the tree.
 
@@ -89,13 +100,9 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]]) -> list[D
     active = applicable_rules(source, rules)
     if not active:
         return []
-    try:
-        module = parse(source)
-    except cst.ParserSyntaxError as exc:
-        return [file_diagnostic(path, PARSE_ERROR, f"cannot parse: {exc.message}",
-                                exc.raw_line, exc.raw_column + 1)]
-    except (RecursionError, MemoryError, ValueError, UnicodeDecodeError, SyntaxError) as exc:
-        return [file_diagnostic(path, PARSE_ERROR, f"cannot parse: {type(exc).__name__}: {exc}")]
+    module = parse_or_report(path, source)
+    if isinstance(module, Diagnostic):
+        return [module]
     context = FileContext(path=path, source=decoded_source(source, module), module=module)
     try:
         _, diagnostics = lint_module(context, active)

@@ -7,6 +7,7 @@ the engine (with libcst) is imported only for a file that some rule may flag.
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 from collections.abc import Callable, Sequence
@@ -71,19 +72,16 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
     """Everything memlint reports for one file's bytes, after suppression comments.
 
     Rule classes, and libcst with them, are imported only when the prefilter lets a rule
-    through, so a file that no rule applies to costs a read and a byte scan.
+    through, so a file that no rule applies to costs a read, a byte scan and a syntax check.
     """
     if b"\0" in source:
         return FileResult(display, skipped="binary file (contains NUL bytes)")
-    try:
-        text = decode(source)
-    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
-        return FileResult(display, [file_diagnostic(display, PARSE_ERROR,
-                                                     f"cannot decode file: {reason}")])
     active = applicable_rules(source, [s for s in as_specs(rules) if s.code not in ignored])
     if not active:
-        return FileResult(display)
+        return FileResult(display, syntax_errors(display, source, imports_ready))
+    text = _decode_or_report(display, source)
+    if isinstance(text, Diagnostic):
+        return FileResult(display, [text])
     suppressions = index_for(text)
     if suppressions.file_blanket:
         return FileResult(display)
@@ -102,6 +100,41 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
             _one_line(d.message), d.fix, d.statement_line)
         for d in kept
     ])
+
+
+def syntax_errors(display: str, source: bytes,
+                  imports_ready: Callable[[], None] | None = None) -> list[Diagnostic]:
+    """MEM999 for a file that no rule applies to, without paying for a libcst parse.
+
+    CPython's own parser checks the file (it decodes the bytes itself, per PEP 263), about
+    ten times faster than libcst builds a tree. Only when it refuses does libcst get the final
+    word, since it also accepts syntax newer than the running Python; its message is the one
+    a parsed file would get.
+    """
+    try:
+        compile(source, display, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        return []
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    text = _decode_or_report(display, source)
+    if isinstance(text, Diagnostic):
+        return [text]
+    if index_for(text).file_blanket:
+        return []
+    if imports_ready is not None:
+        imports_ready()
+    from memlint.engine import parse_or_report
+
+    parsed = parse_or_report(display, source)
+    return [parsed] if isinstance(parsed, Diagnostic) else []
+
+
+def _decode_or_report(display: str, source: bytes) -> str | Diagnostic:
+    try:
+        return decode(source)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        return file_diagnostic(display, PARSE_ERROR, f"cannot decode file: {reason}")
 
 
 def read_source(path: str) -> bytes:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import multiprocessing
 import signal
 import threading
@@ -54,6 +55,10 @@ def _serve(conn: Connection, warm: bool) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A crash is reported by the parent as one line; no C-level traceback dump on stderr.
     faulthandler.disable()
+    # libcst builds hundreds of thousands of short-lived nodes per file, and the default
+    # thresholds run a collection every 700 allocations: about 10% of a run's CPU on
+    # transformers. Rarer collections cost no memory there (peak RSS 105 MB either way).
+    gc.set_threshold(100_000, 50, 1000)
     imports_ready = None
     if warm:
         thread = threading.Thread(target=_warm_up, name="memlint-warm-up", daemon=True)

@@ -24,24 +24,12 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='EvalWithoutNoGrad',
         default_enabled=True,
         fix_safety=None,
-        triggers=('.eval(', '.train(False', '.train(mode=False', 'def eval', 'def _eval',
-                  'def test(', 'def _test(', 'def predict', 'def _predict', 'def infer',
-                  'def _infer', 'def run_eval', 'def run_infer', 'def run_predict', 'def do_eval',
-                  'def run_valid', 'def do_valid', 'def test_epoch', 'def test_one_epoch',
-                  'def test_loop', 'def _test_epoch', 'def validate(', 'def validate_epoch',
-                  'def validate_one_epoch', 'def validate_loop', 'def validate_model',
-                  'def validate_batch', 'def validation(', 'def validation_epoch',
-                  'def validation_one_epoch', 'def validation_loop', 'def validation_model',
-                  'def validation_batch', 'def valid(', 'def valid_epoch', 'def valid_one_epoch',
-                  'def valid_loop', 'def valid_model', 'def valid_batch', 'def _validate(',
-                  'def _validate_epoch', 'def _validate_one_epoch', 'def _validate_loop',
-                  'def _validate_model', 'def _validate_batch', 'def _validation(',
-                  'def _validation_epoch', 'def _validation_one_epoch', 'def _validation_loop',
-                  'def _validation_model', 'def _validation_batch', 'def _valid(',
-                  'def _valid_epoch', 'def _valid_one_epoch', 'def _valid_loop',
-                  'def _valid_model', 'def _valid_batch'),
+        triggers=(),
         requires=(),
-        trigger_pattern=None,
+        trigger_pattern=(b'\\.eval\\(|\\.train\\((?:mode=)?False|def _?(?:eval|test\\(|predict|i'
+                         b'nfer|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_'
+                         b')?epoch|test_loop|(?:validate|validation|valid)(?:\\(|_epoch|_one_epo'
+                         b'ch|_loop|_model|_batch))'),
     ),
     RuleSpec(
         code='MEM003',
@@ -74,9 +62,10 @@ RULES: tuple[RuleSpec, ...] = (
         fix_safety=None,
         triggers=('append(', 'extend(', '+=', ' for '),
         requires=(),
-        trigger_pattern=(b'\\.eval\\(|[Ll]oader|def validate(?:_(?:epoch|model|one_epoch|loop))?\\'
-                         b'(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predict|p'
-                         b'rediction|predictions|infer|inference|test|testing|score)(?:_\\w*)?\\('),
+        trigger_pattern=(b'\\.eval\\(|Loader|loader|def validate(?:_(?:epoch|model|one_epoch|loop'
+                         b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'
+                         b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
+                         b')?\\('),
     ),
     RuleSpec(
         code='MEM006',
@@ -178,7 +167,8 @@ RULES: tuple[RuleSpec, ...] = (
         fix_safety=FixSafety.UNSAFE,
         triggers=('torch.load', 'import load'),
         requires=(),
-        trigger_pattern=None,
+        trigger_pattern=(b'load\\((?:(?!map_location|\\*\\*)(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\(('
+                         b'?:[^()]|\\([^()]*\\))*\\))*\\))*\\)))*\\)'),
     ),
     RuleSpec(
         code='MEM015',
@@ -200,9 +190,10 @@ RULES: tuple[RuleSpec, ...] = (
         fix_safety=None,
         triggers=('cuda',),
         requires=(),
-        trigger_pattern=(b'\\.eval\\(|[Ll]oader|def validate(?:_(?:epoch|model|one_epoch|loop))?\\'
-                         b'(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predict|p'
-                         b'rediction|predictions|infer|inference|test|testing|score)(?:_\\w*)?\\('),
+        trigger_pattern=(b'\\.eval\\(|Loader|loader|def validate(?:_(?:epoch|model|one_epoch|loop'
+                         b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'
+                         b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
+                         b')?\\('),
     ),
     RuleSpec(
         code='MEM998',

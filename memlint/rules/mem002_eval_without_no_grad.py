@@ -128,17 +128,12 @@ class EvalWithoutNoGrad(Rule):
         "it); wrap it in `with torch.no_grad():` or decorate the function with "
         "`@torch.inference_mode()`"
     )
-    triggers = (
-        ".eval(", ".train(False", ".train(mode=False", "def eval", "def _eval", "def test(",
-        "def _test(", "def predict", "def _predict", "def infer", "def _infer", "def run_eval",
-        "def run_infer", "def run_predict", "def do_eval", "def run_valid", "def do_valid",
-        "def test_epoch", "def test_one_epoch", "def test_loop", "def _test_epoch",
-        *(
-            f"def {under}{word}{suffix}"
-            for under in ("", "_")
-            for word in ("validate", "validation", "valid")
-            for suffix in ("(", "_epoch", "_one_epoch", "_loop", "_model", "_batch")
-        ),
+    # `.eval()` / `.train(False)`, or a function named like evaluation code. One regular
+    # expression instead of fifty substrings: a third of the cost on a large tree.
+    trigger_pattern = (
+        rb"\.eval\(|\.train\((?:mode=)?False|def _?(?:eval|test\(|predict|infer"
+        rb"|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_)?epoch|test_loop"
+        rb"|(?:validate|validation|valid)(?:\(|_epoch|_one_epoch|_loop|_model|_batch))"
     )
 
     valid = (

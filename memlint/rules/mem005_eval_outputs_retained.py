@@ -58,7 +58,7 @@ class EvalOutputsRetained(EvalCollectionRule):
     # library code and rarely evaluate; such files are checked when they also meet one of
     # the other signals.
     trigger_pattern = (
-        rb"\.eval\(|[Ll]oader|def validate(?:_(?:epoch|model|one_epoch|loop))?\("
+        rb"\.eval\(|Loader|loader|def validate(?:_(?:epoch|model|one_epoch|loop))?\("
         rb"|def (?:\w*_)?(?i:eval|evaluate|evaluation|validation|val|predict|prediction"
         rb"|predictions|infer|inference|test|testing|score)(?:_\w*)?\("
     )

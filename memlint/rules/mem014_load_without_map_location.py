@@ -53,6 +53,13 @@ class LoadWithoutMapLocation(Rule):
     # `torch.load(...)` and `from torch import load` spell one of these; an aliased module
     # (`import torch as th; th.load(...)`) is left out to keep `json.load`-heavy files cheap.
     triggers = ("torch.load", "import load")
+    # And a `load(...)` call with neither `map_location` nor `**` among its top-level
+    # arguments (parentheses nested up to four deep), so files that always pass a location
+    # are not parsed for this rule.
+    trigger_pattern = (
+        rb"load\((?:(?!map_location|\*\*)(?:[^()]|"
+        rb"\((?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*\)))*\)"
+    )
     fix_safety = FixSafety.UNSAFE
     valid = (
         Valid(

@@ -121,3 +121,18 @@ def test_a_file_that_parses_too_slowly_is_abandoned(tmp_path: Path,
     assert run.lines[0] == ("slow.py:1:1: MEM997 gave up after 2 s (--file-timeout); "
                             "the file is too complex to parse")
     assert run.lines[1] == "z_good.py:1:1: MEM901 leak() called"
+
+
+def test_a_syntax_error_is_reported_even_where_no_rule_applies(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real rules skip files without trigger words; broken files are still MEM999."""
+    write(tmp_path, "broken.py", "def f(:\n    return\n")
+    write(tmp_path, "unterminated.py", "s = '''never closed\n")
+    # Newer than Python 3.11: CPython 3.11 refuses it, libcst (the final word) accepts it.
+    write(tmp_path, "newer_syntax.py", "type Vector = list[float]\ndef f[T](x: T) -> T: ...\n")
+    write(tmp_path, "switched_off.py", "# memlint: noqa\ndef f(:\n")
+    write(tmp_path, "fine.py", "BATCH = 32\n")
+    run = run_cli(capsys, tmp_path, "--no-cache", rules=None)
+    assert run.rc == 1
+    reported = [(line.split(":")[0], line.split()[1]) for line in run.lines[:-1]]
+    assert reported == [("broken.py", "MEM999"), ("unterminated.py", "MEM999")]
