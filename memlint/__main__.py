@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from memlint.cli import main
+from memlint.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -132,9 +133,10 @@ class ResultCache:
         }
         try:
             self._prepare_directory()
-            import tempfile  # only a run that changed something writes
-
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.file.parent)
+            # A name no other process uses, created exclusively (what tempfile.mkstemp does,
+            # without importing tempfile on a one-file pre-commit run's critical path).
+            tmp = str(self.file.parent / f".tmp-{os.getpid()}-{time.monotonic_ns()}.json")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
                     json.dump(payload, handle, separators=(",", ":"))
