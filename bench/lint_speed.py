@@ -243,6 +243,10 @@ def single_file(scratch: Path, repeat: int, memlint: list[str]) -> list[tuple[st
     plain.write_text('"""Settings."""\n\nBATCH_SIZE = 32\nNAME = "run"\n', encoding="utf-8")
     cases.append((plain, "file no rule applies to (4 lines)"))
     out = [(label, Timing("memlint --force-exclude FILE", label)) for _, label in cases]
+    # The floor: the same interpreter importing libcst and nothing else. memlint's own cost is
+    # the difference, which holds still when the machine's speed does not.
+    floor = Timing("python -c 'import libcst'", "floor: `import libcst` alone, same install")
+    python = str(Path(memlint[0]).with_name("python"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for run in range(repeat):
         for (path, label), (_, timing) in zip(cases, out, strict=True):
@@ -253,7 +257,10 @@ def single_file(scratch: Path, repeat: int, memlint: list[str]) -> list[tuple[st
                                         folder, None, env=env)
             timing.runs.append(elapsed)
             timing.cpu.append(cpu)
-    return out
+        elapsed, cpu, _code = timed([python, "-c", "import libcst"], folder, None, env=env)
+        floor.runs.append(elapsed)
+        floor.cpu.append(cpu)
+    return [*out, (floor.corpus, floor)]
 
 
 def warm_cache(corpus: Corpus, scratch: Path, repeat: int) -> tuple[Timing, Timing]:
