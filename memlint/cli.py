@@ -49,24 +49,23 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _positive_int(text: str) -> int:
+def _positive(text: str, *, whole: bool) -> float:
+    noun = "a positive integer" if whole else "a positive number"
     try:
-        value = int(text)
+        value = int(text) if whole else float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return int(_positive(text, whole=True))
 
 
 def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+    return _positive(text, whole=False)
 
 
 def check_parser() -> argparse.ArgumentParser:

@@ -83,34 +83,29 @@ def _parse_timeline_scope(source: str, text: str) -> bool:
     return value == "all"
 
 
-def _parse_positive(source: str, text: str) -> float:
+def _parse_number(source: str, text: str, *, whole: bool, zero_ok: bool) -> float:
+    """One parser for every numeric option, so they all word their errors alike."""
     try:
-        value = float(text)
+        value = int(text) if whole else float(text)
     except ValueError:
-        raise pytest.UsageError(f"{source} must be a number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise pytest.UsageError(f"{source} must be greater than zero, got {text!r}")
+        kind = "a whole number" if whole else "a number"
+        raise pytest.UsageError(f"{source} must be {kind}, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        bound = "zero or more" if zero_ok else "greater than zero"
+        raise pytest.UsageError(f"{source} must be {bound}, got {text!r}")
     return value
+
+
+def _parse_positive(source: str, text: str) -> float:
+    return _parse_number(source, text, whole=False, zero_ok=False)
 
 
 def _parse_non_negative(source: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise pytest.UsageError(f"{source} must be a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise pytest.UsageError(f"{source} must be zero or more, got {text!r}")
-    return value
+    return _parse_number(source, text, whole=False, zero_ok=True)
 
 
 def _parse_count(source: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise pytest.UsageError(f"{source} must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise pytest.UsageError(f"{source} must be zero or more, got {text!r}")
-    return value
+    return int(_parse_number(source, text, whole=True, zero_ok=True))
 
 
 def _parse_round(source: str, text: str) -> int:

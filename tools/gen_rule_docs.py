@@ -63,10 +63,10 @@ def render_index(specs: list[RuleSpec]) -> str:
 
 
 def stale() -> list[Path]:
-    out = [path for path, text in expected().items()
+    files = expected()
+    out = [path for path, text in files.items()
            if not path.exists() or path.read_text(encoding="utf-8") != text]
-    known = set(expected())
-    out += [p for p in DOCS.glob("*.md") if p not in known]
+    out += [p for p in DOCS.glob("*.md") if p not in files]
     return out
 
 
