@@ -6,10 +6,12 @@ the extra time per additional test, which leaves out fixed start-up costs (impor
 torch, the plugin's warm-up). Times are the child process's CPU time (user + system),
 which a busy machine disturbs far less than wall-clock time; wall time is shown too.
 
-    python bench/gpumem_overhead.py [--tests 500] [--rounds 3] [--timeline]
+    python bench/gpumem_overhead.py [--tests 500] [--rounds 3] [--timeline] [--backend cuda]
 
 ``--timeline`` adds ``--gpumem-timeline-dir``, which makes the CPU backend keep every
 test's allocation events (a passing test writes no file, so this times the event history).
+``--backend cuda`` runs the trivial tests' tensors on the GPU and measures them with the
+CUDA backend (allocation history on, as ``--gpumem`` records it).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,14 +38,14 @@ import torch
 @pytest.mark.gpu_mem(max_gb=0.5)
 @pytest.mark.parametrize("i", range({n}))
 def test_trivial(i):
-    assert float(torch.ones(8).sum()) == 8.0
+    assert float(torch.ones(8, device="{device}").sum()) == 8.0
 """
 
 
-def _suite(root: Path, n: int) -> Path:
+def _suite(root: Path, n: int, device: str) -> Path:
     directory = root / f"suite_{n}"
     directory.mkdir()
-    (directory / "test_trivial.py").write_text(TEST_TEMPLATE.format(n=n))
+    (directory / "test_trivial.py").write_text(TEST_TEMPLATE.format(n=n, device=device))
     return directory
 
 
@@ -51,11 +54,13 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run(directory: Path, gpumem: bool, timeline: bool = False) -> tuple[float, float]:
+def _run(
+    directory: Path, gpumem: bool, timeline: bool = False, backend: str = "cpu"
+) -> tuple[float, float]:
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
             *plugin_args(), "-W", "ignore::UserWarning"]
     if gpumem:
-        args += ["--gpumem", "--gpumem-backend=cpu"]
+        args += ["--gpumem", f"--gpumem-backend={backend}"]
         if timeline:
             args.append(f"--gpumem-timeline-dir={directory / 'timelines'}")
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
@@ -68,25 +73,24 @@ def _run(directory: Path, gpumem: bool, timeline: bool = False) -> tuple[float, 
     return cpu, wall
 
 
-def tracker_cost(n: int = 5000, timeline: bool = False) -> tuple[float, float]:
-    """In-process CPU seconds per trivial body, bare and inside the CPU backend's per-test
-    tracker lifecycle (start, body window, leak check, close): stable on a busy machine."""
+def tracker_cost(
+    n: int = 5000, timeline: bool = False, backend_name: str = "cpu"
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """In-process seconds per trivial body, bare and inside the backend's per-test tracker
+    lifecycle (start, body window, leak check, close), as (CPU, wall) pairs. CPU time is
+    stable on a busy machine; on CUDA, wall time also counts waiting for the GPU."""
     import torch
 
-    from pytest_gpumem.backends.cpu import CpuBackend
+    from pytest_gpumem.backends import make_backend
 
     torch.set_num_threads(1)
-    backend = CpuBackend(history=timeline)
+    backend = make_backend(backend_name, timeline=timeline)
+    device = torch.device(backend.device)
 
     def body() -> None:
-        float(torch.ones(8).sum())
+        float(torch.ones(8, device=device).sum())
 
-    start = time.process_time()
-    for _ in range(n):
-        body()
-    bare = (time.process_time() - start) / n
-    start = time.process_time()
-    for _ in range(n):
+    def lifecycle() -> None:
         tracker = backend.tracker()
         tracker.start()
         tracker.body_start()
@@ -94,7 +98,16 @@ def tracker_cost(n: int = 5000, timeline: bool = False) -> tuple[float, float]:
         tracker.body_end()
         tracker.finish()
         tracker.close()
-    return bare, (time.process_time() - start) / n
+
+    def per_call(fn: Callable[[], None]) -> tuple[float, float]:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.process_time() - cpu0) / n, (time.perf_counter() - wall0) / n
+
+    bare, tracked = per_call(body), per_call(lifecycle)
+    backend.shutdown()
+    return bare, tracked
 
 
 def main() -> None:
@@ -103,16 +116,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeline", action="store_true",
                         help="time --gpumem with the per-test event history kept")
+    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: the tests' tensors on the GPU, measured by the CUDA backend")
     opts = parser.parse_args()
     n = opts.tests
+    print(f"backend {opts.backend}")
     with tempfile.TemporaryDirectory() as tmp:
-        suites = {size: _suite(Path(tmp), size) for size in (n, 2 * n)}
+        suites = {size: _suite(Path(tmp), size, opts.backend) for size in (n, 2 * n)}
         best: dict[tuple[int, bool], float] = {}
         walls: dict[tuple[int, bool], float] = {}
         for _ in range(opts.rounds):
             for size, directory in suites.items():
                 for gpumem in (False, True):
-                    cpu, wall = _run(directory, gpumem, opts.timeline)
+                    cpu, wall = _run(directory, gpumem, opts.timeline, opts.backend)
                     key = (size, gpumem)
                     best[key] = min(best.get(key, cpu), cpu)
                     walls[key] = min(walls.get(key, wall), wall)
@@ -122,16 +138,20 @@ def main() -> None:
         off, on = best[(size, False)], best[(size, True)]
         print(f"{size:>6} {off:>12.2f} {on:>15.2f} {on / off:>6.2f}"
               f" {walls[(size, False)]:>13.2f} {walls[(size, True)]:>16.2f}")
-    plain_per_test = (best[(2 * n, False)] - best[(n, False)]) / n
-    gpumem_per_test = (best[(2 * n, True)] - best[(n, True)]) / n
-    fixed = best[(n, True)] - best[(n, False)] - n * (gpumem_per_test - plain_per_test)
-    print(f"per test: plain {plain_per_test * 1e3:.2f} ms, --gpumem {gpumem_per_test * 1e3:.2f} ms,"
-          f" overhead {(gpumem_per_test - plain_per_test) * 1e3:.2f} ms/test")
-    print(f"fixed start-up cost of --gpumem: {fixed:.2f} s (best of {opts.rounds} rounds)")
-    bare, tracked = tracker_cost(timeline=opts.timeline)
+    for label, times in (("cpu", best), ("wall", walls)):
+        plain_per_test = (times[(2 * n, False)] - times[(n, False)]) / n
+        gpumem_per_test = (times[(2 * n, True)] - times[(n, True)]) / n
+        fixed = times[(n, True)] - times[(n, False)] - n * (gpumem_per_test - plain_per_test)
+        print(f"per test ({label}): plain {plain_per_test * 1e3:.2f} ms, --gpumem "
+              f"{gpumem_per_test * 1e3:.2f} ms, overhead "
+              f"{(gpumem_per_test - plain_per_test) * 1e3:.2f} ms/test; fixed start-up cost "
+              f"of --gpumem {fixed:.2f} s (best of {opts.rounds} rounds)")
+    bare, tracked = tracker_cost(timeline=opts.timeline, backend_name=opts.backend)
     lifecycle = "with event history" if opts.timeline else "lifecycle"
-    print(f"in-process tracker {lifecycle}: body {bare * 1e3:.3f} ms,"
-          f" tracked {tracked * 1e3:.3f} ms, overhead {(tracked - bare) * 1e3:.3f} ms/test")
+    for i, label in enumerate(("cpu", "wall")):
+        print(f"in-process tracker {lifecycle} ({label}): body {bare[i] * 1e3:.3f} ms,"
+              f" tracked {tracked[i] * 1e3:.3f} ms, overhead "
+              f"{(tracked[i] - bare[i]) * 1e3:.3f} ms/test")
 
 
 if __name__ == "__main__":

@@ -213,8 +213,25 @@ def max_batch_size(
     if isinstance(backend, str):
         from pytest_gpumem.backends import make_backend
 
-        backend = make_backend(backend, round_bytes=round_bytes)
-    chosen = backend
+        # Its own backend records no allocation history: the search needs only peaks, and
+        # recording would go on slowing every allocation of the caller's process.
+        owned = make_backend(backend, round_bytes=round_bytes, record_history=False)
+        try:
+            return _search(step_fn, budget, low, high, owned, warmup, overshoot)
+        finally:
+            owned.shutdown()
+    return _search(step_fn, budget, low, high, backend, warmup, overshoot)
+
+
+def _search(
+    step_fn: Callable[[int], Any],
+    budget: int,
+    low: int,
+    high: int | None,
+    chosen: Backend,
+    warmup: bool,
+    overshoot: float,
+) -> BatchSizeResult:
 
     def measure(size: int) -> int | None:
         try:

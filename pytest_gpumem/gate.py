@@ -40,7 +40,7 @@ from pytest_gpumem.devices import (
     pick_device,
     worker_id,
 )
-from pytest_gpumem.nvml import NvmlUnavailable, NvmlView
+from pytest_gpumem.nvml import NvmlReading, NvmlUnavailable, NvmlView, outside_allocator
 from pytest_gpumem.options import read_settings
 from pytest_gpumem.report import memory_longrepr
 from pytest_gpumem.result import RECORD_KEY
@@ -183,6 +183,14 @@ def read_gate_settings(config: pytest.Config) -> GateSettings:
         nvml=_flag(raw["gpumem_nvml"], "gpumem_nvml") or nvml_budget is not None,
         nvml_budget_bytes=nvml_budget,
     )
+
+
+def _allocator_figures(device_index: int | None) -> tuple[int, int]:
+    """(reserved, allocated) bytes of torch's caching allocator on the measured device."""
+    import torch
+
+    index = torch.cuda.current_device() if device_index is None else device_index
+    return int(torch.cuda.memory_reserved(index)), int(torch.cuda.memory_allocated(index))
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -345,6 +353,15 @@ class Gate:
                 "scope": reading.scope,
                 "note": reading.note,
             }
+            explained = ""
+            if record.get("backend") == "cuda":
+                reserved, allocated = _allocator_figures(self.device_index)
+                explained = outside_allocator(reading, reserved, allocated)
+                record["nvml"].update(
+                    torch_reserved_bytes=reserved,
+                    torch_allocated_bytes=allocated,
+                    outside_allocator_bytes=reading.used_bytes - reserved,
+                )
             budget = self.settings.nvml_budget_bytes
             if budget is not None and reading.used_bytes > budget:
                 problems.append(
@@ -352,7 +369,8 @@ class Gate:
                         NVML_VIOLATION,
                         f"NVML {reading.scope} memory {format_bytes(reading.used_bytes)} is over "
                         f"the budget of {format_bytes(budget)} on {self.nvml.label}"
-                        + (f" ({reading.note})" if reading.note else ""),
+                        + (f" ({reading.note})" if reading.note else "")
+                        + (f"; {explained}" if explained else ""),
                     )
                 )
         peak = record.get("peak_bytes")
@@ -460,6 +478,19 @@ class Gate:
             {str(r["nvml"]["note"]) for r in self.records.values() if r.get("nvml", {}).get("note")}
         )
         lines.extend(f"NVML: {note}" for note in notes)
+        explained = [
+            r for r in self.records.values() if "torch_reserved_bytes" in r.get("nvml", {})
+        ]
+        if explained:
+            top = max(explained, key=lambda r: (int(r["nvml"]["used_bytes"]), str(r["nodeid"])))
+            nvml = top["nvml"]
+            reading = NvmlReading(int(nvml["used_bytes"]), int(nvml["total_bytes"]), nvml["scope"])
+            lines.append(
+                f"NVML, highest after {top['nodeid']} ({top.get('worker')}): "
+                + outside_allocator(
+                    reading, int(nvml["torch_reserved_bytes"]), int(nvml["torch_allocated_bytes"])
+                )
+            )
         placement = sorted(
             {(str(r.get("worker")), str(r.get("device"))) for r in self.records.values()}
         )

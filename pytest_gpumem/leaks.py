@@ -15,13 +15,27 @@ from __future__ import annotations
 
 import gc
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 
-def count_graph_holders(storage_keys: set[int]) -> int:
+def storage_identity(storage: Any) -> int:
+    return int(storage._cdata)
+
+
+def storage_address(storage: Any) -> int:
+    return int(storage.data_ptr())
+
+
+def count_graph_holders(
+    storage_keys: set[int], key_of: Callable[[Any], int] = storage_identity
+) -> int:
     """How many live tensors on the given storages still carry a ``grad_fn``.
 
     A kept ``loss`` or output with a ``grad_fn`` holds the whole forward graph and its saved
-    activations; that is the usual way a training loop leaks.
+    activations; that is the usual way a training loop leaks. Storages are named by
+    ``key_of``: their identity (CPU tracker) or their device address (CUDA allocator
+    history, which knows blocks by address).
     """
     import torch
 
@@ -29,7 +43,7 @@ def count_graph_holders(storage_keys: set[int]) -> int:
     for obj in gc.get_objects():
         if type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
             try:
-                key = obj.untyped_storage()._cdata
+                key = key_of(obj.untyped_storage())
             except (RuntimeError, NotImplementedError):
                 continue
             if key in storage_keys and obj.grad_fn is not None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
+from pytest_gpumem.units import format_bytes
+
 Scope = Literal["process", "device"]
 
 
@@ -128,3 +130,23 @@ class NvmlView:
                 reason = "NVML lists no compute processes (containers often hide them)"
         note = f"device-wide used memory, including other processes: {reason}"
         return NvmlReading(int(info.used), int(info.total), "device", note)
+
+
+def outside_allocator(reading: NvmlReading, reserved: int, allocated: int) -> str:
+    """One line on what the driver counts beyond torch's caching allocator.
+
+    NVML's figure is every byte the driver gave the process (or the device); the allocator
+    reserved part of it, and live tensors use part of that. The rest is not tensor memory:
+    the CUDA context (kernel images, per-thread stacks), library handles and workspaces that
+    bypass the allocator (cuDNN, NCCL), and other libraries in the process.
+    """
+    whose = "this process" if reading.scope == "process" else "the whole device"
+    outside = reading.used_bytes - reserved
+    return (
+        f"{whose} uses {format_bytes(reading.used_bytes)} by NVML; torch's caching allocator "
+        f"reserved {format_bytes(reserved)} of it ({format_bytes(allocated)} in live tensors, "
+        f"{format_bytes(reserved - allocated)} cached for reuse); the other "
+        f"{format_bytes(outside)} is outside the allocator: the CUDA context, library handles "
+        "and buffers that bypass it (cuDNN, NCCL), and other libraries"
+        + ("" if reading.scope == "process" else ", plus every other process on the device")
+    )

@@ -10,6 +10,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,8 @@ class GpumemHooks:
             # After an OOM the traceback keeps the test's frames alive: no leak verdict then.
             m.leak = leak if m.oom_message is None else None
             failed_memory = bool(m.judge())
+            if failed_memory and m.peak is not None and not m.peak.sites:
+                m.peak = replace(m.peak, sites=run.tracker.explain_peak())
             if failed_memory:
                 backend = self.state.backend
                 if backend is not None and backend.has_snapshots:

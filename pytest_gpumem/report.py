@@ -77,8 +77,11 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
     lines = [headline(m, with_test=False), f"measured by: {m.label}"]
     peak, leak = m.peak, m.leak
     if peak is not None:
+        workspaces = peak.context.get("cublas_workspace_bytes", 0)
+        of_which = (f" ({format_bytes(workspaces)} of it cuBLAS workspaces, set up before "
+                    "every test)" if workspaces else "")
         lines.append(f"peak above the {format_bytes(peak.baseline_bytes)} allocated when the "
-                     f"test body started: {format_bytes(peak.peak_bytes)}")
+                     f"test body started{of_which}: {format_bytes(peak.peak_bytes)}")
         if PEAK in m.violations or OOM in m.violations or verbosity >= 2:
             lines += _sites("largest allocations alive at the peak:", peak.sites, verbosity)
     if m.limits.repeat > 1 and m.live_after_runs:

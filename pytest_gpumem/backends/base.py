@@ -50,6 +50,21 @@ class LeakResult:
     graph_tensors: int = 0  # survivors that still hold a grad_fn, i.e. an autograd graph
 
 
+def aggregate(
+    entries: list[tuple[tuple[Frame, ...], int, int]], limit: int | None = None
+) -> tuple[Site, ...]:
+    """Sum (bytes, storages) per call stack, largest first."""
+    sums: dict[tuple[Frame, ...], list[int]] = {}
+    for site, nbytes, count in entries:
+        acc = sums.setdefault(site, [0, 0])
+        acc[0] += nbytes
+        acc[1] += count
+    ranked = sorted(sums.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    if limit is not None:
+        ranked = ranked[:limit]
+    return tuple(Site(frames=s, nbytes=b, count=c) for s, (b, c) in ranked)
+
+
 class TestTracker(ABC):
     """Follows one test from before its setup to after its teardown.
 
@@ -85,6 +100,12 @@ class TestTracker(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def explain_peak(self) -> tuple[Site, ...]:
+        """The allocation sites alive at the body's peak, for a backend that works them out
+        only when a test fails (reading them costs more than measuring); ``()`` when it
+        cannot tell."""
+        return ()
 
     def timeline(self) -> Timeline | None:
         """Allocated (and reserved) memory over the test so far, for the HTML timeline;

@@ -28,8 +28,8 @@ from pytest_gpumem.backends.base import (
     Frame,
     LeakResult,
     PeakResult,
-    Site,
     TestTracker,
+    aggregate,
 )
 from pytest_gpumem.backends.frames import FrameFilter
 from pytest_gpumem.leaks import count_graph_holders
@@ -64,21 +64,6 @@ def _storage(t: torch.Tensor) -> Any:
         return t.untyped_storage()
     except (RuntimeError, NotImplementedError):  # sparse and other storage-less layouts
         return None
-
-
-def aggregate(
-    entries: list[tuple[tuple[Frame, ...], int, int]], limit: int | None = None
-) -> tuple[Site, ...]:
-    """Sum (bytes, storages) per call stack, largest first."""
-    sums: dict[tuple[Frame, ...], list[int]] = {}
-    for site, nbytes, count in entries:
-        acc = sums.setdefault(site, [0, 0])
-        acc[0] += nbytes
-        acc[1] += count
-    ranked = sorted(sums.items(), key=lambda kv: (-kv[1][0], kv[0]))
-    if limit is not None:
-        ranked = ranked[:limit]
-    return tuple(Site(frames=s, nbytes=b, count=c) for s, (b, c) in ranked)
 
 
 class EventHistory:

@@ -9,11 +9,15 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from collections.abc import Iterable
 from types import CodeType, FrameType
 
 from pytest_gpumem.backends.base import Frame
 
 USER, LIBRARY, STOP = 0, 1, 2
+# torch.compile's generated kernels live in its cache (/tmp/torchinductor_<user>/ by
+# default): torch's code, though outside torch's folder.
+_GENERATED = os.sep + "torchinductor_"
 
 
 def _package_dir(name: str) -> str | None:
@@ -42,12 +46,13 @@ class FrameFilter:
         self._site = tuple({paths["purelib"] + os.sep, paths["platlib"] + os.sep})
         self._stdlib = tuple({paths["stdlib"] + os.sep, paths["platstdlib"] + os.sep})
         self._kinds: dict[CodeType, int] = {}
+        self._files: dict[str, int] = {}
 
     def _classify(self, filename: str) -> int:
         if filename.startswith("<"):
             return LIBRARY  # <frozen importlib...>, <string>
         path = os.path.abspath(filename)
-        if path.startswith(self._library):
+        if path.startswith(self._library) or _GENERATED in path:
             return LIBRARY
         if path.startswith(self._stop):
             return STOP
@@ -73,4 +78,21 @@ class FrameFilter:
                 if len(out) >= depth:
                     break
             frame = frame.f_back
+        return tuple(out)
+
+    def user_records(self, records: Iterable[Frame], depth: int) -> tuple[Frame, ...]:
+        """The same choice over recorded frames, innermost first: the CUDA allocator's
+        history keeps ``(filename, line, function)`` per allocation, not live frames."""
+        out: list[Frame] = []
+        files = self._files
+        for record in records:
+            kind = files.get(record[0])
+            if kind is None:
+                kind = files[record[0]] = self._classify(record[0])
+            if kind == STOP:
+                break
+            if kind == USER:
+                out.append(record)
+                if len(out) >= depth:
+                    break
         return tuple(out)

@@ -30,6 +30,16 @@ with contextlib.suppress(ImportError):
 gc.freeze()
 
 RunGpumem = Callable[..., pytest.RunResult]
+
+
+@pytest.fixture(autouse=True)
+def cpu_only_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These sessions are the plugin as a CPU-only CI runner sees it (``auto`` picks the CPU
+    backend); on a GPU machine they would measure CUDA instead of the CPU tensors they make.
+    The CUDA backend has its own tests in tests/gpu."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 __all__ = ["RunGpumem", "plugin_args"]
 
 

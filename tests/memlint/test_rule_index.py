@@ -6,6 +6,7 @@ change makes the parent import a rule, libcst comes with it and a one-file run s
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,12 @@ from memlint.rules import all_rules, rule_specs
 from memlint.rules.spec import RuleSpec
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _inherited_path() -> list[str]:
+    """Where this run found its dependencies through PYTHONPATH (libcst for the workers),
+    when they are not installed in the interpreter itself."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 TRAINING = textwrap.dedent("""\
     import torch
@@ -62,8 +69,9 @@ def _modules_after_cli(tmp_path: Path, name: str, text: str) -> tuple[int, str, 
               else "NO-LIBCST")
         raise SystemExit(code)
     """)
+    path = os.pathsep.join([str(REPO), *_inherited_path()])
     run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120, env={"PYTHONPATH": str(REPO), "PATH": ""})
+                         text=True, timeout=120, env={"PYTHONPATH": path, "PATH": ""})
     return run.returncode, run.stdout, run.stderr
 
 
