@@ -137,3 +137,39 @@ def test_nvml_explanation_splits_the_driver_figure() -> None:
     device = outside_allocator(NvmlReading(5 * GiB, 80 * GiB, "device"), 2 * GiB, GiB)
     assert device.startswith("the whole device uses 5.00 GiB")
     assert device.endswith("plus every other process on the device")
+
+
+class FakeCounters:
+    """Allocated bytes of a pretend device whose workspaces the fakes below create and free."""
+
+    def __init__(self) -> None:
+        self.tensors = 0
+        self.workspaces = 0
+        self.device = None
+        self.warm_ups = 0
+
+    def allocated(self) -> int:
+        return self.tensors + self.workspaces
+
+
+def test_workspaces_are_set_up_once_while_nothing_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_gpumem.backends import cuda
+
+    device = FakeCounters()
+
+    def warm(_: object) -> None:
+        device.workspaces, device.warm_ups = 66 * MiB, device.warm_ups + 1
+
+    monkeypatch.setattr(cuda, "_clear_cublas_workspaces", lambda: setattr(device, "workspaces", 0))
+    monkeypatch.setattr(cuda, "warm_cublas_workspaces", warm)
+    workspaces = cuda.Workspaces(device)  # type: ignore[arg-type]
+    device.tensors = 10 * MiB
+    assert workspaces.prepare() == 10 * MiB  # without workspaces...
+    assert (workspaces.nbytes, device.warm_ups) == (66 * MiB, 1)  # ...which now exist
+    workspaces.settle(device.allocated())  # a test ended with nothing left behind
+    assert workspaces.prepare() == 10 * MiB and device.warm_ups == 1  # no second set-up
+    device.tensors += MiB  # something ran between tests
+    assert workspaces.prepare() == 11 * MiB and device.warm_ups == 2
+    assert workspaces.release() == 11 * MiB and workspaces.nbytes == 0
