@@ -15,17 +15,10 @@ if any is on, otherwise "unknown"; a function nobody in the file calls runs with
 
 from __future__ import annotations
 
-from typing import Literal
-
 import libcst as cst
 
 from memlint.analysis.tree import TreeIndex
-
-GradMode = Literal["off", "on", "unknown"]
-
-NO_GRAD_NAMES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
-ENABLE_GRAD_NAMES = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})
-SET_GRAD_NAMES = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+from memlint.vocabulary import GradMode, grad_switch
 
 
 def _bool_literal(expr: cst.BaseExpression) -> bool | None:
@@ -47,21 +40,9 @@ class GradModeAnalysis:
         name = self.tree.imports.qualified_name(target)
         if name is None:
             return None
-        if name in NO_GRAD_NAMES:
-            if name == "torch.inference_mode" and call is not None and call.args:
-                flag = _bool_literal(call.args[0].value)
-                return "unknown" if flag is None else ("off" if flag else None)
-            return "off"
-        if name in ENABLE_GRAD_NAMES:
-            return "on"
-        if name in SET_GRAD_NAMES:
-            if call is None or not call.args:
-                return None
-            flag = _bool_literal(call.args[0].value)
-            if flag is None:
-                return "unknown"
-            return "on" if flag else "off"
-        return None
+        has_args = call is not None and bool(call.args)
+        flag = _bool_literal(call.args[0].value) if call is not None and call.args else None
+        return grad_switch(name, call is not None, has_args, flag)
 
     def _disables_grad(self, expr: cst.BaseExpression) -> bool:
         return self.switch_mode(expr) == "off"

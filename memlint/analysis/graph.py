@@ -36,27 +36,12 @@ from memlint.analysis.calls import (
 from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import TreeIndex
+from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
 
 Tri = bool | None
 Scope = cst.FunctionDef | cst.Module
 BindingKind = Literal["assign", "aug", "iter", "param", "unknown"]
 
-# Methods whose result has no autograd history (host values, integer/boolean tensors, detached).
-DETACHING_METHODS = frozenset({
-    "item", "detach", "detach_", "tolist", "numpy", "asnumpy", "size", "dim", "numel", "argmax",
-    "argmin",
-    "long", "int", "bool", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
-    "all", "any", "nonzero", "data_ptr", "element_size", "get_device", "__float__",
-    "state_dict", "keys", "append", "extend", "insert", "zero_grad",
-})
-# Attributes that never carry the value's graph.
-DETACHED_ATTRIBUTES = frozenset({
-    "data", "grad", "shape", "device", "dtype", "requires_grad", "is_cuda", "ndim", "grad_fn",
-})
-HOST_BUILTINS = frozenset({
-    "float", "int", "bool", "str", "len", "round", "repr", "format", "print", "isinstance",
-    "hasattr", "range", "enumerate", "id", "type",
-})
 PASS_THROUGH_BUILTINS = frozenset({"sum", "max", "min", "abs", "list", "tuple", "sorted"})
 # torch functions that build fresh leaf tensors: no history whatever their arguments are.
 TORCH_FACTORIES = frozenset({
