@@ -21,6 +21,8 @@ RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
 # `out=` writes into an existing tensor, `pin_memory=True` and `generator=` (a CPU generator)
 # mark deliberate host staging, `device=` is an explicit choice: leave those alone.
 _STAGING_KEYWORDS = frozenset({"out", "pin_memory", "generator", "device"})
+# Every factory above takes its options keyword-only, so `*shape` only ever holds sizes or
+# data: the call is still reported, and `device=` goes after the starred argument.
 # `.to()` keywords that only matter for a copy and can be dropped with it.
 _COPY_ONLY_KEYWORDS = frozenset({"non_blocking"})
 # No-argument dtype casts between the factory and the move: `torch.tensor(x).float().cuda()`.
@@ -50,7 +52,8 @@ class FactoryThenMove(Rule):
     ## What it does
     Flags a tensor factory whose result is immediately moved to an accelerator:
     ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
-    also with dtype casts in between: ``torch.tensor(values).float().to(device)``.
+    also with dtype casts in between: ``torch.tensor(values).float().to(device)``, and with
+    starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device and the host
@@ -70,9 +73,10 @@ class FactoryThenMove(Rule):
     mask = torch.zeros(n, n, device="cuda")
     positions = torch.arange(seq_len, device=device)
     ```
-    ``.to(dtype)`` and ``.to(other_tensor)`` are not reported, nor are factories given ``out=``,
-    ``device=``, ``pin_memory=`` or a ``generator=``. ``*_like`` factories are not reported
-    either: they inherit the device of their argument, which is often already the target.
+    ``.to(dtype)``, ``.to(other_tensor)`` and ``.to(*args)`` are not reported, nor are factories
+    given ``out=``, ``device=``, ``pin_memory=`` or a ``generator=``, nor factories given
+    ``**kwargs`` (which may hold any of those). ``*_like`` factories are not reported either:
+    they inherit the device of their argument, which is often already the target.
 
     ## Fix safety
     Safe for deterministic factories (``zeros``, ``ones``, ``full``, ``empty``, ``arange``,
@@ -81,9 +85,11 @@ class FactoryThenMove(Rule):
     ``randperm``, ``normal``): on the device they draw from the device's generator and produce
     different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
     a non-leaf, the directly created one is a leaf. Casts between the factory and the move stay
-    where they are and run on the device; a cast gives the same values on either device. No
-    fix is offered when the move also changes the dtype or passes arguments the factory cannot
-    take.
+    where they are and run on the device; a cast gives the same values on either device. A
+    starred size argument is kept as it is and ``device=`` is added after it
+    (``torch.zeros(*shape, device=device)``): the factories take every option keyword-only, so
+    ``*shape`` cannot already carry a device. No fix is offered when the move also changes the
+    dtype or passes arguments the factory cannot take.
     """
 
     code = "MEM010"
@@ -114,6 +120,9 @@ class FactoryThenMove(Rule):
             like = torch.zeros_like(x).cuda()
             moved = torch.tensor(x).float().cpu().cuda()
             typed = torch.zeros(n).type(torch.long).cuda()
+            opts = torch.zeros(*shape, **factory_kwargs).cuda()
+            pinned = torch.empty(*shape, pin_memory=True).to(device, non_blocking=True)
+            cast = torch.zeros(*shape).to(*dtype_args)
         """),
     )
     invalid = (
@@ -143,6 +152,23 @@ class FactoryThenMove(Rule):
             """,
             lines=(3,),
         ),
+        Invalid(
+            """
+            import torch
+            buf = torch.zeros(*shape).to(device)
+            noise = torch.randn(*x.shape).cuda()
+            grid = torch.ones(batch, *spatial, dtype=torch.bool).to(x.device, non_blocking=True)
+            ids = torch.tensor(*rows).long().cuda(0)
+            """,
+            lines=(3, 4, 5, 6),
+            fixed="""
+            import torch
+            buf = torch.zeros(*shape, device=device)
+            noise = torch.randn(*x.shape, device="cuda")
+            grid = torch.ones(batch, *spatial, dtype=torch.bool, device=x.device)
+            ids = torch.tensor(*rows, device="cuda:0").long()
+            """,
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -166,8 +192,8 @@ class FactoryThenMove(Rule):
         if any(a.keyword is not None and a.keyword.value in _STAGING_KEYWORDS
                for a in factory.args):
             return
-        if has_star_args(factory):
-            return
+        if any(a.star == "**" for a in factory.args):
+            return  # `**kwargs` may hold `device=`, `out=` or `pin_memory=`
         target = self._cuda_target(node) if func.attr.value == "cuda" else self._to_target(node)
         if target is None:
             return
