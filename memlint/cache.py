@@ -23,7 +23,7 @@ import memlint
 from memlint.diagnostics import Diagnostic
 
 CACHE_DIR_NAME = ".memlint_cache"
-FORMAT = 1
+FORMAT = 2
 
 
 def content_digest(source: bytes) -> str:
@@ -38,18 +38,25 @@ class Entry:
     digest: str
     diagnostics: tuple[Diagnostic, ...]
     skipped: str | None = None
+    # The rules whose prefilter passed (None: none did), and the fingerprint of the project
+    # facts the file was linted with: when another file changes those facts, it is linted again.
+    active: tuple[str, ...] | None = None
+    view: str | None = None
 
     def to_json(self) -> list[Any]:
         return [self.mtime_ns, self.size, self.digest, self.skipped,
-                [d.to_json() for d in self.diagnostics]]
+                [d.to_json() for d in self.diagnostics],
+                None if self.active is None else list(self.active), self.view]
 
     @classmethod
     def from_json(cls, data: Any) -> Entry | None:
         try:
-            mtime_ns, size, digest, skipped, diags = data
+            mtime_ns, size, digest, skipped, diags, active, view = data
             entry = cls(int(mtime_ns), int(size), str(digest),
                         tuple(Diagnostic.from_json(d) for d in diags),
-                        None if skipped is None else str(skipped))
+                        None if skipped is None else str(skipped),
+                        None if active is None else tuple(str(a) for a in active),
+                        None if view is None else str(view))
         except (TypeError, ValueError, KeyError, AttributeError):
             return None
         return entry
@@ -89,6 +96,8 @@ class ResultCache:
         self.directory = directory
         self.file = directory / memlint.__version__ / f"{key}.json"
         self.entries: dict[str, Entry] = {}
+        # The state of every file the last run's project model read (see memlint.runner).
+        self.project: str | None = None
         self.dirty = False
         self._load()
 
@@ -102,6 +111,8 @@ class ResultCache:
         files = data.get("files")
         if not isinstance(files, dict):
             return
+        project = data.get("project")
+        self.project = project if isinstance(project, str) else None
         for path, raw in files.items():
             entry = Entry.from_json(raw)
             if entry is not None:
@@ -129,35 +140,39 @@ class ResultCache:
             return None
         payload = {
             "format": FORMAT,
+            "project": self.project,
             "files": {path: entry.to_json() for path, entry in sorted(self.entries.items())},
         }
         try:
-            self._prepare_directory()
-            # A name no other process uses, created exclusively (what tempfile.mkstemp does,
-            # without importing tempfile on a one-file pre-commit run's critical path).
-            tmp = str(self.file.parent / f".tmp-{os.getpid()}-{time.monotonic_ns()}.json")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(payload, handle, separators=(",", ":"))
-                os.replace(tmp, self.file)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_json(self.directory, self.file, payload)
         except OSError as exc:
             return f"cannot write cache in {self.directory}: {exc.strerror or exc}"
         self.dirty = False
         return None
 
-    def _prepare_directory(self) -> None:
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        # Keep the cache out of git and out of backups, as other tools' caches do.
-        for name, text in ((".gitignore", "# Created by memlint.\n*\n"),
-                           ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n")):
-            marker = self.directory / name
-            if not marker.exists():
-                marker.write_text(text, encoding="utf-8")
+
+def write_json(directory: Path, file: Path, payload: Any) -> None:
+    """Write ``payload`` to ``file`` inside the cache ``directory`` atomically (a temporary
+    file, then a rename), marking the directory as a cache first."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    # Keep the cache out of git and out of backups, as other tools' caches do.
+    for name, text in ((".gitignore", "# Created by memlint.\n*\n"),
+                       ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n")):
+        marker = directory / name
+        if not marker.exists():
+            marker.write_text(text, encoding="utf-8")
+    # A name no other process uses, created exclusively (what tempfile.mkstemp does,
+    # without importing tempfile on a one-file pre-commit run's critical path).
+    tmp = str(file.parent / f".tmp-{os.getpid()}-{time.monotonic_ns()}.json")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, separators=(",", ":"))
+        os.replace(tmp, file)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def prune_missing(cache: ResultCache, keep: Iterable[str]) -> None:

@@ -238,8 +238,13 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         directory = args.cache_dir or (Path(env) if env else settings.root / CACHE_DIR_NAME)
         ids = [r.ident for r in known if r.code in settings.enabled]
         cache = ResultCache(Path(directory).absolute(), cache_key(settings.fingerprint(), ids))
+    from memlint.project.layout import package_files
+
+    # The sibling modules of files named one by one (pre-commit), for the project model.
+    context = package_files(found.files, [p for p in args.paths if p.is_dir()])
     result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
-                        cache=cache, file_timeout=args.file_timeout, pool=pool)
+                        cache=cache, file_timeout=args.file_timeout, pool=pool,
+                        context=context)
     if args.fix or args.diff:
         from memlint.fixer import apply_fixes
 
@@ -257,7 +262,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
                 print(f"memlint: fixed {fixed.applied} problem(s) in {len(fixed.changed)} "
                       "file(s)", file=sys.stderr)
             result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
-                                cache=cache, file_timeout=args.file_timeout)
+                                cache=cache, file_timeout=args.file_timeout,
+                                context=context)
     for file in result.files:
         if file.skipped:
             _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)

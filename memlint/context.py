@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from memlint.analysis import ModuleAnalysis
+
+if TYPE_CHECKING:
+    from memlint.project.view import ModuleView
 
 
 @dataclass
@@ -15,7 +19,9 @@ class FileContext:
     path: str
     source: str
     module: cst.Module
+    # Facts from the rest of the project (None: the file is judged on its own).
+    project: ModuleView | None = None
 
     @cached_property
     def analysis(self) -> ModuleAnalysis:
-        return ModuleAnalysis(self.module)
+        return ModuleAnalysis(self.module, self.project)

@@ -7,6 +7,7 @@ file) pays for parsing and one walk, never for PositionProvider.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -17,6 +18,9 @@ from memlint.dispatch import visit_batched
 from memlint.filecheck import INTERNAL_ERROR, PARSE_ERROR, file_diagnostic
 from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Rule
+
+if TYPE_CHECKING:
+    from memlint.project.view import ModuleView
 
 
 def parse(source: bytes) -> cst.Module:
@@ -91,19 +95,26 @@ def lint_module(
     return findings, position_findings(context, findings)
 
 
-def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]]) -> list[Diagnostic]:
+def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
+                project: ModuleView | None = None, *,
+                prefiltered: bool = False) -> list[Diagnostic]:
     """All diagnostics for one file, before suppression comments are applied.
+
+    ``project``: what the project model knows that this module needs (facts from other
+    files); without it the file is judged on its own. ``prefiltered``: the caller already
+    chose the rules that apply.
 
     Never raises for a problem in the file: a syntax error becomes MEM999 and an unexpected
     failure inside a rule becomes MEM997, so one bad file cannot stop a run.
     """
-    active = applicable_rules(source, rules)
+    active = list(rules) if prefiltered else applicable_rules(source, rules)
     if not active:
         return []
     module = parse_or_report(path, source)
     if isinstance(module, Diagnostic):
         return [module]
-    context = FileContext(path=path, source=decoded_source(source, module), module=module)
+    context = FileContext(path=path, source=decoded_source(source, module), module=module,
+                          project=project)
     try:
         _, diagnostics = lint_module(context, active)
     except RecursionError:

@@ -12,7 +12,7 @@ import io
 import tokenize
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from memlint.cache import content_digest
 from memlint.diagnostics import ENGINE_CODES, Diagnostic
@@ -21,6 +21,8 @@ from memlint.rules.spec import RuleSpec, as_specs
 from memlint.suppression import index_for
 
 if TYPE_CHECKING:
+    from memlint.project.summary import ModuleSummary
+    from memlint.project.view import ModuleView
     from memlint.rules.base import Rule
 
 IO_ERROR = ("MEM996", "io-error")
@@ -37,6 +39,16 @@ class Task:
     ignored: frozenset[str] = frozenset()
     # The content hash of the cached result, if any: an unchanged file needs no lint.
     known_digest: str | None = None
+    # "scan": the first pass of a run. A file no rule applies to is finished there; for the
+    # others it reports which rules apply and, for the project model, the module's summary.
+    # "lint": the second pass, with what the project knows that this module needs.
+    phase: Literal["scan", "lint"] = "lint"
+    view: ModuleView | None = None
+    # The content hash whose summary the parent already holds: not summarised again.
+    summary_digest: str | None = None
+    # The rules to run, as the scan found them (and the project model added): the lint pass
+    # does not filter again.
+    active: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -48,6 +60,10 @@ class FileResult:
     digest: str | None = None
     # True when the content matched known_digest, so the cached result still holds.
     unchanged: bool = False
+    # After a scan: the rules whose prefilter passed (None: the scan finished the file),
+    # and the module summary when the project model may need one.
+    active: tuple[str, ...] | None = None
+    summary: ModuleSummary | None = None
 
 
 def file_diagnostic(path: str, code_name: tuple[str, str], message: str,
@@ -68,7 +84,9 @@ def decode(source: bytes) -> str:
 
 def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule]],
                ignored: frozenset[str] = frozenset(), *,
-               imports_ready: Callable[[], None] | None = None) -> FileResult:
+               imports_ready: Callable[[], None] | None = None,
+               view: ModuleView | None = None,
+               active_codes: tuple[str, ...] | None = None) -> FileResult:
     """Everything memlint reports for one file's bytes, after suppression comments.
 
     Rule classes, and libcst with them, are imported only when the prefilter lets a rule
@@ -76,7 +94,9 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
     """
     if b"\0" in source:
         return FileResult(display, skipped="binary file (contains NUL bytes)")
-    active = applicable_rules(source, [s for s in as_specs(rules) if s.code not in ignored])
+    candidates = [s for s in as_specs(rules) if s.code not in ignored]
+    active = (applicable_rules(source, candidates) if active_codes is None
+              else [s for s in candidates if s.code in active_codes])
     if not active:
         return FileResult(display, syntax_errors(display, source, imports_ready))
     text = _decode_or_report(display, source)
@@ -89,7 +109,8 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
         imports_ready()  # a worker warming up in the background: let it finish importing
     from memlint.engine import lint_source
 
-    found = lint_source(display, source, [spec.load() for spec in active])
+    found = lint_source(display, source, [spec.load() for spec in active], project=view,
+                        prefiltered=True)
     kept = suppressions.apply(found, unsuppressible=ENGINE_CODES)
     from memlint.rules.mem998_unused_noqa import resolve_unused
 
@@ -143,6 +164,25 @@ def read_source(path: str) -> bytes:
         return handle.read()
 
 
+def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
+               ignored: frozenset[str], summary_known: bool,
+               imports_ready: Callable[[], None] | None = None) -> FileResult:
+    """The first pass over a file: finished at once when no rule applies, else the rules that
+    do; the module summary when the file may hold facts other modules need."""
+    from memlint.project.summary import needs_summary, summarise_source
+
+    if b"\0" in source:
+        return FileResult(display, skipped="binary file (contains NUL bytes)")
+    active = applicable_rules(source, [s for s in rules if s.code not in ignored])
+    summary = None
+    if not summary_known and (active or needs_summary(source)):
+        summary = summarise_source(source, display)
+    if not active:
+        return FileResult(display, syntax_errors(display, source, imports_ready),
+                          summary=summary)
+    return FileResult(display, active=tuple(s.code for s in active), summary=summary)
+
+
 def lint_task(task: Task, rules: Sequence[RuleSpec], *,
               imports_ready: Callable[[], None] | None = None) -> FileResult:
     try:
@@ -152,11 +192,16 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
         return FileResult(task.display, [file_diagnostic(task.display, IO_ERROR,
                                                          f"cannot read file: {reason}")])
     digest = content_digest(source)
-    if digest == task.known_digest:
+    if task.phase == "lint" and digest == task.known_digest:
         return FileResult(task.display, digest=digest, unchanged=True)
     try:
-        result = lint_bytes(task.display, source, rules, task.ignored,
-                            imports_ready=imports_ready)
+        if task.phase == "scan":
+            result = scan_bytes(task.display, source, rules, task.ignored,
+                                digest == task.summary_digest, imports_ready)
+        else:
+            result = lint_bytes(task.display, source, rules, task.ignored,
+                                imports_ready=imports_ready, view=task.view,
+                                active_codes=task.active)
     except Exception as exc:  # one file's failure must not stop the run
         result = FileResult(task.display, [file_diagnostic(
             task.display, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")])

@@ -1,12 +1,17 @@
-"""Lint many files: the cache first, then worker processes for the rest.
+"""Lint many files: the cache first, then two passes of worker processes for the rest.
 
 Files are linted in worker processes (``--jobs``, default the core count; see
-:mod:`memlint.pool`), so one file can neither stop nor crash the run. The runner only reads
-the linted files; the cache writes into its own folder.
+:mod:`memlint.pool`), so one file can neither stop nor crash the run. The first pass scans
+each changed file: a file that no rule applies to is finished there, and the others report
+which rules apply and their module summary. The project model (:mod:`memlint.project`) then
+joins the summaries, and the second pass lints each remaining file with what the project
+knows that it needs (its :class:`~memlint.project.view.ModuleView`). The runner only reads
+the linted files; the caches write into their own folder.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +23,16 @@ from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from memlint.config import Settings
+    from memlint.project.summary import ModuleSummary
     from memlint.rules.spec import RuleSpec
+
+
+# Rules about evaluation code, run on a file the project model shows to hold some.
+_EVALUATION_RULES = frozenset({"MEM002"})
+
 
 def _failed(task: Task, message: str) -> FileResult:
     """A file whose worker crashed or timed out: one internal-error diagnostic."""
@@ -54,47 +65,144 @@ class RunResult:
         return sorted(out, key=Diagnostic.sort_key)
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None
+
+
+def _state(paths: Iterable[str], stats: dict[str, os.stat_result | None]) -> str:
+    """What the project model read, as of this run: every path with its size and mtime."""
+    material = "\n".join(
+        f"{p}\0{s.st_size}\0{s.st_mtime_ns}" if (s := stats[p]) is not None else f"{p}\0-"
+        for p in sorted(paths))
+    return hashlib.blake2b(material.encode("utf-8", "surrogateescape"),
+                           digest_size=16).hexdigest()
+
+
 def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSpec],
                *, jobs: int, cache: ResultCache | None = None, cwd: Path | None = None,
                file_timeout: float | None = DEFAULT_FILE_TIMEOUT,
-               pool: Pool | None = None) -> RunResult:
-    """Lint files with the enabled rules, reusing cached results where the file is unchanged."""
+               pool: Pool | None = None, context: Sequence[Path] = ()) -> RunResult:
+    """Lint files with the enabled rules, reusing cached results where nothing they depend
+    on changed. ``context``: further modules of the same packages, read only for the
+    project model (a pre-commit run names a few files of a package)."""
     here = cwd or Path.cwd()
     enabled = [rule for rule in rules if rule.code in settings.enabled]
-    results: dict[str, FileResult] = {}
-    pending: list[tuple[Task, os.stat_result | None]] = []
-    for path in files:
-        key = str(path)
-        display = display_path(path, here)
-        st: os.stat_result | None
-        try:
-            st = path.stat()
-        except OSError:
-            st = None
-        if cache is not None and st is not None:
-            entry = cache.fresh(key, st)
+    keys = [str(path) for path in files]
+    linted = set(keys)
+    extra = [str(p) for p in context if str(p) not in linted]
+    stats = {key: _stat(Path(key)) for key in [*keys, *extra]}
+    displays = {key: display_path(Path(key), here) for key in keys}
+    state = _state(stats, stats)
+    fresh: dict[str, Entry] = {}
+    if cache is not None:
+        for key in keys:
+            st = stats[key]
+            entry = cache.fresh(key, st) if st is not None else None
             if entry is not None:
-                results[key] = FileResult(display, list(entry.for_path(display)),
+                fresh[key] = entry
+    if cache is not None and len(fresh) == len(keys) and cache.project == state:
+        # Nothing the project model reads has changed: every cached result stands.
+        return RunResult([FileResult(displays[k], list(fresh[k].for_path(displays[k])),
+                                     fresh[k].skipped, fresh[k].digest) for k in keys])
+
+    from memlint.project.store import SummaryStore
+
+    store = SummaryStore(None if cache is None else cache.directory)
+    work = pool or Pool()
+    results: dict[str, FileResult] = {}
+    active: dict[str, tuple[str, ...]] = {}
+    digests: dict[str, str] = {}
+    summaries: dict[str, ModuleSummary] = {}
+
+    def keep_summary(key: str, digest: str | None) -> bool:
+        """Use the stored summary of an unchanged file; False when it must be scanned."""
+        if digest is None or digest not in store.summaries:
+            return False
+        summary = store.summaries[digest]
+        if summary is not None:
+            summaries[key] = summary
+        return True
+
+    scans: list[Task] = []
+    for key in keys:
+        entry = fresh.get(key)
+        if entry is not None and keep_summary(key, store.known(key, stats[key])):
+            digests[key] = entry.digest
+            if entry.active is None:
+                results[key] = FileResult(displays[key], list(entry.for_path(displays[key])),
                                           entry.skipped, entry.digest)
-                continue
-        task = Task(key, display, settings.ignored_for(root_relative(path, settings.root)),
-                    cache.digest(key) if cache is not None else None)
-        pending.append((task, st))
-    stats = {task.path: st for task, st in pending}
-    by_display = {task.display: task for task, _ in pending}
-    # Pool() starts workers only as run() needs them, and run() stops them when done.
-    for result in (pool or Pool()).run([task for task, _ in pending], enabled, jobs,
-                                       file_timeout, _failed):
-        task = by_display[result.path]
-        st = stats[task.path]
+            else:
+                active[key] = entry.active
+            continue
+        ignored = settings.ignored_for(root_relative(Path(key), settings.root))
+        scans.append(Task(key, displays[key], ignored, phase="scan",
+                          summary_digest=store.records[key].digest
+                          if key in store.records else None))
+    for key in extra:
+        if not keep_summary(key, store.known(key, stats[key])):
+            scans.append(Task(key, key, phase="scan", summary_digest=None))
+    scanned = {task.display: task for task in scans}
+    for result in work.run(scans, enabled, jobs, file_timeout, _failed):
+        task = scanned[result.path]
+        key = task.path
+        if result.digest is not None:
+            summary = result.summary
+            if summary is None and result.digest == task.summary_digest:
+                summary = store.summaries.get(result.digest)  # unchanged content
+            store.put(key, stats.get(key), result.digest, summary)
+            if summary is not None:
+                summaries[key] = summary
+            digests[key] = result.digest
+        if key not in linted:
+            continue
+        if result.active is None:
+            results[key] = result
+        else:
+            active[key] = result.active
+
+    from memlint.project.model import build_views
+
+    views = build_views(summaries, active)
+    tasks: list[Task] = []
+    fingerprints: dict[str, str | None] = {}
+    for key in active:
+        view = views.get(key)
+        fingerprint = None if view is None else view.fingerprint()
+        fingerprints[key] = fingerprint
+        entry = cache.entries.get(key) if cache is not None else None
+        known = entry.digest if entry is not None and entry.view == fingerprint else None
+        ignored = settings.ignored_for(root_relative(Path(key), settings.root))
+        codes = active[key]
+        if view is not None and (view.eval_called or view.side_jobs):
+            # Inference code that the rest of the project reveals (a function its callers run
+            # after `.eval()`), in a file whose own text did not suggest evaluation.
+            codes = tuple(sorted({*codes, *_EVALUATION_RULES} & {r.code for r in enabled}))
+            active[key] = codes
+        tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes))
+    linting = {task.display: task.path for task in tasks}
+    for result in work.run(tasks, enabled, jobs, file_timeout, _failed):
+        key = linting[result.path]
         if result.unchanged and cache is not None:
-            cached = cache.entries[task.path]
-            result = FileResult(task.display, list(cached.for_path(task.display)),
+            cached = cache.entries[key]
+            result = FileResult(displays[key], list(cached.for_path(displays[key])),
                                 cached.skipped, cached.digest)
-        results[task.path] = result
-        crashed = any(d.code == INTERNAL_ERROR[0] for d in result.diagnostics)
-        if cache is not None and st is not None and result.digest is not None and not crashed:
-            cache.store(task.path, Entry(st.st_mtime_ns, st.st_size, result.digest,
-                                         tuple(result.diagnostics), result.skipped))
-    warning = cache.save() if cache is not None else None
-    return RunResult([results[str(path)] for path in files if str(path) in results], warning)
+        result.active = active[key]
+        results[key] = result
+    if cache is not None:
+        for key, result in results.items():
+            st = stats[key]
+            crashed = any(d.code == INTERNAL_ERROR[0] for d in result.diagnostics)
+            if st is None or result.digest is None or crashed:
+                continue
+            cache.store(key, Entry(st.st_mtime_ns, st.st_size, result.digest,
+                                   tuple(result.diagnostics), result.skipped,
+                                   result.active, fingerprints.get(key)))
+        if cache.project != state:
+            cache.project = state
+            cache.dirty = True
+    warning = (cache.save() if cache is not None else None) or store.save()
+    return RunResult([results[k] for k in keys if k in results], warning)
+

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -22,10 +23,16 @@ from memlint.analysis.imports import ImportTable
 from memlint.analysis.loops import LoopAnalysis
 from memlint.analysis.tree import TreeIndex
 
+if TYPE_CHECKING:
+    from memlint.project.view import ModuleView
+
 
 class ModuleAnalysis:
-    def __init__(self, module: cst.Module) -> None:
+    """``project``: the project model's answers for this module (None: this file alone)."""
+
+    def __init__(self, module: cst.Module, project: ModuleView | None = None) -> None:
         self.module = module
+        self.project = project
 
     @cached_property
     def tree(self) -> TreeIndex:
@@ -37,15 +44,15 @@ class ModuleAnalysis:
 
     @cached_property
     def calls(self) -> CallClassifier:
-        return CallClassifier(self.tree)
+        return CallClassifier(self.tree, self.project)
 
     @cached_property
     def grad(self) -> GradModeAnalysis:
-        return GradModeAnalysis(self.tree)
+        return GradModeAnalysis(self.tree, self.project)
 
     @cached_property
     def graph(self) -> GraphAnalysis:
-        return GraphAnalysis(self.tree, self.grad, self.calls)
+        return GraphAnalysis(self.tree, self.grad, self.calls, self.project)
 
     @cached_property
     def loops(self) -> LoopAnalysis:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import TreeIndex
+
+if TYPE_CHECKING:
+    from memlint.project.view import ModuleView
 
 # Receivers whose `.backward(x)` / `.step()` belong to a framework object, not a tensor or a
 # torch optimizer: the value is the first argument, and the engine clears gradients itself.
@@ -206,8 +210,9 @@ def _is_model_word(name: str) -> bool:
 class CallClassifier:
     """Call questions that need the file: imports, loss instances, nn.Module classes."""
 
-    def __init__(self, tree: TreeIndex) -> None:
+    def __init__(self, tree: TreeIndex, project: ModuleView | None = None) -> None:
         self.tree = tree
+        self.project = project
         self._module_class_cache: dict[cst.ClassDef, bool] = {}
 
     def is_module_class(self, cls: cst.ClassDef) -> bool:
@@ -236,6 +241,10 @@ class CallClassifier:
                 continue
             if _MODULE_BASE_NAME.search(name):
                 return True
+            written = dotted_name(base.value)
+            if self.project is not None and written is not None and (
+                    self.project.is_module_class(written)):
+                return True  # a project class from another module that is a module
             if any(self._compute_is_module_class(c, seen)
                    for c in self.tree.classes_by_name.get(name, ())):
                 return True

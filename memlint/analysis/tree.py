@@ -173,6 +173,14 @@ class TreeIndex:
                 return anc
         return None
 
+    def qualname(self, node: cst.FunctionDef | cst.ClassDef) -> str:
+        """``Cls.method``, ``outer.inner``: the name the project model knows it by."""
+        names = [node.name.value]
+        for anc in self.ancestors(node):
+            if isinstance(anc, (cst.FunctionDef, cst.ClassDef)):
+                names.append(anc.name.value)
+        return ".".join(reversed(names))
+
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         for anc in self.ancestors(node):
             if isinstance(anc, cst.ClassDef):

@@ -329,10 +329,53 @@ class EvalWithoutNoGrad(Rule):
 
     def _is_eval_function(self, function: cst.FunctionDef) -> bool:
         name = function.name.value
-        if not _EVAL_FUNCTION.match(name) or _FRAMEWORK_HOOK.search(name):
+        if _FRAMEWORK_HOOK.search(name):
             return False
+        if not _EVAL_FUNCTION.match(name):
+            return self._runs_inference(function)
         cls = self.context.analysis.tree.enclosing_class(function)
-        return cls is None or not self.context.analysis.calls.is_module_class(cls)
+        if cls is None or not self.context.analysis.calls.is_module_class(cls):
+            return True
+        # A model's `predict()` is inference code unless the model's own methods call it
+        # (then it runs inside some forward, with the caller's grad mode).
+        return not any(
+            self.context.analysis.tree.enclosing_class(call) is cls
+            for call in self.context.analysis.tree.calls_by_name.get(name, ())
+        )
+
+    def _runs_inference(self, function: cst.FunctionDef) -> bool:
+        """Not named like evaluation, but its callers show it is: called after the caller
+        switched a model to ``.eval()`` (a decoder run from ``__main__``), or only ever
+        called as a side job of a training loop (``sample_images(...)`` every N steps)."""
+        project = self.context.project
+        qualname = self.context.analysis.tree.qualname(function)
+        if project is not None and (qualname in project.eval_called
+                                    or qualname in project.side_jobs):
+            return True
+        tree = self.context.analysis.tree
+        if tree.enclosing_class(function) is not None:
+            return False
+        calls = [c for c in tree.calls_by_name.get(function.name.value, ())
+                 if isinstance(c.func, cst.Name) and not tree.is_inside(c, function)]
+        if not calls:
+            return False
+        blocks = self._eval_blocks()
+        if any(self._in_block(call, blocks) for call in calls):
+            return True
+        loops = self.context.analysis.loops
+        return not loops.function_trains(function) and all(
+            isinstance(tree.parent(call), cst.Expr)
+            and any(loops.runs_backward(loop) for loop in tree.enclosing_loops(call))
+            for call in calls
+        )
+
+    def _in_block(self, call: cst.Call, blocks: dict[cst.CSTNode, Region]) -> bool:
+        for anc in self.context.analysis.tree.ancestors(call):
+            if anc in blocks:
+                return True
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+        return False
 
 
     def _region_of(self, call: cst.Call) -> Region | None:
@@ -407,7 +450,13 @@ class EvalWithoutNoGrad(Rule):
 
     def _is_forward(self, call: cst.Call) -> bool:
         # `solver.model()`, `self.net()`: a forward takes inputs.
-        if not call.args or not self.context.analysis.calls.is_model_forward(call):
+        if not call.args:
+            return False
+        if isinstance(call.func, cst.Name) and call.func.value == "self":
+            # `self(x)` in a model's own inference method.
+            cls = self.context.analysis.tree.enclosing_class(call)
+            return cls is not None and self.context.analysis.calls.is_module_class(cls)
+        if not self.context.analysis.calls.is_model_forward(call):
             return False
         name = last_name(call.func) or ""
         if _HELPER_VERB.match(name):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memlint.cache import FORMAT
 from tests.memlint.cli_support import run_cli, write
 
 
@@ -25,7 +26,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def cache_files(cache_dir: Path) -> list[Path]:
-    return sorted(cache_dir.rglob("*.json"))
+    """The result caches (one per configuration), not the shared module-summary store."""
+    return sorted(p for p in cache_dir.rglob("*.json") if not p.name.startswith("summaries-"))
 
 
 def tamper(cache_dir: Path, old: str, new: str) -> None:
@@ -84,7 +86,7 @@ def test_corrupt_cache_is_ignored_and_replaced(project: Path, cache_dir: Path,
         assert run.rc == 1 and run.err == ""
         assert run.lines[0] == "a.py:1:1: MEM901 leak() called"
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["format"] == 1 and len(data["files"]) == 2
+    assert data["format"] == FORMAT and len(data["files"]) == 2
 
 
 def test_cache_writes_leave_no_temporary_files(project: Path, cache_dir: Path,

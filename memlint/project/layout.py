@@ -1,0 +1,81 @@
+"""Where modules are: a file's dotted module name, and the files of the package it is in.
+
+A file's import root is the nearest folder above it without an ``__init__.py``: in
+``repo/pkg/sub/mod.py`` with ``pkg/__init__.py`` and ``pkg/sub/__init__.py`` the module is
+``pkg.sub.mod``; a script with no ``__init__.py`` beside it is a top-level module named
+after itself, as Python imports it when run from its folder.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+# Folders never searched for a package's modules (the discovery defaults, plus data).
+_SKIP_DIRS = frozenset({
+    ".git", ".venv", "venv", "build", "dist", ".tox", "__pycache__", "node_modules",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".memlint_cache", "site-packages",
+})
+# A package too large to index for a one-file run is indexed no further than this.
+MAX_PACKAGE_FILES = 5000
+
+
+@dataclass(frozen=True)
+class ModuleName:
+    name: str  # dotted
+    is_package: bool  # an __init__.py: relative imports start from the module itself
+
+
+def module_name(path: Path) -> ModuleName:
+    return located(path)[1]
+
+
+def located(path: Path) -> tuple[Path, ModuleName]:
+    """The import root (the folder Python would put on ``sys.path``) and the module name.
+
+    Modules resolve each other's imports only under the same root: two ``train.py`` scripts in
+    different folders are different modules.
+    """
+    path = Path(os.path.abspath(path))
+    is_package = path.stem == "__init__"
+    parts: list[str] = [] if is_package else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        parts.append(folder.name)
+        folder = folder.parent
+    return folder, ModuleName(".".join(reversed(parts)) or path.stem, is_package)
+
+
+def package_root(path: Path) -> Path | None:
+    """The top folder of the package ``path`` belongs to; None for a stand-alone script."""
+    folder = Path(os.path.abspath(path)).parent
+    top = None
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        top = folder
+        folder = folder.parent
+    return top
+
+
+def package_files(paths: Iterable[Path], covered: Iterable[Path] = ()) -> list[Path]:
+    """Every Python file of the packages the given files belong to (once each), so that a
+    one-file run still sees its sibling modules. Stand-alone scripts add nothing, nor do
+    packages inside a ``covered`` folder (the run discovers those files itself)."""
+    folders = [Path(os.path.abspath(c)) for c in covered]
+    roots = {root for p in paths if (root := package_root(p)) is not None
+             and not any(root == f or f in root.parents for f in folders)}
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for root in sorted(roots):
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    file = Path(folder) / name
+                    if file not in seen:
+                        seen.add(file)
+                        found.append(file)
+                        if len(found) >= MAX_PACKAGE_FILES:
+                            return found
+    return found

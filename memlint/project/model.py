@@ -1,0 +1,437 @@
+"""The project model: module summaries joined into answers that cross files.
+
+Built in the parent process from every summarised module (:mod:`memlint.project.summary`),
+it resolves names through imports, relative ones included, and re-exports in ``__init__``
+modules; it then answers, per module, the questions the per-file analyses ask
+(:class:`~memlint.project.view.ModuleView`): what a project decorator or decorator factory
+does to grad mode, the grad mode a function's callers run it under, what a project function
+returns, which project classes are ``nn.Module`` subclasses.
+
+Unknown stays unknown: a name that leads outside the summarised modules (a third-party
+decorator, a dynamic call) gets no answer, and the analyses then keep their file-local
+behaviour. Recursion and call cycles are cut at a small depth with "unknown".
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from memlint.project.layout import ModuleName
+from memlint.project.summary import Class, Function, ModuleSummary, Returned, Site, Switch
+from memlint.project.view import ModuleView, ReturnFact
+from memlint.vocabulary import GradMode, grad_switch
+
+_MAX_DEPTH = 6
+# Bases that make a class model code, named as nn.Module subclasses usually are.
+_MODULE_BASE = re.compile(r"(?:^|\.)(?:Module|\w*Model|Sequential|ModuleList|ModuleDict|\w*Net)$")
+_TRAINING_CALLS = frozenset({"backward", "manual_backward"})
+
+Definition = tuple[str, Function | Class]  # the module that defines it, and the definition
+
+
+def _combine(modes: Iterable[GradMode | None]) -> GradMode | None:
+    """One mode for several call sites: off if all are off, on if any is on."""
+    seen = list(modes)
+    if not seen:
+        return None
+    if any(m == "on" for m in seen):
+        return "on"
+    if all(m == "off" for m in seen):
+        return "off"
+    return "unknown"
+
+
+class ProjectModel:
+    """Every summarised module of a project, and the facts derived from them (memoised)."""
+
+    def __init__(self, modules: Mapping[ModuleName, ModuleSummary]) -> None:
+        self.summaries: dict[str, ModuleSummary] = {m.name: s for m, s in modules.items()}
+        self._is_package = {m.name: m.is_package for m in modules}
+        self._imports: dict[str, dict[str, str]] = {}
+        self._functions = {
+            name: {f.qualname: f for f in s.functions} for name, s in self.summaries.items()
+        }
+        self._classes = {
+            name: {c.qualname: c for c in s.classes} for name, s in self.summaries.items()
+        }
+        self._modes: dict[str, GradMode | None] = {}
+        self._in_progress: set[str] = set()
+        self._callers: dict[str, list[tuple[str, Function | None, Site]]] | None = None
+        self._module_class: dict[str, bool] = {}
+
+    # ------------------------------------------------------------------ names
+
+    def imports(self, module: str) -> dict[str, str]:
+        """Local name -> absolute dotted name: the module's imports and its definitions."""
+        found = self._imports.get(module)
+        if found is not None:
+            return found
+        summary = self.summaries[module]
+        table = {name: f"{module}.{name}" for name in summary.defined}
+        for imp in summary.imports:
+            target = imp.target
+            if imp.level:
+                parts = module.split(".")
+                keep = len(parts) - imp.level + (1 if self._is_package.get(module) else 0)
+                if keep < 0:
+                    continue
+                base = ".".join(parts[:keep])
+                target = f"{base}.{target}" if base and target else (base or target)
+            table[imp.local] = target
+        self._imports[module] = table
+        return table
+
+    def resolve(self, module: str, dotted: str, scope: str = "") -> str:
+        """The absolute name ``dotted`` (as written in ``module``, inside the function or
+        method ``scope``) stands for; ``self.m`` in a method is the class's ``m``."""
+        head, _, rest = dotted.partition(".")
+        if head == "self" and rest and "." in scope:
+            owner = scope.rsplit(".", 1)[0]
+            if owner in self._classes.get(module, {}):
+                return f"{module}.{owner}.{rest}"
+        full = self.imports(module).get(head)
+        if full is None:
+            return dotted
+        return f"{full}.{rest}" if rest else full
+
+    def definition(self, absolute: str, depth: int = 0) -> Definition | None:
+        """The project function or class an absolute name refers to, through re-exports."""
+        if depth > _MAX_DEPTH:
+            return None
+        parts = absolute.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = ".".join(parts[:cut])
+            if module not in self.summaries:
+                continue
+            qualname = ".".join(parts[cut:])
+            function = self._functions[module].get(qualname)
+            if function is not None:
+                return module, function
+            klass = self._classes[module].get(qualname)
+            if klass is not None:
+                return module, klass
+            # `from .helpers import no_grad_ctx` in a package's __init__: follow the import.
+            head, _, rest = qualname.partition(".")
+            target = self.imports(module).get(head)
+            if target is not None and target != f"{module}.{head}":
+                return self.definition(f"{target}.{rest}" if rest else target, depth + 1)
+            return None
+        return None
+
+    # ------------------------------------------------------------------ grad switches
+
+    def switch_mode(self, module: str, switch: Switch, depth: int = 0) -> GradMode | None:
+        """The grad mode ``switch`` (written in ``module``) sets as a ``with`` item or a
+        decorator; None when it does not touch grad or cannot be resolved."""
+        name = self.resolve(module, switch.name)
+        mode = grad_switch(name, switch.called, switch.has_args, switch.flag)
+        if mode is not None or depth > _MAX_DEPTH:
+            return mode
+        found = self.definition(name)
+        if found is None:
+            return None
+        where, item = found
+        if isinstance(item, Class):
+            # `class no_grad_if_eval(torch.no_grad)`: a context manager subclassing a switch.
+            decided = [m for b in item.bases
+                       if (m := grad_switch(self.resolve(where, b), False, False, None))]
+            return decided[0] if decided and switch.called else None
+        if switch.called:
+            # A factory: `with autocast_no_grad():` sets what the factory returns, and
+            # `@smart_inference_mode()` what the decorator it returns does (all must agree).
+            return self._factory_mode(where, item, depth)
+        return self._decorator_mode(where, item, depth)
+
+    def _factory_mode(self, module: str, factory: Function, depth: int) -> GradMode | None:
+        modes: list[GradMode | None] = []
+        for returned in factory.returns:
+            if returned.kind == "switch":
+                modes.append(self._switches_mode(module, returned.switches, depth))
+            elif returned.kind == "inner":
+                inner = self._functions[module].get(f"{factory.qualname}.{returned.name}")
+                modes.append(None if inner is None else self._decorator_mode(
+                    module, inner, depth + 1))
+            else:
+                return None
+        # inference_mode() on new torch, no_grad() on old: both switch grad off.
+        return modes[0] if modes and all(m == modes[0] for m in modes) else None
+
+    def _decorator_mode(self, module: str, decorator: Function, depth: int) -> GradMode | None:
+        """A bare decorator applies a switch to the function it receives
+        (``return torch.no_grad()(fn)``), or returns a wrapper that calls it under one."""
+        modes: list[GradMode | None] = []
+        for returned in decorator.returns:
+            if returned.kind == "apply":
+                modes.append(self._switches_mode(module, returned.switches, depth))
+            elif returned.kind == "inner":
+                inner = self._functions[module].get(f"{decorator.qualname}.{returned.name}")
+                calls = [] if inner is None else [
+                    switches for param, switches in inner.param_calls
+                    if param in decorator.params
+                ]
+                modes.extend(self._innermost(module, s, depth) for s in calls)
+            else:
+                return None
+        return modes[0] if modes and all(m == modes[0] for m in modes) else None
+
+    def _switches_mode(self, module: str, switches: Iterable[Switch],
+                       depth: int) -> GradMode | None:
+        """The mode of alternatives (``a if new else b``): set only when they agree."""
+        modes = [self.switch_mode(module, s, depth + 1) for s in switches]
+        return modes[0] if modes and all(m == modes[0] for m in modes) else None
+
+    def _innermost(self, module: str, switches: Iterable[Switch], depth: int) -> GradMode | None:
+        """The mode set by the nearest of nested ``with`` items (outermost first)."""
+        mode: GradMode | None = None
+        for switch in switches:
+            found = self.switch_mode(module, switch, depth + 1)
+            if found is not None:
+                mode = found
+        return mode
+
+    # ------------------------------------------------------------------ call sites
+
+    def _caller_index(self) -> dict[str, list[tuple[str, Function | None, Site]]]:
+        """Absolute callee name -> (module, calling function or None, site), project-wide.
+
+        A function passed as an argument is indexed under ``<name>#passed`` so that a runner
+        that calls its parameter under no-grad can be found.
+        """
+        if self._callers is not None:
+            return self._callers
+        index: dict[str, list[tuple[str, Function | None, Site]]] = defaultdict(list)
+        for module, summary in self.summaries.items():
+            owners: list[tuple[Function | None, Iterable[Site]]] = [(None, summary.sites)]
+            owners += [(f, f.sites) for f in summary.functions]
+            for function, sites in owners:
+                scope = function.qualname if function is not None else ""
+                for site in sites:
+                    index[self.resolve(module, site.callee, scope)].append(
+                        (module, function, site))
+                    for _, passed in site.passed:
+                        index[self.resolve(module, passed, scope) + "#passed"].append(
+                            (module, function, site))
+        self._callers = dict(index)
+        return self._callers
+
+    def function_mode(self, module: str, function: Function) -> GradMode | None:
+        """The grad mode the body of a project function starts in: its decorators, else the
+        modes of every project call site (off only if all are off). None: nobody in the
+        project calls it and no decorator decides."""
+        key = f"{module}.{function.qualname}"
+        if key in self._modes:
+            return self._modes[key]
+        for decorator in reversed(function.decorators):
+            mode = self.switch_mode(module, decorator)
+            if mode is not None:
+                self._modes[key] = mode
+                return mode
+        if key in self._in_progress or len(self._in_progress) > _MAX_DEPTH:
+            return "unknown"
+        self._in_progress.add(key)
+        try:
+            mode = _combine(self._site_modes(key, function))
+        finally:
+            self._in_progress.discard(key)
+        self._modes[key] = mode
+        return mode
+
+    def _site_modes(self, key: str, function: Function) -> list[GradMode | None]:
+        modes: list[GradMode | None] = []
+        index = self._caller_index()
+        for module, caller, site in index.get(key, ()):
+            if caller is not None and f"{module}.{caller.qualname}" == key:
+                continue  # recursion says nothing about how the outside world calls it
+            modes.append(self._mode_at(module, caller, site.switches))
+        # Handed to a runner that calls its parameter: the mode at that call in the runner.
+        for module, caller, site in index.get(key + "#passed", ()):
+            runner = self.definition(self.resolve(
+                module, site.callee, caller.qualname if caller is not None else ""))
+            if runner is None:
+                continue
+            where, callee = runner
+            if not isinstance(callee, Function):
+                continue
+            slots = {slot for slot, passed in site.passed
+                     if self.resolve(module, passed) == key}
+            params = [p for i, p in enumerate(callee.params) if str(i) in slots or p in slots]
+            if callee.params[:1] in (("self",), ("cls",)):
+                params += [callee.params[int(s) + 1] for s in slots
+                           if s.isdigit() and int(s) + 1 < len(callee.params)]
+            for param, switches in callee.param_calls:
+                if param in params:
+                    modes.append(self._mode_at(where, callee, switches))
+        return modes
+
+    def _mode_at(self, module: str, caller: Function | None,
+                 switches: tuple[Switch, ...]) -> GradMode | None:
+        mode = self._innermost(module, switches, 0)
+        if mode is not None:
+            return mode
+        if caller is None:
+            return "on"  # module-level code runs with grad on
+        found = self.function_mode(module, caller)
+        return "on" if found is None else found
+
+    def eval_called(self, module: str, function: Function) -> bool:
+        """Some caller switched a model to ``.eval()`` before calling it (``model.eval();
+        beam_search(model, src)``): the function runs inference."""
+        key = f"{module}.{function.qualname}"
+        return any(site.after_eval for _, _, site in self._caller_index().get(key, ()))
+
+    def side_job(self, module: str, function: Function) -> bool:
+        """Called only as a statement inside training loops (``sample_images(G, step)``), and
+        trains nothing itself: work done on the side of training, such as sampling."""
+        key = f"{module}.{function.qualname}"
+        sites = self._caller_index().get(key, ())
+        return (bool(sites) and all(s.discarded and s.in_backward_loop for _, _, s in sites)
+                and not _trains(function))
+
+    # ------------------------------------------------------------------ returns, classes
+
+    def returns(self, absolute: str) -> ReturnFact | None:
+        """Which elements of what calling a project function (or class instance) returns
+        are certainly detached; None when nothing is known to be."""
+        found = self.definition(absolute)
+        if found is None:
+            return None
+        where, item = found
+        if isinstance(item, Class):
+            call = next((self._functions[where].get(f"{item.qualname}.{m}")
+                         for m in ("__call__", "forward") if m in item.methods), None)
+            if call is None:
+                return None
+            item = call
+        return _return_fact(item)
+
+    def is_module_class(self, absolute: str, depth: int = 0) -> bool:
+        """A project class deriving (through project classes) from an nn.Module-like base."""
+        cached = self._module_class.get(absolute)
+        if cached is not None:
+            return cached
+        if depth > _MAX_DEPTH:
+            return False
+        self._module_class[absolute] = False  # a cycle is no module
+        found = self.definition(absolute)
+        result = False
+        klass = None if found is None else found[1]
+        if found is not None and isinstance(klass, Class):
+            where = found[0]
+            result = "forward" in klass.methods or any(
+                _MODULE_BASE.search(self.resolve(where, base))
+                or self.is_module_class(self.resolve(where, base), depth + 1)
+                for base in klass.bases
+            )
+        self._module_class[absolute] = result
+        return result
+
+    # ------------------------------------------------------------------ views
+
+    def view(self, module: str) -> ModuleView:
+        """Everything ``module``'s analyses may ask, answered ahead of time."""
+        summary = self.summaries[module]
+        view = ModuleView(module, imports=dict(self.imports(module)))
+        for switch in _switches_in(summary):
+            if switch.name in view.switches:
+                continue
+            bare = self.switch_mode(module, Switch(switch.name, False))
+            called = self.switch_mode(
+                module, Switch(switch.name, True, switch.has_args, switch.flag))
+            if bare is not None or called is not None:
+                view.switches[switch.name] = (bare, called)
+        eval_called, side_jobs = set(), set()
+        for function in summary.functions:
+            mode = self.function_mode(module, function)
+            if mode is not None:
+                view.function_modes[function.qualname] = mode
+            if self.eval_called(module, function):
+                eval_called.add(function.qualname)
+            if self.side_job(module, function):
+                side_jobs.add(function.qualname)
+        view.eval_called = frozenset(eval_called)
+        view.side_jobs = frozenset(side_jobs)
+        referenced: set[str] = set()
+        scoped: list[tuple[str, Iterable[Site]]] = [("", summary.sites)]
+        scoped += [(f.qualname, f.sites) for f in summary.functions]
+        for scope, sites in scoped:
+            for site in sites:
+                referenced.add(self.resolve(module, site.callee, scope))
+        for klass in summary.classes:
+            attributes: dict[str, str] = {}
+            for attribute, ctor in klass.attributes:
+                absolute = self.resolve(module, ctor)
+                if self.definition(absolute) is not None:
+                    attributes[attribute] = absolute
+                    referenced.add(absolute)
+            if attributes:
+                view.attributes[klass.qualname] = attributes
+            for base in klass.bases:
+                absolute = self.resolve(module, base)
+                if self.is_module_class(absolute):
+                    view.module_classes = view.module_classes | {absolute}
+            if self.is_module_class(f"{module}.{klass.qualname}"):
+                view.module_classes = view.module_classes | {f"{module}.{klass.qualname}"}
+        for absolute in sorted(referenced):
+            fact = self.returns(absolute)
+            if fact is not None:
+                view.returns[absolute] = fact
+        return view
+
+
+def _trains(function: Function) -> bool:
+    return any(site.callee.rsplit(".", 1)[-1] in _TRAINING_CALLS for site in function.sites)
+
+
+def _return_fact(function: Function) -> ReturnFact | None:
+    """Per element, is every ``return`` of it detached? Tuples must agree in length."""
+    returns = [r for r in function.returns if r.kind == "value"]
+    if not returns or len(returns) != len(function.returns):
+        return None
+    widths = {len(r.detached) for r in returns}
+    if len(widths) != 1:
+        return None
+    detached = tuple(all(r.detached[i] for r in returns) for i in range(widths.pop()))
+    if function.falls_through and len(detached) != 1:
+        return None
+    if not any(detached):
+        return None
+    return ReturnFact(detached, len(detached) > 1)
+
+
+def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
+    for function in summary.functions:
+        yield from function.decorators
+        for site in function.sites:
+            yield from site.switches
+        for _, switches in function.param_calls:
+            yield from switches
+    for site in summary.sites:
+        yield from site.switches
+
+
+def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str]
+                ) -> dict[str, ModuleView]:
+    """The views of the ``wanted`` paths, from the summaries of every file known (by path).
+
+    Files are grouped by import root, one model per root, so that a module name means the
+    same file it means to Python.
+    """
+    from pathlib import Path
+
+    from memlint.project.layout import located
+
+    roots: dict[Path, dict[ModuleName, ModuleSummary]] = defaultdict(dict)
+    where: dict[str, tuple[Path, str]] = {}
+    for path, summary in summaries.items():
+        root, name = located(Path(path))
+        roots[root][name] = summary
+        where[path] = (root, name.name)
+    models = {root: ProjectModel(modules) for root, modules in roots.items()}
+    views: dict[str, ModuleView] = {}
+    for path in wanted:
+        found = where.get(path)
+        if found is not None:
+            views[path] = models[found[0]].view(found[1])
+    return views

@@ -1,0 +1,562 @@
+"""One module's summary: the few facts about its functions and classes that other files need.
+
+Built with the standard library's ``ast`` (several times faster than libcst, and no libcst
+import in the parent process), from the file's content alone, so it is cached by content
+hash. Names are kept as written; the project model resolves them once every module of the
+project is summarised (a decorator here may be a factory defined in another file).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
+
+SCHEMA = 1
+
+# A file that no rule applies to is summarised only when it may define what other modules ask
+# about: a grad-switching factory or wrapper, an ExitStack switch, a callable (loss) class or
+# detached returns, or a caller that switches a model to eval. Every other such file would
+# cost an ``ast`` parse for nothing (most of a large library).
+_PROJECT_FACTS = re.compile(
+    rb"return[^\n]*(?:no_grad|inference_mode|set_grad_enabled)"
+    rb"|(?:no_grad|inference_mode|set_grad_enabled)\([^\n]*:\s*\n\s+return"
+    rb"|enter_context\(|def __call__|\.detach\(\)|\.eval\(\)"
+)
+_LOOP = (ast.For, ast.AsyncFor, ast.While)
+_FUNCTION = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DETACHING_BUILTINS = HOST_BUILTINS | {"abs"}
+
+
+@dataclass(frozen=True)
+class Switch:
+    """An expression that may set the grad mode (``torch.no_grad()``, a project factory)."""
+
+    name: str  # dotted, as written
+    called: bool
+    has_args: bool = False
+    flag: bool | None = None  # the first argument, when it is a literal True/False
+
+
+@dataclass(frozen=True)
+class Site:
+    """A call written as a dotted name, with what the project model needs about its place."""
+
+    callee: str
+    switches: tuple[Switch, ...] = ()  # enclosing ``with`` items / enter_context, outermost first
+    after_eval: bool = False  # a ``.eval()`` ran before it on the way here
+    discarded: bool = False  # an expression statement: the result is not used
+    in_backward_loop: bool = False  # inside a loop whose body calls ``backward()``
+    passed: tuple[tuple[str, str], ...] = ()  # (position or keyword, dotted argument)
+
+
+@dataclass(frozen=True)
+class Returned:
+    """One ``return`` of a function.
+
+    ``kind``: "switch" (returns what may be a grad switch), "apply" (returns a switch
+    applied to a parameter: ``torch.no_grad()(fn)``), "param" (a parameter unchanged),
+    "inner" (a function defined inside), or "value". ``detached`` holds, per element of a
+    returned tuple (one element otherwise), whether it can carry no autograd graph;
+    ``under`` the grad switches around the ``return``.
+    """
+
+    kind: str
+    switches: tuple[Switch, ...] = ()
+    name: str = ""
+    detached: tuple[bool, ...] = ()
+    under: tuple[Switch, ...] = ()
+
+
+@dataclass(frozen=True)
+class Function:
+    qualname: str  # "f", "Cls.method", "outer.inner"
+    params: tuple[str, ...]
+    decorators: tuple[Switch, ...] = ()
+    sites: tuple[Site, ...] = ()
+    # Calls of a parameter of this function or of an enclosing one: (parameter, switches).
+    param_calls: tuple[tuple[str, tuple[Switch, ...]], ...] = ()
+    returns: tuple[Returned, ...] = ()
+    # Ends without a return on some path (or yields): returns None or a generator.
+    falls_through: bool = True
+
+
+@dataclass(frozen=True)
+class Class:
+    qualname: str
+    bases: tuple[str, ...]
+    # ``self.attr = Ctor(...)``: the attribute and the dotted constructor, when only one.
+    attributes: tuple[tuple[str, str], ...] = ()
+    methods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Import:
+    """``local`` is bound to ``target``; ``level`` > 0 for a relative import."""
+
+    local: str
+    target: str
+    level: int = 0
+
+
+@dataclass(frozen=True)
+class ModuleSummary:
+    imports: tuple[Import, ...] = ()
+    functions: tuple[Function, ...] = ()
+    classes: tuple[Class, ...] = ()
+    sites: tuple[Site, ...] = ()  # module-level calls (scripts, ``if __name__ == "__main__"``)
+    defined: tuple[str, ...] = ()  # top-level names bound by def/class
+
+    def to_json(self) -> Any:
+        return _encode(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> ModuleSummary:
+        summary = _decode(cls, data)
+        assert isinstance(summary, ModuleSummary)
+        return summary
+
+
+# ---------------------------------------------------------------- JSON, compactly
+
+_TYPES: dict[str, type] = {
+    t.__name__: t for t in (Switch, Site, Returned, Function, Class, Import, ModuleSummary)
+}
+
+
+def _encode(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return [_encode(getattr(value, name)) for name in value.__dataclass_fields__]
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(kind: Any, data: Any) -> Any:
+    """Rebuild ``kind`` (a dataclass or a ``tuple[...]`` annotation string) from lists."""
+    if isinstance(kind, type) and hasattr(kind, "__dataclass_fields__"):
+        fields = kind.__dataclass_fields__
+        if not isinstance(data, list) or len(data) != len(fields):
+            raise ValueError(f"bad {kind.__name__}")
+        return kind(**{name: _decode(f.type, v)
+                       for (name, f), v in zip(fields.items(), data, strict=True)})
+    if isinstance(kind, str):
+        return _decode_annotation(kind, data)
+    return data
+
+
+def _decode_annotation(annotation: str, data: Any) -> Any:
+    text = annotation.replace(" ", "")
+    if text.startswith("tuple[") and text.endswith(",...]"):
+        inner = text[len("tuple["):-len(",...]")]
+        if not isinstance(data, list):
+            raise ValueError("bad tuple")
+        return tuple(_decode_annotation(inner, v) for v in data)
+    if text.startswith("tuple[") and text.endswith("]"):
+        parts = _split_top(text[len("tuple["):-1])
+        if not isinstance(data, list) or len(data) != len(parts):
+            raise ValueError("bad pair")
+        return tuple(_decode_annotation(p, v) for p, v in zip(parts, data, strict=True))
+    if text in _TYPES:
+        return _decode(_TYPES[text], data)
+    if text in ("str", "int", "bool", "bool|None") and isinstance(
+            data, (str, int, bool, type(None))):
+        return data
+    raise ValueError(f"unexpected {annotation}")
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+# ---------------------------------------------------------------- building
+
+def dotted(node: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _literal_flag(node: ast.expr) -> bool | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def as_switches(node: ast.expr) -> tuple[Switch, ...]:
+    """The switch candidates an expression names: ``torch.no_grad()``, ``f``,
+    ``(torch.inference_mode if new else torch.no_grad)()``. Empty when not switch-shaped."""
+    called = isinstance(node, ast.Call)
+    target = node.func if isinstance(node, ast.Call) else node
+    has_args = isinstance(node, ast.Call) and bool(node.args or node.keywords)
+    flag = None
+    if isinstance(node, ast.Call):
+        first = node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg in ("mode", "enabled")), None)
+        flag = None if first is None else _literal_flag(first)
+    options = [target.body, target.orelse] if isinstance(target, ast.IfExp) else [target]
+    out = []
+    for option in options:
+        name = dotted(option)
+        if name is None:
+            return ()
+        out.append(Switch(name, called, has_args, flag))
+    return tuple(out)
+
+
+def _is_eval_switch(call: ast.Call) -> bool:
+    if not isinstance(call.func, ast.Attribute):
+        return False
+    if call.func.attr == "eval":
+        return not call.args and not call.keywords
+    if call.func.attr == "train" and len(call.args) == 1:
+        return _literal_flag(call.args[0]) is False
+    return False
+
+
+def _is_train_switch(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "train" and not (
+        _is_eval_switch(call))
+
+
+def _calls_backward(nodes: Sequence[ast.stmt]) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
+        and (n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id)
+        in ("backward", "manual_backward")
+        for stmt in nodes for n in ast.walk(stmt)
+    )
+
+
+def _params(args: ast.arguments) -> tuple[str, ...]:
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+    if args.vararg is not None:
+        every.append(args.vararg)
+    if args.kwarg is not None:
+        every.append(args.kwarg)
+    return tuple(a.arg for a in every)
+
+
+def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) -> bool:
+    """Can ``node`` carry no autograd graph, whatever its inputs?"""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in detached_names
+    if isinstance(node, (ast.JoinedStr, ast.Compare, ast.Lambda)):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return True
+    if isinstance(node, ast.Attribute):
+        return node.attr in DETACHED_ATTRIBUTES
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            return func.attr in DETACHING_METHODS and func.attr not in ("append", "extend")
+        if isinstance(func, ast.Name):
+            return func.id in _DETACHING_BUILTINS
+        return False
+    if isinstance(node, ast.BinOp):
+        return is_detached(node.left, detached_names) and is_detached(node.right, detached_names)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(is_detached(e, detached_names) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(is_detached(v, detached_names) for v in node.values)
+    return False
+
+
+@dataclass
+class _Scope:
+    """A function being summarised (the module itself for top-level code)."""
+
+    qualname: str
+    params: tuple[str, ...]
+    outer_params: frozenset[str]
+    inner: set[str] = field(default_factory=set)
+    sites: list[Site] = field(default_factory=list)
+    param_calls: list[tuple[str, tuple[Switch, ...]]] = field(default_factory=list)
+    returns: list[tuple[ast.expr | None, tuple[Switch, ...]]] = field(default_factory=list)
+    assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
+    yields: bool = False
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.imports: list[Import] = []
+        self.functions: list[Function] = []
+        self.classes: list[Class] = []
+        self.defined: list[str] = []
+        # class qualname -> attribute -> the constructors assigned to ``self.attr``
+        self._attributes: dict[str, dict[str, set[str]]] = {}
+
+    # -- statements, in order, carrying the with-contexts, eval state and loops around them
+
+    def block(self, body: Sequence[ast.stmt], scope: _Scope, switches: tuple[Switch, ...],
+              after_eval: bool, loop_backward: bool, prefix: str, class_stack: list[str]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                call = stmt.value
+                if _is_eval_switch(call):
+                    after_eval = True
+                elif _is_train_switch(call):
+                    after_eval = False
+                elif (isinstance(call.func, ast.Attribute) and call.func.attr == "enter_context"
+                      and len(call.args) == 1):
+                    # ``stack.enter_context(torch.no_grad())``: on for the rest of the block.
+                    entered = as_switches(call.args[0])
+                    self.expressions([call], scope, switches, after_eval, loop_backward, stmt)
+                    switches = switches + entered
+                    continue
+            self.statement(stmt, scope, switches, after_eval, loop_backward, prefix, class_stack)
+
+    def statement(self, stmt: ast.stmt, scope: _Scope, switches: tuple[Switch, ...],
+                  after_eval: bool, loop_backward: bool, prefix: str,
+                  class_stack: list[str]) -> None:
+        if isinstance(stmt, _FUNCTION):
+            self.function(stmt, scope, prefix, class_stack)
+            return
+        if isinstance(stmt, ast.ClassDef):
+            self.klass(stmt, scope, prefix, class_stack)
+            return
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                local = alias.asname or alias.name.split(".", 1)[0]
+                self.imports.append(Import(local, alias.name if alias.asname else local))
+            return
+        if isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:
+                if alias.name == "*":
+                    continue
+                base = stmt.module or ""
+                self.imports.append(Import(alias.asname or alias.name,
+                                           f"{base}.{alias.name}" if base else alias.name,
+                                           stmt.level))
+            return
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            inner = switches
+            for item in stmt.items:
+                self.expressions([item.context_expr], scope, inner, after_eval, loop_backward,
+                                 stmt)
+                inner = inner + as_switches(item.context_expr)
+            self.block(stmt.body, scope, inner, after_eval, loop_backward, prefix, class_stack)
+            return
+        if isinstance(stmt, _LOOP):
+            header = [stmt.iter] if isinstance(stmt, (ast.For, ast.AsyncFor)) else [stmt.test]
+            self.expressions(header, scope, switches, after_eval, loop_backward, stmt)
+            backward = loop_backward or _calls_backward(stmt.body)
+            self.block(stmt.body, scope, switches, after_eval, backward, prefix, class_stack)
+            self.block(stmt.orelse, scope, switches, after_eval, loop_backward, prefix,
+                       class_stack)
+            return
+        if isinstance(stmt, ast.If):
+            self.expressions([stmt.test], scope, switches, after_eval, loop_backward, stmt)
+            self.block(stmt.body, scope, switches, after_eval, loop_backward, prefix, class_stack)
+            self.block(stmt.orelse, scope, switches, after_eval, loop_backward, prefix,
+                       class_stack)
+            return
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            for part in (stmt.body, *(h.body for h in stmt.handlers), stmt.orelse,  # type: ignore[attr-defined]
+                         stmt.finalbody):  # type: ignore[attr-defined]
+                self.block(part, scope, switches, after_eval, loop_backward, prefix, class_stack)
+            return
+        if isinstance(stmt, ast.Match):
+            self.expressions([stmt.subject], scope, switches, after_eval, loop_backward, stmt)
+            for case in stmt.cases:
+                self.block(case.body, scope, switches, after_eval, loop_backward, prefix,
+                           class_stack)
+            return
+        if isinstance(stmt, ast.Return):
+            scope.returns.append((stmt.value, switches))
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    scope.assigned.setdefault(target.id, []).append(stmt.value)
+                self._self_attribute(target, stmt.value, class_stack)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            if isinstance(stmt.target, ast.Name):
+                scope.assigned.setdefault(stmt.target.id, []).append(stmt.value)
+            self._self_attribute(stmt.target, stmt.value, class_stack)
+        self.expressions([stmt], scope, switches, after_eval, loop_backward, stmt)
+
+    def _self_attribute(self, target: ast.expr, value: ast.expr, class_stack: list[str]) -> None:
+        if not class_stack or not isinstance(target, ast.Attribute):
+            return
+        if not (isinstance(target.value, ast.Name) and target.value.id == "self"):
+            return
+        ctor = value
+        # `Loss(...).to(device)`, `Net().cuda()`: the constructor under a method chain.
+        while isinstance(ctor, ast.Call) and isinstance(ctor.func, ast.Attribute) and isinstance(
+                ctor.func.value, ast.Call):
+            ctor = ctor.func.value
+        name = dotted(ctor.func) if isinstance(ctor, ast.Call) else None
+        self._attributes.setdefault(class_stack[-1], {}).setdefault(target.attr, set()).add(
+            name or "?")
+
+    # -- expressions: the calls in them
+
+    def expressions(self, nodes: Sequence[ast.AST], scope: _Scope, switches: tuple[Switch, ...],
+                    after_eval: bool, loop_backward: bool, stmt: ast.stmt) -> None:
+        for node in nodes:
+            for sub in _walk_expression(node):
+                if isinstance(sub, (ast.Yield, ast.YieldFrom)):
+                    scope.yields = True
+                if not isinstance(sub, ast.Call):
+                    continue
+                name = dotted(sub.func)
+                if name is None:
+                    continue
+                if isinstance(sub.func, ast.Name) and (
+                        sub.func.id in scope.params or sub.func.id in scope.outer_params):
+                    scope.param_calls.append((sub.func.id, switches))
+                passed = tuple(
+                    (str(i), d) for i, a in enumerate(sub.args) if (d := dotted(a)) is not None
+                ) + tuple(
+                    (k.arg, d) for k in sub.keywords
+                    if k.arg is not None and (d := dotted(k.value)) is not None
+                )
+                discarded = isinstance(stmt, ast.Expr) and stmt.value is sub
+                scope.sites.append(Site(name, switches, after_eval, discarded, loop_backward,
+                                        passed))
+
+    # -- definitions
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, parent: _Scope, prefix: str,
+                 class_stack: list[str]) -> None:
+        qualname = f"{prefix}{node.name}"
+        if not prefix:
+            self.defined.append(node.name)
+        parent.inner.add(node.name)
+        decorators: list[Switch] = []
+        for deco in node.decorator_list:
+            decorators.extend(as_switches(deco))
+            self.expressions([deco], parent, (), False, False, node)
+        outer = parent.outer_params | frozenset(parent.params) if parent.qualname else frozenset()
+        scope = _Scope(qualname, _params(node.args), outer)
+        for default in [*node.args.defaults, *node.args.kw_defaults]:
+            if default is not None:
+                self.expressions([default], parent, (), False, False, node)
+        stack = class_stack if class_stack and prefix.endswith(f"{class_stack[-1]}.") else []
+        self.block(node.body, scope, (), False, False, f"{qualname}.", stack)
+        self.functions.append(Function(
+            qualname=qualname,
+            params=scope.params,
+            decorators=tuple(decorators),
+            sites=tuple(scope.sites),
+            param_calls=tuple(scope.param_calls),
+            returns=tuple(self._returned(value, under, scope) for value, under in scope.returns),
+            falls_through=scope.yields or not _always_returns(node.body),
+        ))
+
+    def klass(self, node: ast.ClassDef, parent: _Scope, prefix: str,
+              class_stack: list[str]) -> None:
+        qualname = f"{prefix}{node.name}"
+        if not prefix:
+            self.defined.append(node.name)
+        bases = tuple(d for b in node.bases if (d := dotted(b)) is not None)
+        self.expressions(node.bases, parent, (), False, False, node)
+        methods = tuple(s.name for s in node.body if isinstance(s, _FUNCTION))
+        self.block(node.body, parent, (), False, False, f"{qualname}.", [*class_stack, qualname])
+        attributes = self._attributes.pop(qualname, {})
+        self.classes.append(Class(
+            qualname, bases,
+            tuple(sorted((a, next(iter(c))) for a, c in attributes.items()
+                         if len(c) == 1 and "?" not in c)),
+            methods,
+        ))
+
+    def _returned(self, value: ast.expr | None, under: tuple[Switch, ...],
+                  scope: _Scope) -> Returned:
+        if value is None:
+            return Returned("value", detached=(True,), under=under)
+        if isinstance(value, ast.Name) and value.id in scope.params:
+            return Returned("param", name=value.id, under=under)
+        if isinstance(value, ast.Name) and value.id in scope.inner:
+            return Returned("inner", name=value.id, under=under)
+        if (isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords
+                and isinstance(value.args[0], ast.Name) and value.args[0].id in scope.params):
+            applied = as_switches(value.func)
+            if applied and all(s.called for s in applied):
+                return Returned("apply", applied, value.args[0].id, under=under)
+        detached_names = frozenset(
+            name for name, values in scope.assigned.items()
+            if values and all(is_detached(v) for v in values)
+        )
+        elements = value.elts if isinstance(value, ast.Tuple) else [value]
+        detached = tuple(is_detached(e, detached_names) for e in elements)
+        switches = as_switches(value)
+        kind = "switch" if switches else "value"
+        return Returned(kind, switches, detached=detached, under=under)
+
+
+def _walk_expression(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of an expression (or a simple statement), not entering nested scopes."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            if isinstance(child, (*_FUNCTION, ast.ClassDef, ast.Lambda)):
+                continue
+            stack.append(child)
+
+
+def _always_returns(body: Sequence[ast.stmt]) -> bool:
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(last, ast.If):
+        return _always_returns(last.body) and _always_returns(last.orelse)
+    if isinstance(last, (ast.With, ast.AsyncWith)):
+        return _always_returns(last.body)
+    return False
+
+
+def summarise(tree: ast.Module) -> ModuleSummary:
+    builder = _Builder()
+    top = _Scope("", (), frozenset())
+    builder.block(tree.body, top, (), False, False, "", [])
+    return ModuleSummary(
+        imports=tuple(builder.imports),
+        functions=tuple(builder.functions),
+        classes=tuple(builder.classes),
+        sites=tuple(top.sites),
+        defined=tuple(builder.defined),
+    )
+
+
+def needs_summary(source: bytes) -> bool:
+    """May this file (which no rule applies to) hold facts that other modules need?"""
+    return _PROJECT_FACTS.search(source) is not None
+
+
+def summarise_source(source: bytes, filename: str = "<file>") -> ModuleSummary | None:
+    """The summary of a file's bytes; None when it does not parse (MEM999 is the engine's)."""
+    try:
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    try:
+        return summarise(tree)
+    except RecursionError:
+        return None

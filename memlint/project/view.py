@@ -1,0 +1,79 @@
+"""What the project knows that one module needs, as the per-file analyses ask it.
+
+The project model (in the parent process) answers every cross-file question a module can ask
+ahead of time and packs the answers into a :class:`ModuleView`: small, picklable, sent with
+the file to a worker, and hashed into the result cache's key, so a file is linted again when
+a fact it reads changes in another file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from memlint.vocabulary import GradMode
+
+
+@dataclass(frozen=True)
+class ReturnFact:
+    """What calling a project function (or an instance of a project class) returns."""
+
+    detached: tuple[bool, ...]  # per element of the returned tuple; one element otherwise
+    is_tuple: bool
+
+
+@dataclass
+class ModuleView:
+    module: str
+    # local name -> absolute dotted name, relative imports resolved
+    imports: dict[str, str] = field(default_factory=dict)
+    # dotted name as written here -> (mode as a bare decorator, mode when called)
+    switches: dict[str, tuple[GradMode | None, GradMode | None]] = field(default_factory=dict)
+    # qualname of a function of this module -> the grad mode its body starts in
+    function_modes: dict[str, GradMode] = field(default_factory=dict)
+    # functions of this module that a caller runs after ``model.eval()``
+    eval_called: frozenset[str] = frozenset()
+    # functions of this module only ever called, result unused, inside a training loop
+    side_jobs: frozenset[str] = frozenset()
+    # absolute name of a project function or class -> what calling it returns
+    returns: dict[str, ReturnFact] = field(default_factory=dict)
+    # class qualname in this module -> attribute -> absolute name of the class assigned to it
+    attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # absolute names of project classes (referenced here) that are nn.Module subclasses
+    module_classes: frozenset[str] = frozenset()
+
+    def qualify(self, dotted: str) -> str:
+        """``dotted`` with its head expanded through this module's imports or definitions."""
+        head, _, rest = dotted.partition(".")
+        full = self.imports.get(head)
+        if full is None:
+            return dotted
+        return f"{full}.{rest}" if rest else full
+
+    def switch_mode(self, dotted: str, called: bool) -> GradMode | None:
+        modes = self.switches.get(dotted)
+        if modes is None:
+            return None
+        return modes[1] if called else modes[0]
+
+    def returns_of(self, dotted: str) -> ReturnFact | None:
+        return self.returns.get(self.qualify(dotted))
+
+    def attribute_class(self, class_qualname: str, attribute: str) -> str | None:
+        return self.attributes.get(class_qualname, {}).get(attribute)
+
+    def is_module_class(self, dotted: str) -> bool:
+        return self.qualify(dotted) in self.module_classes
+
+    def fingerprint(self) -> str:
+        data = json.dumps(
+            [self.module, sorted(self.imports.items()), sorted(self.switches.items()),
+             sorted(self.function_modes.items()), sorted(self.eval_called),
+             sorted(self.side_jobs),
+             sorted((k, v.detached, v.is_tuple) for k, v in self.returns.items()),
+             sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
+             sorted(self.module_classes)],
+            separators=(",", ":"),
+        )
+        return hashlib.blake2b(data.encode(), digest_size=12).hexdigest()
