@@ -120,10 +120,10 @@ RULES: tuple[RuleSpec, ...] = (
         fix_safety=FixSafety.SAFE,
         triggers=(').cuda(', ').to('),
         requires=(),
-        trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|tensor|linspace|logspace|rand\\w*'
-                         b'|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:f'
-                         b'loat|double|half|bfloat16|long|int|short|bool|byte|char|contiguous)\\'
-                         b'(\\))*\\s*\\.(?:cuda|to)\\('),
+        trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
+                         b')\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|do'
+                         b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous)\\(\\))*\\s'
+                         b'*\\.(?:cuda|to)\\('),
     ),
     RuleSpec(
         code='MEM011',

@@ -12,9 +12,11 @@ from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 
 # Same values whichever device builds them, so moving `device=` into the call is safe.
+# Data-copying constructors (`tensor`, `as_tensor`, `from_numpy`) are deliberately absent:
+# their data lives on the host, so `torch.tensor(data, device=d)` also builds a host tensor
+# and copies it; moving `device=` in saves nothing.
 DETERMINISTIC_FACTORIES = frozenset({
-    "zeros", "ones", "full", "empty", "arange", "eye", "tensor", "as_tensor", "linspace",
-    "logspace",
+    "zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace",
 })
 # On a CUDA device these draw from the CUDA generator, so the numbers change: unsafe fix.
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
@@ -52,7 +54,7 @@ class FactoryThenMove(Rule):
     ## What it does
     Flags a tensor factory whose result is immediately moved to an accelerator:
     ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
-    also with dtype casts in between: ``torch.tensor(values).float().to(device)``, and with
+    also with dtype casts in between: ``torch.arange(n).float().to(device)``, and with
     starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``.
 
     ## Why is this bad?
@@ -60,6 +62,11 @@ class FactoryThenMove(Rule):
     copy thrown away: an extra allocation, a host-to-device transfer and, for ``.cuda()``, a
     synchronisation point, every time the line runs. Creating it where it is used costs one
     device allocation and a fill kernel.
+
+    Data-copying constructors (``torch.tensor``, ``torch.as_tensor``, ``torch.from_numpy``)
+    are not reported: their data is a Python list, a NumPy array or a host tensor, so even
+    ``torch.tensor(data, device="cuda")`` builds the tensor on the host and copies it over.
+    Passing ``device=`` there saves no transfer.
 
     ## Example
     ```python
@@ -80,7 +87,7 @@ class FactoryThenMove(Rule):
 
     ## Fix safety
     Safe for deterministic factories (``zeros``, ``ones``, ``full``, ``empty``, ``arange``,
-    ``eye``, ``tensor``, ``as_tensor``, ``linspace``, ``logspace``) moved with ``.cuda()`` or
+    ``eye``, ``linspace``, ``logspace``) moved with ``.cuda()`` or
     ``.to(<device>)``. Unsafe for random factories (``rand``, ``randn``, ``randint``,
     ``randperm``, ``normal``): on the device they draw from the device's generator and produce
     different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
@@ -101,7 +108,7 @@ class FactoryThenMove(Rule):
     triggers = (").cuda(", ").to(")
     # A factory call (parentheses nested up to two deep), maybe dtype casts, then a move.
     trigger_pattern = (
-        rb"(?:zeros|ones|full|empty|arange|eye|tensor|linspace|logspace|rand\w*|normal)"
+        rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous)\(\))*"
         rb"\s*\.(?:cuda|to)\("
@@ -118,7 +125,11 @@ class FactoryThenMove(Rule):
             torch.zeros(n, out=buf).cuda()
             host = torch.ones(n).to("cpu")
             like = torch.zeros_like(x).cuda()
-            moved = torch.tensor(x).float().cpu().cuda()
+            moved = torch.zeros(n).float().cpu().cuda()
+            ids = torch.tensor([1, 2, 3]).cuda()
+            labels = torch.tensor(targets).long().to(device)
+            arr = torch.as_tensor(batch["mask"]).to(device, non_blocking=True)
+            img = torch.from_numpy(frame).float().cuda()
             typed = torch.zeros(n).type(torch.long).cuda()
             opts = torch.zeros(*shape, **factory_kwargs).cuda()
             pinned = torch.empty(*shape, pin_memory=True).to(device, non_blocking=True)
@@ -131,18 +142,18 @@ class FactoryThenMove(Rule):
             import torch
             mask = torch.zeros(n, n).cuda()
             pos = torch.arange(seq_len).to(device)
-            ids = torch.tensor([1, 2, 3]).cuda(1)
+            ids = torch.arange(3).cuda(1)
             noise = torch.randn(b, d).to(device=self.device, non_blocking=True)
-            labels = torch.tensor(targets).long().to(device)
+            grid = torch.linspace(0, 1, n).float().to(device)
             """,
             lines=(3, 4, 5, 6, 7),
             fixed="""
             import torch
             mask = torch.zeros(n, n, device="cuda")
             pos = torch.arange(seq_len, device=device)
-            ids = torch.tensor([1, 2, 3], device="cuda:1")
+            ids = torch.arange(3, device="cuda:1")
             noise = torch.randn(b, d, device=self.device)
-            labels = torch.tensor(targets, device=device).long()
+            grid = torch.linspace(0, 1, n, device=device).float()
             """,
         ),
         Invalid(
@@ -158,7 +169,7 @@ class FactoryThenMove(Rule):
             buf = torch.zeros(*shape).to(device)
             noise = torch.randn(*x.shape).cuda()
             grid = torch.ones(batch, *spatial, dtype=torch.bool).to(x.device, non_blocking=True)
-            ids = torch.tensor(*rows).long().cuda(0)
+            ids = torch.full(*size_and_value).long().cuda(0)
             """,
             lines=(3, 4, 5, 6),
             fixed="""
@@ -166,7 +177,7 @@ class FactoryThenMove(Rule):
             buf = torch.zeros(*shape, device=device)
             noise = torch.randn(*x.shape, device="cuda")
             grid = torch.ones(batch, *spatial, dtype=torch.bool, device=x.device)
-            ids = torch.tensor(*rows, device="cuda:0").long()
+            ids = torch.full(*size_and_value, device="cuda:0").long()
             """,
         ),
     )

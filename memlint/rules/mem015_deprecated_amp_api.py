@@ -20,9 +20,10 @@ DEPRECATED = {
 # The old autocast took (enabled, dtype, cache_enabled) positionally; the new one takes
 # (device_type, dtype, enabled, cache_enabled), so positional arguments become keywords.
 OLD_AUTOCAST_POSITIONS = ("enabled", "dtype", "cache_enabled")
-# `if is_torch_version(">=", "2.3"):` / `if hasattr(torch.amp, "GradScaler"):`: a branch that
-# only old PyTorch releases take.
-_VERSION_TEST = re.compile(r"version|hasattr\(|at_?least|torch_\d", re.IGNORECASE)
+# `if is_torch_version(">=", "2.3"):` / `if hasattr(torch.amp, "GradScaler"):` /
+# `if _TORCH_GREATER_EQUAL_2_4:`: a branch that only old PyTorch releases take.
+_VERSION_TEST = re.compile(r"version|hasattr\(|at_?least|torch_\d|greater", re.IGNORECASE)
+_NEW_API = frozenset({"torch.amp.autocast", "torch.amp.GradScaler"})
 
 
 def module_torch_alias(module: cst.Module) -> str | None:
@@ -94,7 +95,9 @@ class DeprecatedAmpApi(Rule):
     Call `torch.amp.autocast("cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`.
     Fallbacks kept for old PyTorch releases are not reported: an import or a call in an
     `except` block, and a call in a branch of a version check (`version`, `hasattr(...)`,
-    `at_least` in the condition) or after one that returns early.
+    `at_least` in the condition) or after one that returns early, and the arm of an inline
+    conditional whose other arm uses the new API
+    (`torch.amp.GradScaler("cuda") if new_torch else torch.cuda.amp.GradScaler()`).
 
     ## Fix safety
     The fix is safe: it is the migration PyTorch's own deprecation warning prescribes, and
@@ -145,6 +148,16 @@ class DeprecatedAmpApi(Rule):
                 if is_torch_version(">=", "2.3"):
                     return torch.amp.GradScaler("cuda")
                 return torch.cuda.amp.GradScaler()
+            """
+        ),
+        Valid(
+            """
+            import torch
+            scaler = (
+                torch.amp.GradScaler("cuda") if _TORCH_GREATER_EQUAL_2_4
+                else torch.cuda.amp.GradScaler()
+            )
+            ctx = torch.cuda.amp.autocast() if old_release else torch.amp.autocast("cuda")
             """
         ),
     )
@@ -229,6 +242,20 @@ class DeprecatedAmpApi(Rule):
                 pass
             """,
         ),
+        Invalid(
+            # An inline conditional whose other arm is not the new API is no fallback.
+            """
+            import contextlib
+            import torch
+            ctx = torch.cuda.amp.autocast() if use_amp else contextlib.nullcontext()
+            """,
+            lines=(4,),
+            fixed="""
+            import contextlib
+            import torch
+            ctx = torch.amp.autocast("cuda") if use_amp else contextlib.nullcontext()
+            """,
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -251,11 +278,30 @@ class DeprecatedAmpApi(Rule):
                 return True
             if isinstance(anc, (cst.If, cst.IfExp)) and _VERSION_TEST.search(code_for(anc.test)):
                 return True
+            if isinstance(anc, cst.IfExp) and child is not anc.test:
+                # `new_api() if <cond> else old_api()`: the other arm picks the new API,
+                # so this arm is the fallback whatever the condition is named.
+                other = anc.orelse if child is anc.body else anc.body
+                if self._uses_new_api(other):
+                    return True
             if isinstance(anc, cst.IndentedBlock) and self._after_version_guard(anc, child):
                 return True
             if isinstance(anc, (cst.FunctionDef, cst.ClassDef)):
                 return False
             child = anc
+        return False
+
+    def _uses_new_api(self, expr: cst.CSTNode) -> bool:
+        """Whether ``expr`` refers to ``torch.amp.autocast`` / ``torch.amp.GradScaler``."""
+        imports = self.context.analysis.imports
+        stack: list[cst.CSTNode] = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Attribute, cst.Name)) and imports.qualified_name(node) in (
+                _NEW_API
+            ):
+                return True
+            stack.extend(node.children)
         return False
 
     def _after_version_guard(self, block: cst.IndentedBlock, stmt: cst.CSTNode) -> bool:

@@ -95,6 +95,6 @@ def tables(n, device):
     eye = torch.eye(n).cuda(0)  # expect: MEM010
     grid = torch.linspace(-1, 1, n).to(device=device)  # expect: MEM010
     explicit = torch.zeros(n, device="cpu").cuda()
-    weights = torch.tensor([0.2, 0.3, 0.5], requires_grad=True).cuda()  # expect: MEM010
+    weights = torch.tensor([0.2, 0.3, 0.5], requires_grad=True).cuda()
     as_half = torch.arange(n).to(device, torch.float16)  # expect: MEM010
     return eye, grid, explicit, weights, as_half

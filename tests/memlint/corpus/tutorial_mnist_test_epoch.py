@@ -32,7 +32,7 @@ def test_epoch(model, loader):
 
 
 def class_weights(counts):
-    weights = torch.tensor(counts).float().to(device)  # expect: MEM010
+    weights = torch.tensor(counts).float().to(device)
     kept = torch.tensor(counts).float()
     return weights / weights.sum(), kept
 
