@@ -175,7 +175,9 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
         return FileResult(display, skipped="binary file (contains NUL bytes)")
     active = applicable_rules(source, [s for s in rules if s.code not in ignored])
     summary = None
-    if not summary_known and (active or needs_summary(source)):
+    # A package's __init__ re-exports names its siblings import: always worth its summary.
+    if not summary_known and (active or needs_summary(source)
+                              or display.endswith("__init__.py")):
         summary = summarise_source(source, display)
     if not active:
         return FileResult(display, syntax_errors(display, source, imports_ready),

@@ -165,7 +165,24 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
 
     from memlint.project.model import build_views
 
-    views = build_views(summaries, active)
+    views, missing = build_views(summaries, active, [*keys, *extra])
+    if missing and any(r.code in _EVALUATION_RULES for r in enabled):
+        # Modules the project calls as inference code, which no prefilter let through.
+        from memlint.project.summary import summarise_source
+
+        for key in sorted(missing):
+            try:
+                source = Path(key).read_bytes()
+            except OSError:
+                continue
+            summary = summarise_source(source, key)
+            if summary is None:
+                continue
+            summaries[key] = summary
+            if key in linted and key in results and not results[key].diagnostics:
+                del results[key]
+                active[key] = ()
+        views, _ = build_views(summaries, active)
     tasks: list[Task] = []
     fingerprints: dict[str, str | None] = {}
     for key in active:

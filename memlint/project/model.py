@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from memlint.project.layout import ModuleName
-from memlint.project.summary import Class, Function, ModuleSummary, Returned, Site, Switch
+from memlint.project.summary import Class, Function, ModuleSummary, Site, Switch
 from memlint.project.view import ModuleView, ReturnFact
 from memlint.vocabulary import GradMode, grad_switch
 
@@ -289,6 +289,17 @@ class ProjectModel:
         return (bool(sites) and all(s.discarded and s.in_backward_loop for _, _, s in sites)
                 and not _trains(function))
 
+    def unsummarised_inference_callees(self) -> set[str]:
+        """Absolute names called after ``.eval()`` or as a training loop's side job whose
+        module has no summary: their files hold inference code that no prefilter saw."""
+        wanted: set[str] = set()
+        for name, sites in self._caller_index().items():
+            if "#" in name or self.definition(name) is not None:
+                continue
+            if any(s.after_eval or (s.discarded and s.in_backward_loop) for _, _, s in sites):
+                wanted.add(name)
+        return wanted
+
     # ------------------------------------------------------------------ returns, classes
 
     def returns(self, absolute: str) -> ReturnFact | None:
@@ -411,9 +422,11 @@ def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
         yield from site.switches
 
 
-def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str]
-                ) -> dict[str, ModuleView]:
-    """The views of the ``wanted`` paths, from the summaries of every file known (by path).
+def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
+                known: Iterable[str] = ()) -> tuple[dict[str, ModuleView], set[str]]:
+    """The views of the ``wanted`` paths, from the summaries of every file known (by path),
+    and the paths among ``known`` (every file of the run) whose summary the model would use:
+    modules it saw called as inference code but that were not summarised.
 
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
@@ -434,4 +447,14 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str]
         found = where.get(path)
         if found is not None:
             views[path] = models[found[0]].view(found[1])
-    return views
+    missing: set[str] = set()
+    callees = {root: model.unsummarised_inference_callees() for root, model in models.items()}
+    if any(callees.values()):
+        for path in known:
+            if path in summaries:
+                continue
+            root, name = located(Path(path))
+            prefix = f"{name.name}."
+            if any(c.startswith(prefix) for c in callees.get(root, ())):
+                missing.add(path)
+    return views, missing

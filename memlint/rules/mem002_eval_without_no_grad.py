@@ -29,6 +29,13 @@ _EVAL_FUNCTION = re.compile(
 )
 # The files pytest collects by default (test_*.py, *_test.py), and conftest.py.
 _TEST_MODULE = re.compile(r"(?:^|[/\\])(?:test_[^/\\]*|[^/\\]*_test\.py|conftest\.py)$")
+# Test support code: a module in a `tests/` folder, or a `testing_*` helper module. Its
+# forwards are smoke checks on toy models, not evaluation runs.
+_TEST_SUPPORT = re.compile(
+    r"(?:^|[/\\])(?:tests?|testing)[/\\][^/\\]+$|(?:^|[/\\])testing_[^/\\]*$"
+)
+# A model's own machinery: an `.eval()` switch there is part of what the model computes.
+_MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
 # Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
 _FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
 # Evaluation that needs input gradients: adversarial attacks, saliency and attribution maps.
@@ -270,7 +277,11 @@ class EvalWithoutNoGrad(Rule):
 
     def _active(self) -> bool:
         if self._enabled is None:
-            self._enabled = _uses_torch(self.context) and not self._grad_off_globally()
+            self._enabled = (
+                _uses_torch(self.context)
+                and not _TEST_SUPPORT.search(self.context.path)
+                and not self._grad_off_globally()
+            )
         return self._enabled
 
     def _grad_off_globally(self) -> bool:
@@ -386,16 +397,30 @@ class EvalWithoutNoGrad(Rule):
             return None
         if function is not None and self._is_eval_function(function):
             return function
+        if function is not None and function.name.value in _MODEL_MACHINERY:
+            return None
         blocks = self._eval_blocks()
         if not blocks:
             return None
+        cls = None if function is None else tree.enclosing_class(function)
+        model_method = cls is not None and self.context.analysis.calls.is_module_class(cls)
         for anc in tree.ancestors(call):
             if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return None
             region = blocks.get(anc)
             if region is not None:
-                return region
+                # In a model's method, only the model switching itself (`self.eval()`)
+                # makes what follows its inference code.
+                return region if not model_method or self._switches_self(region) else None
         return None
+
+    def _switches_self(self, region: Region) -> bool:
+        return any(
+            isinstance(node, cst.Call) and _is_eval_switch(node)
+            and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == "self"
+            for node in self.context.analysis.tree.walk(region)
+        )
 
     def _region_nodes(self, region: Region) -> Iterable[cst.CSTNode]:
         tree = self.context.analysis.tree

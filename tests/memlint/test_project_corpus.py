@@ -1,0 +1,106 @@
+"""Multi-file corpus projects: the truth about a module lives in its siblings.
+
+Each folder under ``corpus/projects/`` is a small project whose expected findings are marked
+``# expect: MEMxxx`` like the single-file corpus. It is linted through the command line, so
+the project model (scan, summaries, views) is what is tested, and every other line must stay
+silent. A file named on its own still resolves facts from the other modules of its package,
+as in a pre-commit run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memlint.cli import main
+from tests.memlint.test_corpus import EXPECT, checked_codes
+
+PROJECTS = Path(__file__).parent / "corpus" / "projects"
+Label = tuple[str, int, str]
+
+
+def expected(root: Path) -> set[Label]:
+    labels: set[Label] = set()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            match = EXPECT.search(line)
+            if match:
+                labels.update((rel, lineno, c.strip()) for c in match.group(1).split(",")
+                              if c.strip())
+    return labels
+
+
+def actual(root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+           *paths: str) -> set[Label]:
+    monkeypatch.chdir(root)
+    capsys.readouterr()
+    code = main(["--no-cache", "--isolated", "--select", "ALL", "--output-format", "json",
+                 *(paths or ["."])])
+    out = capsys.readouterr().out
+    assert code in (0, 1), out
+    return {(Path(d["path"]).as_posix(), d["line"], d["code"]) for d in json.loads(out)}
+
+
+ROOTS = sorted(p for p in PROJECTS.iterdir() if p.is_dir())
+
+
+@pytest.mark.parametrize("root", ROOTS, ids=[p.name for p in ROOTS])
+def test_project_matches_labels(root: Path, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    want = expected(root)
+    codes = checked_codes({("", 0, code) for _, _, code in want})
+    got = {label for label in actual(root, capsys, monkeypatch) if label[2] in codes}
+    assert got - want == set(), "false positives"
+    assert want - got == set(), "missed findings"
+
+
+def test_one_file_resolves_facts_from_its_package(capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    root = PROJECTS / "vision_app"
+    names = ["vision/engine/validator.py", "vision/models.py"]
+    want = {label for label in expected(root) if label[0] in names}
+    assert want, "the chosen files must carry labels"
+    got = actual(root, capsys, monkeypatch, *names)
+    assert {label for label in got if label[2] == "MEM002"} == want
+
+
+def test_file_outside_any_package_is_judged_alone(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same validator without its package: the decorator factory cannot be resolved, so
+    # the rule falls back to file-local facts and reports the forward.
+    source = (PROJECTS / "vision_app" / "vision" / "engine" / "validator.py").read_text(
+        encoding="utf-8")
+    (tmp_path / "validator.py").write_text(source, encoding="utf-8")
+    got = actual(tmp_path, capsys, monkeypatch, "validator.py")
+    assert ("validator.py", 16, "MEM002") in got
+
+
+def test_cached_result_is_redone_when_a_sibling_changes_its_facts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    root = tmp_path / "app"
+    shutil.copytree(PROJECTS / "vision_app", root)
+
+    def run() -> set[Label]:
+        monkeypatch.chdir(root)
+        capsys.readouterr()
+        main(["--cache-dir", str(tmp_path / "cache"), "--isolated", "--output-format", "json",
+              "vision/engine/validator.py"])
+        return {(d["path"], d["line"], d["code"]) for d in json.loads(capsys.readouterr().out)}
+
+    before = run()
+    assert ("vision/engine/validator.py", 16, "MEM002") not in before
+    assert run() == before  # warm
+    # The factory stops switching grad off: validate() now evaluates with autograd on, and
+    # the unchanged validator.py must be linted again, not served from the cache.
+    utils = root / "vision" / "utils" / "torch_utils.py"
+    utils.write_text(utils.read_text(encoding="utf-8").replace(
+        "return (torch.inference_mode if TORCH_1_9 else torch.no_grad)()(fn)", "return fn"),
+        encoding="utf-8")
+    assert ("vision/engine/validator.py", 16, "MEM002") in run()
