@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import libcst as cst
 
@@ -37,6 +37,9 @@ from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import TreeIndex
 from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
+
+if TYPE_CHECKING:
+    from memlint.project.view import ModuleView, ReturnFact
 
 Tri = bool | None
 Scope = cst.FunctionDef | cst.Module
@@ -93,10 +96,12 @@ class ScopeFacts:
 
 class GraphAnalysis:
     def __init__(
-        self, tree: TreeIndex, grad: GradModeAnalysis, calls: CallClassifier | None = None
+        self, tree: TreeIndex, grad: GradModeAnalysis, calls: CallClassifier | None = None,
+        project: ModuleView | None = None,
     ) -> None:
         self.tree = tree
         self.grad = grad
+        self.project = project
         self.calls = calls if calls is not None else CallClassifier(tree)
         self._scopes: dict[Scope, ScopeFacts] = {}
         self._memo: dict[cst.CSTNode, Tri] = {}
@@ -472,6 +477,9 @@ class GraphAnalysis:
             return tri_or([self._eval(a.value) for a in call.args])
         callee = last_name(func)
         defs = self.tree.functions_by_name.get(callee, []) if callee is not None else []
+        returned = None if defs else self.project_returns(call)
+        if returned is not None and not returned.is_tuple:
+            return False  # a project function (another file) that returns a detached value
         if defs:
             return tri_or([self._returns_of(d) for d in defs])
         if mname is not None:
@@ -497,6 +505,33 @@ class GraphAnalysis:
             self._in_progress.discard(func)
         self._returns[func] = result
         return result
+
+
+    def project_returns(self, call: cst.Call) -> ReturnFact | None:
+        """What the project model knows ``call`` returns: a function or class of another
+        module, an instance of one bound to a name (``criterion = Loss()``) or to ``self``."""
+        project = self.project
+        if project is None:
+            return None
+        name = dotted_name(call.func)
+        if name is None:
+            return None
+        fact = project.returns_of(name)
+        if fact is not None:
+            return fact
+        if name.startswith("self.") and name.count(".") == 1:
+            cls = self.tree.enclosing_class(call)
+            owner = None if cls is None else project.attribute_class(
+                self.tree.qualname(cls), name[len("self."):])
+            return None if owner is None else project.returns.get(owner)
+        if "." not in name:
+            bindings = self.facts(self.scope_of(call)).bindings.get(name, ())
+            values = [b.value for b in bindings]
+            if values and all(isinstance(v, cst.Call) for v in values):
+                ctors = {dotted_name(v.func) for v in values if isinstance(v, cst.Call)}
+                if len(ctors) == 1 and (ctor := ctors.pop()) is not None:
+                    return project.returns.get(project.qualify(ctor))
+        return None
 
 
 def class_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
