@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+
 import libcst as cst
 
+from memlint.analysis.tree import TreeIndex
 from memlint.edits import has_keyword, has_star_args
 from memlint.rules.base import Invalid, Rule, Valid
 
@@ -16,6 +20,90 @@ NO_GRAD_MESSAGE = (
 REENTRANT_MESSAGE = (
     "pass `use_reentrant=` explicitly to `checkpoint`; `use_reentrant=False` is recommended"
 )
+# A test about the installed torch: `torch.__version__ >= "1.11"`, `is_torch_version(...)`,
+# `TORCH_GE_1_11`, `_TORCH_GREATER_EQUAL_2_0`, `"use_reentrant" in signature(...).parameters`.
+VERSION_WORD = re.compile(
+    r"version|reentrant|torch_?(?:ge|gt|le|lt|greater|less|newer|older|at_least|\d)",
+    re.IGNORECASE,
+)
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    """The block ends in `return`, `raise`, `continue` or `break`: what follows is its else."""
+    last: cst.CSTNode | None = None
+    if isinstance(block, cst.IndentedBlock) and block.body:
+        last = block.body[-1]
+        if isinstance(last, cst.SimpleStatementLine):
+            last = last.body[-1]
+    elif isinstance(block, cst.SimpleStatementSuite) and block.body:
+        last = block.body[-1]
+    return isinstance(last, cst.Return | cst.Raise | cst.Continue | cst.Break)
+
+
+def alternatives(
+    tree: TreeIndex, node: cst.CSTNode, *, handlers: bool = True
+) -> Iterator[cst.CSTNode]:
+    """Code that runs *instead of* ``node``.
+
+    The other branches of each `if`/`elif`/`else` and conditional expression around it, the
+    `try` body for code in an `except` handler (and the handlers for code in the body), the
+    statements after an `if` whose branch holding ``node`` ends in `return` (and the branch of
+    an earlier such `if`, for code after it). Enclosing functions are crossed: a function
+    defined in one branch is the alternative of one defined in the other. ``handlers=False``
+    leaves `try`/`except` out.
+    """
+    child = node
+    for anc in tree.ancestors(node):
+        if isinstance(anc, cst.If | cst.IfExp) and child is not anc.test:
+            other = anc.orelse if child is anc.body else anc.body
+            if other is not None:
+                yield other
+            if isinstance(anc, cst.If) and child is anc.body and _exits(anc.body):
+                yield from _siblings(tree, anc, after=True)
+        elif handlers and isinstance(anc, cst.Try | cst.TryStar):
+            if child is anc.body:
+                yield from anc.handlers
+            elif child in anc.handlers:
+                yield anc.body
+        elif isinstance(anc, cst.IndentedBlock | cst.Module):
+            for stmt in _siblings(tree, child, after=False):
+                if isinstance(stmt, cst.If) and _exits(stmt.body):
+                    yield stmt.body
+        child = anc
+
+
+def _siblings(tree: TreeIndex, stmt: cst.CSTNode, *, after: bool) -> list[cst.CSTNode]:
+    """The statements after (or before) ``stmt`` in its block."""
+    block = tree.parent(stmt)
+    if not isinstance(block, cst.IndentedBlock | cst.Module):
+        return []
+    body: list[cst.CSTNode] = list(block.body)
+    index = next((i for i, s in enumerate(body) if s is stmt), None)
+    if index is None:
+        return []
+    return body[index + 1 :] if after else body[:index]
+
+
+def guarding_tests(tree: TreeIndex, node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+    """The tests of the `if`s, conditional expressions and `while`s ``node`` runs under,
+    including those around the functions it is defined in."""
+    child = node
+    for anc in tree.ancestors(node):
+        if isinstance(anc, cst.If | cst.IfExp | cst.While) and child is not anc.test:
+            yield anc.test
+        child = anc
+
+
+def mentions(tree: TreeIndex, expr: cst.BaseExpression, pattern: re.Pattern[str]) -> bool:
+    """A name, attribute or string literal in ``expr`` matches ``pattern``."""
+    for n in [expr, *tree.walk(expr)]:
+        if isinstance(n, cst.Name) and pattern.search(n.value):
+            return True
+        if isinstance(n, cst.Attribute) and pattern.search(n.attr.value):
+            return True
+        if isinstance(n, cst.SimpleString) and pattern.search(n.value):
+            return True
+    return False
 
 
 class CheckpointUnderNoGrad(Rule):
@@ -25,6 +113,13 @@ class CheckpointUnderNoGrad(Rule):
     autograd is off: inside `torch.no_grad()`, `torch.inference_mode()`,
     `torch.set_grad_enabled(False)` or a function decorated with one of them. It also flags a
     `checkpoint` call that leaves `use_reentrant` to its default.
+
+    Code that supports old torch releases (before 1.11, which reject the keyword) is left
+    alone: a call that passes `**kwargs` (`{"use_reentrant": False} if new_torch else {}`), a
+    call under a test about the torch version (`torch.__version__`, `is_torch_version(...)`,
+    `TORCH_GE_1_11`, `"use_reentrant" in signature(checkpoint).parameters`), and the fallback
+    branch of code that passes the keyword in its other branch (`if`/`else`, an early
+    `return`, `try: ... except TypeError:`).
 
     ## Why is this bad?
     Activation checkpointing trades compute for memory during *training*: it drops the
@@ -92,6 +187,46 @@ class CheckpointUnderNoGrad(Rule):
             checkpoint.checkpoint_sequential(layers, 2, x, use_reentrant=False)
             """
         ),
+        Valid(
+            # The keyword only where the installed torch accepts it.
+            """
+            import torch
+            from torch.utils.checkpoint import checkpoint
+            NEW_TORCH = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (1, 11)
+            CKPT_KWARGS = {"use_reentrant": False} if NEW_TORCH else {}
+
+            def run(block, x):
+                return checkpoint(block, x, **CKPT_KWARGS)
+
+            def run_branches(block, x):
+                if NEW_TORCH:
+                    return checkpoint(block, x, use_reentrant=False)
+                else:
+                    return checkpoint(block, x)
+
+            def run_early_return(block, x):
+                if SUPPORTS_KWARG:
+                    return checkpoint(block, x, use_reentrant=False)
+                return checkpoint(block, x)
+
+            def run_try(block, x):
+                try:
+                    return checkpoint(block, x, use_reentrant=False)
+                except TypeError:
+                    return checkpoint(block, x)
+            """
+        ),
+        Valid(
+            """
+            import torch
+            import torch.utils.checkpoint as cp
+            from packaging import version
+            def run(block, x):
+                if version.parse(torch.__version__) < version.parse("1.11"):
+                    return cp.checkpoint(block, x)
+                return cp.checkpoint(block, x, use_reentrant=True)
+            """
+        ),
     )
     invalid = (
         Invalid(
@@ -122,6 +257,19 @@ class CheckpointUnderNoGrad(Rule):
             """,
             lines=(4,),
         ),
+        Invalid(
+            # A branch about training, not about the torch version; the explicit call before
+            # it is no alternative.
+            """
+            from torch.utils.checkpoint import checkpoint
+            def forward(self, x):
+                x = checkpoint(self.stem, x, use_reentrant=False)
+                if self.grad_ckpt and self.training:
+                    return checkpoint(self.body, x)
+                return self.body(x)
+            """,
+            lines=(6,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -130,5 +278,28 @@ class CheckpointUnderNoGrad(Rule):
             return
         if self.context.analysis.grad.no_grad_at(node):
             self.report(node, NO_GRAD_MESSAGE)
-        if not has_keyword(node, "use_reentrant") and not has_star_args(node):
+        if not self._passes_reentrant(node) and not self._version_fallback(node):
             self.report(node, REENTRANT_MESSAGE)
+
+    def _passes_reentrant(self, call: cst.Call) -> bool:
+        """`use_reentrant=` is given, or may be (`**kwargs`)."""
+        return has_keyword(call, "use_reentrant") or has_star_args(call)
+
+    def _version_fallback(self, call: cst.Call) -> bool:
+        """The call is the old-torch branch of version-aware code, which cannot pass the
+        keyword (torch < 1.11 rejects it): under a test about the torch version, or the
+        alternative to a branch that passes it (`if`/`else`, early `return`, `try`/`except`).
+        """
+        tree = self.context.analysis.tree
+        if any(mentions(tree, test, VERSION_WORD) for test in guarding_tests(tree, call)):
+            return True
+        imports = self.context.analysis.imports
+        for alt in alternatives(tree, call):
+            for n in [alt, *tree.walk(alt)]:
+                if (
+                    isinstance(n, cst.Call)
+                    and imports.qualified_name(n.func) in CHECKPOINT_FUNCTIONS
+                    and self._passes_reentrant(n)
+                ):
+                    return True
+        return False

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from memlint.analysis.calls import last_name, method_name
+from memlint.analysis.calls import last_name, method_name, receiver
 from memlint.analysis.steps import StepAnalysis
 from memlint.rules.base import Invalid, Rule, Valid
 
@@ -16,6 +16,21 @@ SYNC_METHODS = frozenset({"item", "cpu", "tolist"})
 VALUE_CHECKS = frozenset({"isnan", "isinf", "isfinite", "is_nonzero"})
 # `if step % log_every == 0`, `if should_log:`, `if i == print_freq - 1`.
 INTERVAL_NAME = re.compile(r"log|interval|every|freq|period|verbose|debug|display", re.IGNORECASE)
+# Reductions to one truth value: `if mask.any():` and `if torch.equal(a, b):` read a tensor's
+# value on the host (`Tensor.__bool__`) just as `.item()` does.
+TRUTH_REDUCTIONS = frozenset({"any", "all", "equal", "allclose"})
+# `model.cpu()`, `self.net.cpu()`, `netG.cpu()`, `ema_model.cpu()`, `model.module.cpu()`.
+MODULE_NAME = re.compile(
+    r"^_*(?:model|net|network|module|generator|discriminator|encoder|decoder|backbone"
+    r"|classifier|critic|actor|policy|teacher|student|unet|vae|ema)s?$"
+    r"|model$|_net$|_module$|^net[A-Z_\d]|^ema_",
+    re.IGNORECASE,
+)
+# Methods only a module has: `model.cpu().state_dict()`, `net.cpu().eval()`.
+MODULE_METHODS = frozenset({
+    "state_dict", "load_state_dict", "eval", "train", "parameters", "named_parameters",
+    "buffers", "named_buffers", "modules", "named_modules", "children", "requires_grad_",
+})
 
 MESSAGES = {
     "item": "`.item()` every training step waits for the GPU; accumulate `loss.detach()` "
@@ -44,8 +59,16 @@ class SyncInHotLoop(Rule):
     while Python prepares the next batch.
 
     Checks that must see every value (`torch.isnan(loss)`, `math.isfinite(loss.item())`,
-    early stopping on the step's loss) are not flagged: they are syncs on purpose. Neither
-    is a sync in a branch of an `if` whose test already synced: the GPU is idle there.
+    early stopping on the step's loss) are not flagged: they are syncs on purpose, in an
+    `if`, `while` or conditional-expression test or an `assert`. Neither is a sync in a
+    branch of an `if` (or conditional expression) whose test already synced: the GPU is idle
+    there. A test syncs when it calls `.item()`, `.cpu()`, `.tolist()` or a value check, or
+    reduces a tensor to one truth value (`if mask.any():`, `if (x > 0).all():`,
+    `if torch.equal(a, b):`, a comparison of a tensor that carries a graph).
+
+    `.cpu()` on a model (`model.cpu()`, `self.net.cpu()` as a statement, `netG.cpu().eval()`,
+    `model.cpu().state_dict()`) moves parameters to the host to offload or save them; it is
+    not a read of a step's value and is not flagged.
 
     ## Example
     ```python
@@ -120,6 +143,40 @@ class SyncInHotLoop(Rule):
                 print(epoch, total.item())
             """
         ),
+        Valid(
+            # Offloading a module is no read of the step's value.
+            """
+            for x, y in loader:
+                loss = criterion(student(x), y)
+                loss.backward()
+                optimizer.step()
+                teacher.cpu()
+                self.ema_model = self.ema_model.cpu()
+                snapshot = model.cpu().state_dict()
+                model.cuda()
+            """
+        ),
+        Valid(
+            # Tests that already read a tensor: the GPU is idle in their branches.
+            """
+            import torch
+            for x, y in loader:
+                out = model(x)
+                loss = criterion(out, y)
+                loss.backward()
+                optimizer.step()
+                if (out.abs() > 1e4).any():
+                    print("overflow in", out.abs().max().item())
+                if bad.any().item():
+                    skipped += bad.sum().item()
+                if torch.all(finite):
+                    last = loss.item()
+                ratio = hits.sum().item() if hits.any() else 0.0
+                while not torch.isfinite(scale).all():
+                    scale = scale / 2
+                assert not torch.isnan(out).any(), f"NaN in {out.isnan().sum().item()} outputs"
+            """
+        ),
     )
     invalid = (
         Invalid(
@@ -147,6 +204,21 @@ class SyncInHotLoop(Rule):
             """,
             lines=(6,),
         ),
+        Invalid(
+            # Tensors, not modules; a test that reads nothing from the GPU excuses nothing.
+            """
+            for x, y in loader:
+                logits = model(x)
+                loss = criterion(logits, y)
+                loss.backward()
+                optimizer.step()
+                preds = logits.argmax(1).cpu()
+                features = self.encoder(x).cpu()
+                if use_wandb:
+                    wandb.log({"loss": loss.item()})
+            """,
+            lines=(7, 8, 10),
+        ),
     )
 
     @cached_property
@@ -167,6 +239,8 @@ class SyncInHotLoop(Rule):
     def _sync_kind(self, call: cst.Call) -> str | None:
         method = method_name(call)
         if method in SYNC_METHODS and not call.args:
+            if method == "cpu" and self._moves_module(call):
+                return None
             return method
         if isinstance(call.func, cst.Name) and call.func.value == "print":
             graph = self.context.analysis.graph
@@ -181,6 +255,22 @@ class SyncInHotLoop(Rule):
                 if any(graph.carries_graph(v) for v in values):
                     return "print"
         return None
+
+    def _moves_module(self, call: cst.Call) -> bool:
+        """`.cpu()` on an nn.Module: a statement of its own (a tensor's `.cpu()` would be
+        thrown away), chained into a module-only method, or called on a module's name."""
+        tree = self.context.analysis.tree
+        parent = tree.parent(call)
+        if isinstance(parent, cst.Expr):
+            return True
+        if isinstance(parent, cst.Attribute) and parent.attr.value in MODULE_METHODS:
+            return True
+        recv = receiver(call)
+        name = None if recv is None else last_name(recv)
+        return name is not None and (
+            name in self.context.analysis.calls.module_instances
+            or MODULE_NAME.search(name) is not None
+        )
 
     def _outer_call_reports(self, call: cst.Call) -> bool:
         """In `x.cpu().tolist()` only the outermost sync is reported."""
@@ -199,22 +289,48 @@ class SyncInHotLoop(Rule):
                 return False
             if isinstance(anc, cst.Call) and last_name(anc.func) in VALUE_CHECKS:
                 return True
-            if isinstance(anc, cst.If | cst.While) and child is anc.test:
+            if isinstance(anc, cst.If | cst.IfExp | cst.While) and child is anc.test:
                 return True  # the step's value decides control flow
             if isinstance(anc, cst.Assert):
                 return True
-            if isinstance(anc, cst.If) and child is anc.body and self._interval_test(anc.test):
+            if (
+                isinstance(anc, cst.If | cst.IfExp)
+                and child is anc.body
+                and self._interval_test(anc.test)
+            ):
                 return True
-            if isinstance(anc, cst.If) and child is not anc.test and self._syncs(anc.test):
+            if (
+                isinstance(anc, cst.If | cst.IfExp)
+                and child is not anc.test
+                and self._syncs(anc.test)
+            ):
                 return True  # the test already waited for the GPU; either branch is free
             child = anc
         return False
 
     def _syncs(self, test: cst.BaseExpression) -> bool:
-        return any(
-            isinstance(n, cst.Call)
-            and (last_name(n.func) in VALUE_CHECKS or method_name(n) in SYNC_METHODS)
-            for n in [test, *self.context.analysis.tree.walk(test)]
+        """Evaluating ``test`` reads a tensor on the host."""
+        graph = self.context.analysis.graph
+        for n in [test, *self.context.analysis.tree.walk(test)]:
+            if isinstance(n, cst.Call) and (
+                last_name(n.func) in VALUE_CHECKS
+                or method_name(n) in SYNC_METHODS
+                or self._truth_reduction(n)
+            ):
+                return True
+            if isinstance(n, cst.Comparison) and any(
+                graph.carries_graph(v) for v in [n.left, *(c.comparator for c in n.comparisons)]
+            ):
+                return True
+        return False
+
+    def _truth_reduction(self, call: cst.Call) -> bool:
+        """`mask.any()`, `torch.all(x)`, `a.equal(b)`: not the builtins `any()` / `all()`."""
+        if isinstance(call.func, cst.Attribute):
+            return call.func.attr.value in TRUTH_REDUCTIONS
+        qualified = self.context.analysis.imports.qualified_name(call.func)
+        return qualified is not None and qualified.startswith("torch.") and (
+            qualified.rsplit(".", 1)[-1] in TRUTH_REDUCTIONS
         )
 
     def _interval_test(self, test: cst.BaseExpression) -> bool:
