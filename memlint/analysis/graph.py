@@ -4,7 +4,8 @@ Contract (owned by the core-rules work; keep the public methods stable):
 - ``carries_graph(expr) -> bool``: True for values bound from a loss/criterion call,
   ``outputs.loss`` / ``out["loss"]``, a model forward, arithmetic on such values, or the
   receiver of ``.backward()``; False after ``.item()``, ``.detach()``, ``float()``,
-  ``.tolist()``, ``.cpu().numpy()``, for Python numbers, or when produced under no-grad.
+  ``.tolist()``, ``.cpu().numpy()``, for Python numbers, values from host libraries
+  (``yaml``, ``json``, ``numpy``), or when produced under no-grad.
 - ``graph_state(expr) -> True | False | None``: the same with None for "cannot tell".
 
 How names are resolved: each function (or the module, for top-level scripts) is scanned once
@@ -12,8 +13,18 @@ for its bindings, in source order. A name reads its latest binding before the us
 before it (a value carried round a loop) every binding in the function is considered. A
 parameter takes the arguments of the function's same-file call sites, a same-file function
 call takes its ``return`` values, and ``self.x`` takes every ``self.x = ...`` in the class.
-Appending a graph-carrying value to a list makes the list graph-carrying. A name that is
-later backpropagated (``x.backward()``) carries a graph when nothing else decides it.
+A name unpacked from a call (``loss, items = criterion(p, y)``) takes the value at its
+position in the callee's ``return`` tuples when the callee is in this file: a function, a
+``self`` method, or ``__call__``/``forward`` of the same-file class the name was built from
+(``criterion = ComputeLoss()``), or, for a callee in another module, the project model's
+per-position facts. A comprehension's variable takes its iterable; its elements decide.
+Appending a graph-carrying value to a list makes the list graph-carrying, and a loop that
+replaces every entry with a detached value (``for k, v in d.items(): d[k] = v.detach()``)
+clears it. A name that is later backpropagated (``x.backward()``) carries a graph when
+nothing else decides it, unless it only divides the loss (``(loss / n).backward()``).
+
+``flows_into_backward`` also follows arguments into same-file callees whose parameter is
+backpropagated there (a pipeline schedule's ``backward_step(outputs.pop(0), grad)``).
 """
 
 from __future__ import annotations
@@ -53,12 +64,29 @@ TORCH_FACTORIES = frozenset({
     "from_numpy", "as_tensor", "manual_seed", "no_grad", "inference_mode", "device", "load",
     "save", "is_tensor", "numel", "isfinite", "isnan", "isinf", "argmax", "argmin", "eq",
 })
+# Modules whose functions return host values: they never hand back an autograd graph
+# (`save_dict = yaml.safe_load(f)`, `np.mean(xs)`, `time.time()`).
+HOST_MODULES = (
+    "json.", "yaml.", "pickle.", "csv.", "numpy.", "math.", "statistics.", "time.", "random.",
+    "os.", "sklearn.", "scipy.",
+)
+# Tensor methods whose result has a graph only if the receiver (or a tensor argument) has
+# one: `loss.detach().clone().mean()` carries none.
+SAME_GRAPH_METHODS = frozenset({
+    "clone", "mean", "sum", "float", "double", "half", "bfloat16", "cpu", "cuda", "to",
+    "contiguous", "view", "reshape", "squeeze", "unsqueeze", "flatten", "abs", "sqrt", "exp",
+    "log", "norm", "max", "min", "std", "var", "type", "type_as", "pow", "neg", "t",
+})
 # Deep chains of rebinding (`h = h + f(h)` hundreds of times) give up rather than recurse.
 MAX_DEPTH = 120
 MUTATORS = frozenset({"append", "extend", "insert", "add", "appendleft"})
-# Unpacked names that hold counts, not tensors: `datapoint_count`, `n_tokens`, `num_samples`.
+# Unpacked names that hold counts, not tensors: `datapoint_count`, `n_tokens`, `num_samples`,
+# and the fused spellings `ntokens`, `nsamples`, `bsz`.
 _COUNT_NAME = re.compile(
-    r"(?:^|_)(?:count|counts|num|len|length|size)$|^(?:n|num|count)_|_count_", re.IGNORECASE
+    r"(?:^|_)(?:count|counts|num|len|length|size)$|^(?:n|num|count)_|_count_"
+    r"|^n(?:tokens?|toks?|samples?|seqs?|sents?|sentences?|words?|examples?|items?|elems?"
+    r"|elements?|frames?|pixels?|imgs?|images?|correct|valid|batch)$|^bsz$",
+    re.IGNORECASE,
 )
 
 
@@ -78,6 +106,9 @@ class Binding:
     value: cst.BaseExpression | None
     # Source order where the binding takes effect (after its right-hand side ran).
     order: int
+    # `a, b = call()`: the position of this name in the unpacked tuple and the tuple's length.
+    index: int | None = None
+    arity: int | None = None
 
 
 @dataclass
@@ -92,6 +123,10 @@ class ScopeFacts:
     )
     # Dotted names that some `.backward()` in this scope consumes.
     backward_names: set[str] = field(default_factory=set)
+    # `for k, v in d.items(): d[k] = v.detach()`: every entry of `d` replaced, per container.
+    rewrites: defaultdict[str, list[tuple[int, cst.BaseExpression]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
 
 class GraphAnalysis:
@@ -107,6 +142,8 @@ class GraphAnalysis:
         self._memo: dict[cst.CSTNode, Tri] = {}
         self._returns: dict[cst.FunctionDef, Tri] = {}
         self._in_progress: set[cst.CSTNode] = set()
+        self._passed: dict[Scope, set[str]] = {}
+        self._param_backprop: dict[tuple[cst.FunctionDef, str], bool] = {}
 
     # ----------------------------------------------------------------- public API
 
@@ -142,7 +179,7 @@ class GraphAnalysis:
         start = facts.order.get(after, -1)
         loops = self.tree.enclosing_loops(after)
         for call in self._backward_calls(scope):
-            value = backward_value(call)
+            value = _backward_tensors(call)
             if value is None or not _mentions(value, name):
                 continue
             if facts.order.get(call, -1) > start or any(
@@ -182,7 +219,39 @@ class GraphAnalysis:
                     ):
                         reached.add(bound)
                         changed = True
-        return any(reached & facts.backward_names for facts in all_facts)
+        if any(reached & facts.backward_names for facts in all_facts):
+            return True
+        return any(reached & self._passed_to_backward(scope) for scope in scopes)
+
+    def callee_defs(self, call: cst.Call) -> list[cst.FunctionDef]:
+        """The same-file functions a call certainly runs: ``helper(x)`` (a function of that
+        name), ``self.helper(x)`` (a method of the enclosing class), and ``obj(x)`` /
+        ``obj.meth(x)`` where ``obj`` was built from a same-file class (``__call__`` or
+        ``forward`` for a call of the object). Empty when the callee is not known."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            if self.facts(self.scope_of(call)).bindings.get(func.value):
+                # A parameter or local (`loss_fn` handed in): not the same-named function.
+                return self._instance_methods(func, ("__call__", "forward"))
+            defs = [
+                d for d in self.tree.functions_by_name.get(func.value, ())
+                if self.tree.enclosing_class(d) is None  # a bare name calls no method
+            ]
+            if defs:
+                return defs
+            return self._instance_methods(func, ("__call__", "forward"))
+        if not isinstance(func, cst.Attribute):
+            return []
+        attr = func.attr.value
+        recv = func.value
+        if isinstance(recv, cst.Name) and recv.value == "self":
+            cls = self.tree.enclosing_class(call)
+            if cls is not None:
+                own = [m for m in class_methods(cls) if m.name.value == attr]
+                if own:
+                    return own
+            return self._instance_methods(func, ("__call__", "forward"))
+        return self._instance_methods(recv, (attr,))
 
     # ----------------------------------------------------------------- scanning
 
@@ -230,8 +299,7 @@ class GraphAnalysis:
                     if recv is not None:
                         self._mutate(facts, recv, node.args[-1].value, order[node])
                 elif is_backward_call(node):
-                    value = backward_value(node)
-                    for name in _names_in(value):
+                    for name in _names_in(_backward_tensors(node), divisors=False):
                         facts.backward_names.add(name)
         for bindings in facts.bindings.values():
             bindings.sort(key=lambda b: b.order)
@@ -265,11 +333,24 @@ class GraphAnalysis:
                 and len(value.elements) == len(elements)
                 and not any(isinstance(e, cst.StarredElement) for e in value.elements)
             )
+            # `loss, items = criterion(p, y)`: each name is judged by its position in what
+            # a same-file callee returns (see `_eval_unpacked`).
+            positional = (
+                not paired
+                and kind == "assign"
+                and isinstance(value, cst.Call)
+                and not any(isinstance(e, cst.StarredElement) for e in target.elements)
+            )
             for i, element in enumerate(elements):
                 sub = value
                 element_kind = kind
                 if paired and isinstance(value, (cst.Tuple, cst.List)):
                     sub = value.elements[i].value
+                elif positional and isinstance(element, cst.Name):
+                    facts.bindings[element.value].append(
+                        Binding(node, kind, value, at, index=i, arity=len(elements))
+                    )
+                    continue
                 elif isinstance(element, cst.Name) and _COUNT_NAME.search(element.value):
                     # `loss, n_seen = model.forward_loss(batch)`: the count is a number.
                     sub, element_kind = None, "unknown"
@@ -278,10 +359,40 @@ class GraphAnalysis:
         if isinstance(target, cst.Subscript):
             if value is not None:
                 self._mutate(facts, target.value, value, at)
+                container = self._rewritten_container(target, node)
+                if container is not None:
+                    facts.rewrites[container].append((at, value))
             return
         name = dotted_name(target)
         if name is not None:
             facts.bindings[name].append(Binding(node, kind, value, at))
+
+    def _rewritten_container(self, target: cst.Subscript, node: cst.CSTNode) -> str | None:
+        """``d`` when ``d[k] = ...`` runs in ``for k, v in d.items()`` (or ``for k in d``):
+        the loop replaces every entry of ``d``."""
+        container = dotted_name(target.value)
+        key = target.slice[0].slice if len(target.slice) == 1 else None
+        if container is None or not (
+            isinstance(key, cst.Index) and isinstance(key.value, cst.Name)
+        ):
+            return None
+        loops = self.tree.enclosing_loops(node)
+        loop = loops[0] if loops else None
+        if not isinstance(loop, cst.For):
+            return None
+        loop_key: cst.BaseExpression = loop.target
+        if isinstance(loop_key, (cst.Tuple, cst.List)) and loop_key.elements:
+            loop_key = loop_key.elements[0].value
+        if not (isinstance(loop_key, cst.Name) and loop_key.value == key.value.value):
+            return None
+        iterated: cst.BaseExpression = loop.iter
+        if isinstance(iterated, cst.Call) and dotted_name(iterated.func) == "list" and (
+            iterated.args
+        ):
+            iterated = iterated.args[0].value  # `for k, v in list(d.items())`
+        if isinstance(iterated, cst.Call) and method_name(iterated) in ("items", "keys"):
+            iterated = iterated.func.value if isinstance(iterated.func, cst.Attribute) else iterated
+        return container if dotted_name(iterated) == container else None
 
     @staticmethod
     def _mutate(
@@ -347,8 +458,11 @@ class GraphAnalysis:
         if isinstance(expr, cst.Dict):
             return tri_or([self._eval(e.value) for e in expr.elements])
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
-            if self._eval(expr.elt) is True:
-                return True
+            # `sum(len(o) for o in outputs)`: the elements decide; the iterable only when
+            # they cannot (`[o for o in outputs]` reads its variable, i.e. the iterable).
+            element = self._eval(expr.elt)
+            if element is not None:
+                return element
             return self._eval(expr.for_in.iter)
         if isinstance(expr, cst.NamedExpr):
             return self._eval(expr.value)
@@ -383,6 +497,9 @@ class GraphAnalysis:
         return tri_or(states) if states else None
 
     def _eval_name(self, name: str, use: cst.CSTNode, *, fall_back_to_outer: bool = True) -> Tri:
+        iterable = self._comprehension_iter(name, use)
+        if iterable is not None:
+            return self._eval(iterable)
         scope = self.scope_of(use)
         facts = self.facts(scope)
         bindings = facts.bindings.get(name)
@@ -395,6 +512,11 @@ class GraphAnalysis:
         before = [b for b in bindings if at is not None and b.order < at]
         if before:
             result = self._eval_binding(before[-1], name)
+            rewritten = self._rewritten_at(facts, name, before[-1].order, at)
+            if rewritten is not None and at is not None:
+                # Every entry was replaced by a value without graph; later stores decide.
+                later = [v for o, v in facts.mutations.get(name, ()) if rewritten < o < at]
+                return any(self._eval(v) is True for v in later)
         else:
             result = tri_or([self._eval_binding(b, name) for b in bindings])
         if result is not True and at is not None:
@@ -404,6 +526,31 @@ class GraphAnalysis:
         if result is None and name in facts.backward_names:
             return True
         return result
+
+    def _rewritten_at(
+        self, facts: ScopeFacts, name: str, bound: int, at: int | None
+    ) -> int | None:
+        """Order of the latest loop that replaced every entry of ``name`` with a value
+        without graph, between its binding (``bound``) and ``at``; None if there is none."""
+        if at is None:
+            return None
+        found = [
+            o for o, v in facts.rewrites.get(name, ())
+            if bound < o < at and self._detached_value(v)
+        ]
+        return max(found) if found else None
+
+    def _detached_value(self, value: cst.BaseExpression) -> bool:
+        """No graph: certainly, or a detached value scaled by unknowns
+        (``v.detach().mean() * (n / total)``)."""
+        state = self._eval(value)
+        if state is not None:
+            return state is False
+        return any(
+            (isinstance(n, cst.Call) and method_name(n) in DETACHING_METHODS)
+            or (isinstance(n, cst.Attribute) and n.attr.value in DETACHED_ATTRIBUTES)
+            for n in self.tree.walk(value)
+        )
 
     def _eval_binding(self, binding: Binding, name: str) -> Tri:
         key = binding.node
@@ -421,6 +568,8 @@ class GraphAnalysis:
             return self._eval_param(binding.node)
         if binding.kind == "unknown" or binding.value is None:
             return None
+        if binding.index is not None and isinstance(binding.value, cst.Call):
+            return self._eval_unpacked(binding, name)
         if binding.kind == "aug":
             if self._produced_without_grad(binding.node):
                 return False
@@ -473,6 +622,8 @@ class GraphAnalysis:
                     for a in call.args
                 )
             return tri_or([self._eval(a.value) for a in call.args])
+        if qualified is not None and qualified.startswith(HOST_MODULES):
+            return False
         if isinstance(func, cst.Name) and func.value in PASS_THROUGH_BUILTINS:
             return tri_or([self._eval(a.value) for a in call.args])
         callee = last_name(func)
@@ -487,8 +638,157 @@ class GraphAnalysis:
             base = None if recv is None else self._eval(recv)
             if base is True:
                 return True  # a tensor method: `loss.mean()`, `out.float()`, `loss.cpu()`
+            if base is False and mname in SAME_GRAPH_METHODS and not any(
+                self._eval(a.value) is True for a in call.args
+            ):
+                return False  # `loss.detach().clone().mean()`
             return None
         return None
+
+    def _eval_unpacked(self, binding: Binding, name: str) -> Tri:
+        """``loss, items = criterion(p, y)``: the state of what a same-file callee returns at
+        this name's position (``return loss, items.detach()`` -> False for ``items``)."""
+        call = binding.value
+        assert isinstance(call, cst.Call)
+        assert binding.index is not None and binding.arity is not None
+        resolved, state = self._element_of_call(call, binding.index, binding.arity)
+        if resolved:
+            return state  # the callee's body, not its name, decides (None: it cannot tell)
+        # The callee is elsewhere: judge the call as a whole.
+        if _COUNT_NAME.search(name.rsplit(".", 1)[-1]):
+            return None  # `loss, n_seen = model.forward_loss(batch)`: the count is a number.
+        return self._eval(call)
+
+    def _element_of_call(self, call: cst.Call, index: int, arity: int) -> tuple[bool, Tri]:
+        """Element ``index`` of the ``arity``-tuple a call returns, read from the same-file
+        callee's ``return`` statements. First item False: the callee is not in this file."""
+        if self._produced_without_grad(call) or method_name(call) in DETACHING_METHODS:
+            return True, False
+        defs = self.callee_defs(call)
+        if not defs:
+            # Another module of the project: its model knows which positions are detached.
+            fact = self.project_returns(call)
+            if fact is not None and fact.is_tuple and len(fact.detached) == arity and (
+                fact.detached[index]
+            ):
+                return True, False
+            return False, None
+        if call in self._in_progress:
+            return False, None
+        self._in_progress.add(call)
+        try:
+            states: list[Tri] = []
+            for func in defs:
+                for value in _return_values(self.tree, func):
+                    states.append(self._element_of(value, index, arity))
+        finally:
+            self._in_progress.discard(call)
+        return (True, tri_or(states)) if states else (False, None)
+
+    def _element_of(self, value: cst.BaseExpression, index: int, arity: int) -> Tri:
+        """Element ``index`` of a returned value: a tuple literal's own element, a forwarded
+        same-file call's (``return self._loss(p, y)``), else the whole value's state."""
+        if isinstance(value, (cst.Tuple, cst.List)):
+            elements = value.elements
+            if len(elements) == arity and not any(
+                isinstance(e, cst.StarredElement) for e in elements
+            ):
+                return self._eval(elements[index].value)
+        elif isinstance(value, cst.Call):
+            resolved, state = self._element_of_call(value, index, arity)
+            if resolved:
+                return state
+        return self._eval(value)
+
+    def _comprehension_iter(self, name: str, use: cst.CSTNode) -> cst.BaseExpression | None:
+        """The iterable a comprehension binds ``name`` from, when ``use`` is inside one."""
+        if "." in name:
+            return None
+        for anc in self.tree.ancestors(use):
+            if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                return None
+            if isinstance(anc, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+                for_in: cst.CompFor | None = anc.for_in
+                while for_in is not None:
+                    if name in _target_names(for_in.target) and not self.tree.is_inside(
+                        use, for_in.iter
+                    ):
+                        return for_in.iter
+                    for_in = for_in.inner_for_in
+        return None
+
+    def _instance_methods(
+        self, obj: cst.BaseExpression, names: tuple[str, ...]
+    ) -> list[cst.FunctionDef]:
+        """Methods ``names`` (first found) of the same-file class ``obj`` was built from
+        (``criterion = ComputeLoss(model)``, ``self.meter = Averager()``)."""
+        name = dotted_name(obj)
+        if name is None:
+            return []
+        if name.startswith("self."):
+            cls = self.tree.enclosing_class(obj)
+            scopes: list[Scope] = list(class_methods(cls)) if cls is not None else []
+        else:
+            scope = self.scope_of(obj)
+            scopes = [scope]
+            if isinstance(scope, cst.FunctionDef) and not self.facts(scope).bindings.get(name):
+                scopes.append(self.tree.module)  # a module-level instance used in a function
+        found: list[cst.FunctionDef] = []
+        for scope in scopes:
+            for binding in self.facts(scope).bindings.get(name, ()):
+                value = binding.value
+                if binding.kind != "assign" or not isinstance(value, cst.Call):
+                    return []  # rebound from something else: not certainly the instance
+                cls_name = last_name(value.func)
+                classes = self.tree.classes_by_name.get(cls_name or "", [])
+                if not classes:
+                    return []
+                for cls in classes:
+                    methods = {m.name.value: m for m in class_methods(cls)}
+                    for method in names:
+                        if method in methods:
+                            found.append(methods[method])
+                            break
+                    else:
+                        return []
+        return found
+
+    def _passed_to_backward(self, scope: Scope) -> set[str]:
+        """Names passed to a same-file callee whose matching parameter it backpropagates:
+        ``backward_step(outputs.pop(0), grad)`` consumes ``outputs``."""
+        cached = self._passed.get(scope)
+        if cached is not None:
+            return cached
+        self._passed[scope] = set()  # a recursive call chain reads "nothing" meanwhile
+        passed: set[str] = set()
+        for node in self.tree.walk(scope):
+            if not isinstance(node, cst.Call) or not node.args:
+                continue
+            for func in self.callee_defs(node):
+                params = func.params
+                positional = [*params.posonly_params, *params.params]
+                names = [p.name.value for p in positional]
+                is_method = bool(names) and names[0] in ("self", "cls")
+                if is_method and isinstance(node.func, cst.Name):
+                    names = names[1:]  # `criterion(x)` runs `__call__(self, x)`
+                    is_method = False
+                for param in (*positional, *params.kwonly_params):
+                    pname = param.name.value
+                    index = names.index(pname) if pname in names else None
+                    arg = _argument_for(node, pname, index, is_method)
+                    if arg is not None and self._param_backpropagated(func, pname):
+                        passed.update(_names_in(arg))
+        self._passed[scope] = passed
+        return passed
+
+    def _param_backpropagated(self, func: cst.FunctionDef, name: str) -> bool:
+        key = (func, name)
+        cached = self._param_backprop.get(key)
+        if cached is None:
+            self._param_backprop[key] = False
+            cached = self.flows_into_backward(name, [func])
+            self._param_backprop[key] = cached
+        return cached
 
     def _returns_of(self, func: cst.FunctionDef) -> Tri:
         if func in self._returns:
@@ -497,9 +797,7 @@ class GraphAnalysis:
             return None
         self._in_progress.add(func)
         try:
-            values = [
-                n.value for n in self.tree.walk(func) if isinstance(n, cst.Return) and n.value
-            ]
+            values = _return_values(self.tree, func)
             result = tri_or([self._eval(v) for v in values]) if values else False
         finally:
             self._in_progress.discard(func)
@@ -540,6 +838,36 @@ def class_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
     return [s for s in body if isinstance(s, cst.FunctionDef)]
 
 
+def _return_values(tree: TreeIndex, func: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The values ``func``'s own ``return`` statements give (nested functions excluded)."""
+    return [n.value for n in tree.walk(func) if isinstance(n, cst.Return) and n.value]
+
+
+def _backward_tensors(call: cst.Call) -> cst.BaseExpression | None:
+    """What a backward call consumes, ``torch.autograd.backward(tensors=(out,), ...)``
+    spelled with keywords included."""
+    value = backward_value(call)
+    if value is not None:
+        return value
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in ("tensors", "loss"):
+            return arg.value
+    return None
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for element in target.elements:
+            out |= _target_names(element.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return set()
+
+
 def _subscript_key(expr: cst.Subscript) -> str | None:
     if len(expr.slice) != 1:
         return None
@@ -549,8 +877,12 @@ def _subscript_key(expr: cst.Subscript) -> str | None:
     return None
 
 
-def _names_in(expr: cst.BaseExpression | None) -> list[str]:
-    """Dotted names an expression is built from (``(a + self.b) / k`` -> a, self.b, k)."""
+def _names_in(expr: cst.BaseExpression | None, *, divisors: bool = True) -> list[str]:
+    """Dotted names an expression is built from (``(a + self.b) / k`` -> a, self.b, k).
+
+    ``divisors=False`` leaves out what a ``/`` or ``//`` divides by: in
+    ``(loss / self.num_particles).backward()`` the count is no graph-carrying value.
+    """
     if expr is None:
         return []
     name = dotted_name(expr)
@@ -558,22 +890,25 @@ def _names_in(expr: cst.BaseExpression | None) -> list[str]:
         return [name]
     out: list[str] = []
     if isinstance(expr, cst.BinaryOperation):
-        out += _names_in(expr.left) + _names_in(expr.right)
+        out += _names_in(expr.left, divisors=divisors)
+        if divisors or not isinstance(expr.operator, (cst.Divide, cst.FloorDivide)):
+            out += _names_in(expr.right, divisors=divisors)
     elif isinstance(expr, cst.UnaryOperation):
-        out += _names_in(expr.expression)
+        out += _names_in(expr.expression, divisors=divisors)
     elif isinstance(expr, cst.Call):
         recv = receiver(expr)
         if recv is not None:
-            out += _names_in(recv)
+            out += _names_in(recv, divisors=divisors)
         for arg in expr.args:
-            out += _names_in(arg.value)
+            out += _names_in(arg.value, divisors=divisors)
     elif isinstance(expr, cst.Subscript):
-        out += _names_in(expr.value)
+        out += _names_in(expr.value, divisors=divisors)
     elif isinstance(expr, (cst.List, cst.Tuple)):
         for element in expr.elements:
-            out += _names_in(element.value)
+            out += _names_in(element.value, divisors=divisors)
     elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
-        out += _names_in(expr.for_in.iter) + _names_in(expr.elt)
+        out += _names_in(expr.for_in.iter, divisors=divisors)
+        out += _names_in(expr.elt, divisors=divisors)
     return out
 
 

@@ -24,12 +24,21 @@ def _operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [expr]
 
 
+def _reads(expr: cst.BaseExpression, container: str) -> bool:
+    """``expr`` reads the running value back: ``totals[k]`` or ``totals.get(k, 0)``."""
+    if isinstance(expr, cst.Subscript):
+        return dotted_name(expr.value) == container
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        return expr.func.attr.value == "get" and dotted_name(expr.func.value) == container
+    return False
+
+
 class LossKeptWithGraph(Rule):
     """
     ## What it does
     Flags a loss (or any tensor that still carries its autograd graph) that a training loop
     stores somewhere that outlives the iteration: appended to a list, put in a dict, added to a
-    running total, or kept on ``self``.
+    running total (a per-key one in a dict too), or kept on ``self``.
 
     ## Why is this bad?
     A loss tensor references the whole graph of the forward pass that produced it, with the
@@ -58,6 +67,30 @@ class LossKeptWithGraph(Rule):
     across micro-steps), when the list is created inside the iteration, and for per-step state
     on ``self``: an attribute stored before the step's backward (which frees the graph), or one
     re-set earlier in the same step (``self.loss = zero; self.loss += term``).
+
+    Running totals include per-key ones fed from a loss dict: ``totals[name] += value``
+    in a loop over ``losses.items()``, ``meters[k] = meters.get(k, 0) + v``, and
+    ``defaultdict(float)`` accumulators.
+
+    What it resolves to stay quiet on correct code:
+    - Host numbers: sizes and counts (``x.size(0)``, ``t.numel()``, ``len(batch)``,
+      ``labels.shape[0]``, ``.sum().item()``) and ``sum(...)`` over them; a comprehension's
+      elements decide, not the tensors it iterates over. The count a loss is divided by
+      before ``backward()`` is no tensor; values loaded with ``yaml``/``json``/``pickle`` or
+      computed by ``numpy``/``math`` carry no graph, nor does ``loss.detach().clone().mean()``.
+    - A loss dict whose entries a loop replaces with detached values
+      (``for k, v in d.items(): d[k] = v.detach() * scale``) holds no graph afterwards.
+    - Kept on purpose for a later backward: a list of outputs a pipeline schedule pops and
+      backpropagates (``output.backward(grad)``, ``torch.autograd.backward(tensors=...)``),
+      in another method of the class or through a same-file helper such as
+      ``backward_step(outputs.pop(0), grad)``; a per-step list backpropagated in its step.
+    - Same-file callees: ``loss, items = criterion(pred, y)`` reads what ``criterion``'s
+      ``__call__`` (or the function) returns at each position, so ``items.detach()`` there is
+      no graph; ``meter.add(loss)`` on a same-file class is judged in ``add``'s own body.
+
+    What it leaves alone: values whose origin it cannot see (a callee from another file,
+    an opaque helper) are not reported unless their name or call says loss or model output;
+    an unpacked name that reads like a count (``ntokens``, ``n_samples``) is taken as a number.
 
     ## Fix safety
     Appending ``.detach()`` is unsafe: code that later backpropagates through the stored
@@ -109,6 +142,92 @@ class LossKeptWithGraph(Rule):
                 def backward_g(self):
                     self.loss_g = self.criterion(self.net_d(self.fake), True)
                     self.loss_g.backward()
+        """),
+        Valid("""
+            total_tokens, seen, correct = 0, 0, 0
+            for batch in loader:
+                optimizer.zero_grad()
+                logits = model(batch["input_ids"])
+                loss = criterion(logits, batch["labels"])
+                loss.backward()
+                optimizer.step()
+                total_tokens += batch["input_ids"].numel()
+                total_tokens += sum(len(row) for row in logits)
+                seen += batch["labels"].shape[0]
+                correct += (logits.argmax(-1) == batch["labels"]).sum().item()
+        """),
+        Valid("""
+            import torch
+
+            def backward_step(output, grad):
+                torch.autograd.backward(output, grad_tensors=grad)
+
+            def one_f_one_b(stage, micro_batches, recv_grad, optimizer, warmup):
+                outputs = []
+                for i, mb in enumerate(micro_batches):
+                    outputs.append(stage.model(mb))
+                    if i >= warmup:
+                        backward_step(outputs.pop(0), recv_grad())
+                while outputs:
+                    backward_step(outputs.pop(0), recv_grad())
+                optimizer.step()
+        """),
+        Valid("""
+            class Trainer:
+                def train_step(self, batch):
+                    self.losses = []
+                    self.optimizer.zero_grad()
+                    for micro in batch.chunk(4):
+                        self.losses.append(self.criterion(self.model(micro), micro.y))
+                    sum(self.losses).backward()
+                    self.optimizer.step()
+        """),
+        Valid("""
+            import torch
+
+            class DetectionLoss:
+                def __call__(self, pred, target):
+                    box = self.bce(pred[..., :4], target[..., :4])
+                    obj = self.bce(pred[..., 4], target[..., 4])
+                    return (box + obj) * pred.shape[0], torch.stack((box, obj)).detach()
+
+            criterion = DetectionLoss()
+            mean_items = torch.zeros(2)
+            for i, (imgs, targets) in enumerate(loader):
+                loss, loss_items = criterion(model(imgs), targets)
+                loss.backward()
+                optimizer.step()
+                mean_items = (mean_items * i + loss_items) / (i + 1)
+        """),
+        Valid("""
+            def train_microbatch(model, batch, scale):
+                losses = model(batch)
+                sum(losses.values()).backward()
+                for k, value in losses.items():
+                    losses[k] = value.detach().mean() * scale
+                return losses
+
+            totals = {}
+            for batch in loader:
+                for k, value in train_microbatch(model, batch, 0.5).items():
+                    totals[k] = totals.get(k, 0) + value
+                optimizer.step()
+        """),
+        Valid("""
+            class Averager:
+                def __init__(self):
+                    self.n, self.total = 0, 0.0
+
+                def add(self, v):
+                    self.n += v.data.numel()
+                    self.total += v.data.sum()
+
+            loss_avg = Averager()
+            for x, y in loader:
+                cost = criterion(model(x), y)
+                cost.backward()
+                optimizer.step()
+                loss_avg.add(cost)
         """),
     )
     invalid = (
@@ -169,6 +288,56 @@ class LossKeptWithGraph(Rule):
                     self.last_loss = loss.detach()
             """,
         ),
+        Invalid(
+            """
+            from collections import defaultdict
+
+            totals = defaultdict(float)
+            for x, y in loader:
+                optimizer.zero_grad()
+                losses = criterion(model(x), y)
+                losses["total"].backward()
+                optimizer.step()
+                for name, value in losses.items():
+                    totals[name] += value * x.size(0)
+            """,
+            lines=(11,),
+            fixed="""
+            from collections import defaultdict
+
+            totals = defaultdict(float)
+            for x, y in loader:
+                optimizer.zero_grad()
+                losses = criterion(model(x), y)
+                losses["total"].backward()
+                optimizer.step()
+                for name, value in losses.items():
+                    totals[name] += (value * x.size(0)).detach()
+            """,
+        ),
+        Invalid(
+            """
+            meters = {}
+            for batch in loader:
+                optimizer.zero_grad()
+                loss_dict = model(batch)
+                sum(loss_dict.values()).backward()
+                optimizer.step()
+                for k, v in loss_dict.items():
+                    meters[k] = meters.get(k, 0) + v
+            """,
+            lines=(9,),
+            fixed="""
+            meters = {}
+            for batch in loader:
+                optimizer.zero_grad()
+                loss_dict = model(batch)
+                sum(loss_dict.values()).backward()
+                optimizer.step()
+                for k, v in loss_dict.items():
+                    meters[k] = meters.get(k, 0) + v.detach()
+            """,
+        ),
     )
 
     # ------------------------------------------------------------------ visitors
@@ -181,6 +350,10 @@ class LossKeptWithGraph(Rule):
             return
         container = dotted_name(func.value)
         if container is None:
+            return
+        if self.context.analysis.graph.callee_defs(node):
+            # `meter.add(loss)` on a same-file class: its method's body is where anything is
+            # kept, and the rule checks that body (`self.total += v.data.sum()`) on its own.
             return
         self._check(node, container, node.args[-1].value)
 
@@ -200,7 +373,15 @@ class LossKeptWithGraph(Rule):
             t = target.target
             if isinstance(t, cst.Subscript):
                 container = dotted_name(t.value)
-                if container is not None:
+                if container is None:
+                    continue
+                # `meters[k] = meters.get(k, 0) + v`: the new terms are what is kept.
+                operands = _operands(node.value)
+                others = [o for o in operands if not _reads(o, container)]
+                if isinstance(node.value, cst.BinaryOperation) and len(others) < len(operands):
+                    for value in others:
+                        self._check(node, container, value, accumulates=True)
+                else:
                     self._check(node, container, node.value)
                 continue
             name = dotted_name(t)
@@ -231,11 +412,14 @@ class LossKeptWithGraph(Rule):
         tree = analysis.tree
         func = tree.enclosing_function(node)
         loops = tree.enclosing_loops(node)
+        # The nearest training loop: `for k, v in losses.items(): totals[k] += v` runs
+        # inside the batch loop, and it is that loop's iterations the value outlives.
+        training = [loop for loop in loops if analysis.loops.is_training_loop(loop)]
         on_self = _self_attribute(container)
         if on_self:
-            if not self._training_method(func, loops):
+            if not self._training_method(func, training):
                 return
-        elif not loops or not analysis.loops.is_training_loop(loops[0]):
+        elif not training:
             return
         carried = self._graph_part(value)
         if carried is None or analysis.grad.grad_mode_at(node) == "off":
@@ -254,7 +438,7 @@ class LossKeptWithGraph(Rule):
             if graph.flows_into_backward(container, scopes):
                 return
         else:
-            if self._bound_inside(container, scope, loops[0], node, replaces or accumulates):
+            if self._bound_inside(container, scope, training[0], node, replaces or accumulates):
                 return
             if graph.flows_into_backward(container, [scope]):
                 return
@@ -277,11 +461,11 @@ class LossKeptWithGraph(Rule):
             return None
         return value if graph.carries_graph(value) else None
 
-    def _training_method(self, func: cst.FunctionDef | None, loops: list[Loop]) -> bool:
-        """``self.x`` outlives the step when stored from training code: a training loop, a
-        method that runs backward/step, or a method a training loop calls."""
+    def _training_method(self, func: cst.FunctionDef | None, training: list[Loop]) -> bool:
+        """``self.x`` outlives the step when stored from training code: inside a training
+        loop (``training``), a method that runs backward/step, or one a training loop calls."""
         loop_analysis = self.context.analysis.loops
-        if loops and loop_analysis.is_training_loop(loops[0]):
+        if training:
             return True
         if func is None:
             return False
