@@ -140,12 +140,14 @@ def fetch(name: str, version: str) -> Path:
     return target
 
 
-def lint(roots: dict[str, Path], select_all: bool) -> tuple[list[Finding], float]:
+def lint(roots: dict[str, Path], select_all: bool,
+         select: str | None = None) -> tuple[list[Finding], float]:
     """Every finding in the packages, and the wall time of the one memlint run."""
     versions = {name: version for name, version in PACKAGES}
     args = [sys.executable, "-m", "memlint", "--no-cache", "--isolated", "--exit-zero",
             "--no-respect-gitignore",  # the tree sits under this repository's bench/.work/
             "--output-format", "json", *(["--select", "ALL"] if select_all else []),
+            *(["--select", select] if select else []),
             *(str(p) for p in roots.values())]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     start = time.perf_counter()
@@ -259,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", nargs="*", help="only these packages (names as pinned)")
     parser.add_argument("--unlabelled", type=Path, help="write unlabelled findings here (CSV)")
+    parser.add_argument("--select", metavar="CODES",
+                        help="one run with only these rules (for tuning one rule)")
     opts = parser.parse_args(argv)
     chosen = [(n, v) for n, v in PACKAGES if not opts.packages or n in opts.packages]
     roots = {name: fetch(name, version) for name, version in chosen}
@@ -268,6 +272,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memlint.rules import rule_specs
 
     default_rules = {spec.code for spec in rule_specs() if spec.default_enabled}
+    if opts.select:
+        chosen_rules = set(opts.select.split(","))
+        found, seconds = lint(roots, select_all=False, select=opts.select)
+        report(f"--select {opts.select}", found, labels, seconds, chosen_rules)
+        if opts.unlabelled is not None:
+            n = write_unlabelled(opts.unlabelled, found, labels)
+            print(f"wrote {n} unlabelled findings to {opts.unlabelled}")
+        return 0
     default, default_s = lint(roots, select_all=False)
     everything, all_s = lint(roots, select_all=True)
     report("default rules", default, labels, default_s, default_rules)

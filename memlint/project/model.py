@@ -172,8 +172,10 @@ class ProjectModel:
                     if param in decorator.params
                 ]
                 modes.extend(self._innermost(module, s, depth) for s in calls)
-            else:
+            elif returned.kind != "param":
                 return None
+        # `return fn` beside `return torch.no_grad()(fn)` hands the function back unchanged
+        # when the switch is already on (`if torch.is_inference_mode_enabled(): return fn`).
         return modes[0] if modes and all(m == modes[0] for m in modes) else None
 
     def _switches_mode(self, module: str, switches: Iterable[Switch],

@@ -78,6 +78,14 @@ def _is_eval_switch(call: cst.Call) -> bool:
     return False
 
 
+def _runs_self(call: cst.Call) -> bool:
+    """``self(x)`` or ``self.forward(x)``: a model running its own forward."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        func = func.value
+    return isinstance(func, cst.Name) and func.value == "self"
+
+
 def _is_train_switch(call: cst.Call) -> bool:
     return method_name(call) == "train" and not _is_eval_switch(call)
 
@@ -280,6 +288,7 @@ class EvalWithoutNoGrad(Rule):
             self._enabled = (
                 _uses_torch(self.context)
                 and not _TEST_SUPPORT.search(self.context.path)
+                and not _TEST_MODULE.search(self.context.path)
                 and not self._grad_off_globally()
             )
         return self._enabled
@@ -345,19 +354,18 @@ class EvalWithoutNoGrad(Rule):
         if not _EVAL_FUNCTION.match(name):
             return self._runs_inference(function)
         cls = self.context.analysis.tree.enclosing_class(function)
-        if cls is None or not self.context.analysis.calls.is_module_class(cls):
-            return True
-        # A model's `predict()` is inference code unless the model's own methods call it
-        # (then it runs inside some forward, with the caller's grad mode).
-        return not any(
-            self.context.analysis.tree.enclosing_class(call) is cls
-            for call in self.context.analysis.tree.calls_by_name.get(name, ())
-        )
+        # A model's own `predict()`/`inference()` is called by code that usually switches
+        # grad off itself, through attributes no static model follows (`self.model.inference`):
+        # it counts only when the model switches itself to eval (an eval block, below).
+        return cls is None or not self.context.analysis.calls.is_module_class(cls)
 
     def _runs_inference(self, function: cst.FunctionDef) -> bool:
         """Not named like evaluation, but its callers show it is: called after the caller
         switched a model to ``.eval()`` (a decoder run from ``__main__``), or only ever
         called as a side job of a training loop (``sample_images(...)`` every N steps)."""
+        cls = self.context.analysis.tree.enclosing_class(function)
+        if cls is not None and self.context.analysis.calls.is_module_class(cls):
+            return False  # a model's helper runs in whatever mode its caller chose
         project = self.context.project
         qualname = self.context.analysis.tree.qualname(function)
         if project is not None and (qualname in project.eval_called
@@ -409,9 +417,12 @@ class EvalWithoutNoGrad(Rule):
                 return None
             region = blocks.get(anc)
             if region is not None:
-                # In a model's method, only the model switching itself (`self.eval()`)
-                # makes what follows its inference code.
-                return region if not model_method or self._switches_self(region) else None
+                # In a model's method, only the model switching itself (`self.eval()`) and
+                # then running itself (`self(x)`, `self.forward(x)`) is its inference code;
+                # submodule calls there are steps that callers usually run under no_grad.
+                if model_method and not (_runs_self(call) and self._switches_self(region)):
+                    return None
+                return region
         return None
 
     def _switches_self(self, region: Region) -> bool:
