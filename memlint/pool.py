@@ -87,12 +87,14 @@ class _Worker:
         self.process.start()
         child.close()
         self.configured = False
+        self.rules: tuple[RuleSpec, ...] = ()
         self.task: Task | None = None
         self.started = 0.0
 
     def assign(self, task: Task, rules: Sequence[RuleSpec]) -> None:
         if not self.configured:
-            self.conn.send(tuple(rules))
+            self.rules = tuple(rules)
+            self.conn.send(self.rules)
             self.configured = True
         self.task = task
         self.started = time.monotonic()
@@ -149,19 +151,27 @@ class Pool:
         pool.idle.append(_Worker(pool.ctx, warm=True))
         return pool
 
-    def _take(self, count: int) -> list[_Worker]:
+    def _take(self, count: int, rules: Sequence[RuleSpec]) -> list[_Worker]:
+        # A worker kept from an earlier pass already holds its rules; one holding others
+        # cannot be told new ones.
+        for worker in [w for w in self.idle if w.configured and w.rules != tuple(rules)]:
+            self.idle.remove(worker)
+            worker.stop()
         taken, self.idle = self.idle[:count], self.idle[count:]
         return taken + [_Worker(self.ctx, warm=False) for _ in range(count - len(taken))]
 
     def run(self, tasks: Sequence[Task], rules: Sequence[RuleSpec], jobs: int,
             file_timeout: float | None,
-            failed: Callable[[Task, str], FileResult]) -> Iterator[FileResult]:
+            failed: Callable[[Task, str], FileResult], *,
+            keep: bool = False) -> Iterator[FileResult]:
         """Results in completion order; a worker that dies or hangs is replaced, and its
-        file reported through ``failed``. The workers are stopped when the pass ends."""
+        file reported through ``failed``. The workers are stopped when the pass ends, or,
+        with ``keep``, kept for the next pass (the lint pass after the scan) until
+        :meth:`close`."""
         if not tasks:
             return
         queue = deque(tasks)
-        workers = self._take(max(1, min(jobs, len(tasks))))
+        workers = self._take(max(1, min(jobs, len(tasks))), rules)
         try:
             for worker in workers:
                 if queue:
@@ -192,7 +202,10 @@ class Pool:
                         worker.assign(queue.popleft(), rules)
         finally:
             for worker in workers:
-                worker.stop()
+                if keep and worker.task is None and worker.process.is_alive():
+                    self.idle.append(worker)
+                else:
+                    worker.stop()
 
     def close(self) -> None:
         """Stop the workers no pass used (the warm one, when every file was cached)."""

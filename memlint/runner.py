@@ -145,7 +145,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
         if not keep_summary(key, store.known(key, stats[key])):
             scans.append(Task(key, key, phase="scan", summary_digest=None))
     scanned = {task.display: task for task in scans}
-    for result in work.run(scans, enabled, jobs, file_timeout, _failed):
+    for result in work.run(scans, enabled, jobs, file_timeout, _failed, keep=True):
         task = scanned[result.path]
         key = task.path
         if result.digest is not None:
@@ -200,7 +200,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
             active[key] = codes
         tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes))
     linting = {task.display: task.path for task in tasks}
-    for result in work.run(tasks, enabled, jobs, file_timeout, _failed):
+    for result in work.run(tasks, enabled, jobs, file_timeout, _failed, keep=pool is not None):
         key = linting[result.path]
         if result.unchanged and cache is not None:
             cached = cache.entries[key]
@@ -220,6 +220,8 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
         if cache.project != state:
             cache.project = state
             cache.dirty = True
+    if pool is None:
+        work.close()
     warning = (cache.save() if cache is not None else None) or store.save()
     return RunResult([results[k] for k in keys if k in results], warning)
 
