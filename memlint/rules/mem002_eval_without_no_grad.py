@@ -114,7 +114,24 @@ class EvalWithoutNoGrad(Rule):
     ``test_step`` and ``predict_step`` already run under no-grad, and so does Hugging Face's
     ``generate()``. Functions named ``test_*`` are pytest tests, not evaluation code, except
     the tutorial-style ``test_epoch``, ``test_one_epoch`` and ``test_loop`` in a file that
-    pytest would not collect (not ``test_*.py``, ``*_test.py`` or ``conftest.py``).
+    pytest would not collect (not ``test_*.py``, ``*_test.py`` or ``conftest.py``). Test
+    modules, modules in a ``tests/`` folder and ``testing_*`` helpers are not checked: their
+    forwards are smoke checks on toy models.
+
+    Across files (the project model): grad is off when a decorator or decorator factory
+    defined anywhere in the project switches it off (one that returns
+    ``torch.inference_mode()`` or ``torch.no_grad()`` depending on the torch version, a
+    wrapper that calls the function under no-grad), when ``stack.enter_context(
+    torch.no_grad())`` ran earlier in the block, and when every project call site of the
+    function runs under no-grad, a runner that calls a function passed to it included. A
+    function is also evaluation code when a caller in another module switched a model to
+    ``.eval()`` before calling it (a decoder run from ``__main__``), or when it is only ever
+    called as a statement from training loops and trains nothing itself (sampling images
+    every N steps). On a model class, ``predict()``-style methods count only when the model
+    switches itself to eval and runs itself (``self.eval(); self(x)``); its ``forward``,
+    ``__init__`` and helpers run in whatever mode their callers chose. Left alone: calls
+    through attributes or third-party objects (``self.model.recognize(...)``), whose targets
+    and callers cannot be known statically.
 
     ## Example
     ```python

@@ -43,6 +43,9 @@ class EvalOutputsRetained(EvalCollectionRule):
     module's own ``forward``, and outputs passed to a caller that trains are not reported.
     Keeping outputs on the device on purpose is fine once they are detached; the opt-in rule
     MEM016 reports device-resident collections separately.
+
+    The grad mode comes from the project model when the file belongs to a package: a
+    decorator factory or caller in another module that switches grad off silences the rule.
     """
 
     code = "MEM005"
