@@ -14,6 +14,7 @@ from memlint.analysis.calls import (
     last_name,
     method_name,
 )
+from memlint.analysis.testcode import is_pytest_module, is_test_code
 from memlint.rules.base import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -26,13 +27,6 @@ _EVAL_FUNCTION = re.compile(
     r"^_*(?:(?:run_|do_)?(?:eval|evaluate|evaluation|predict|inference)(?:_\w+)?|infer\w*|test"
     r"|test_(?:one_)?epoch|test_loop"
     r"|(?:run_|do_)?(?:validate|validation|valid)(?:_(?:one_)?(?:epoch|loop|model|batch|step))?)$"
-)
-# The files pytest collects by default (test_*.py, *_test.py), and conftest.py.
-_TEST_MODULE = re.compile(r"(?:^|[/\\])(?:test_[^/\\]*|[^/\\]*_test\.py|conftest\.py)$")
-# Test support code: a module in a `tests/` folder, or a `testing_*` helper module. Its
-# forwards are smoke checks on toy models, not evaluation runs.
-_TEST_SUPPORT = re.compile(
-    r"(?:^|[/\\])(?:tests?|testing)[/\\][^/\\]+$|(?:^|[/\\])testing_[^/\\]*$"
 )
 # A model's own machinery: an `.eval()` switch there is part of what the model computes.
 _MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
@@ -304,8 +298,7 @@ class EvalWithoutNoGrad(Rule):
         if self._enabled is None:
             self._enabled = (
                 _uses_torch(self.context)
-                and not _TEST_SUPPORT.search(self.context.path)
-                and not _TEST_MODULE.search(self.context.path)
+                and not is_test_code(self.context.path)
                 and not self._grad_off_globally()
             )
         return self._enabled
@@ -360,7 +353,7 @@ class EvalWithoutNoGrad(Rule):
         """A pytest/unittest test: small forwards there are checks, not evaluation runs."""
         name = function.name.value
         if name.startswith("test_"):
-            return not _EVAL_FUNCTION.match(name) or bool(_TEST_MODULE.search(self.context.path))
+            return not _EVAL_FUNCTION.match(name) or is_pytest_module(self.context.path)
         cls = self.context.analysis.tree.enclosing_class(function)
         return cls is not None and cls.name.value.startswith("Test")
 

@@ -1,0 +1,24 @@
+"""Which paths are test code, for the rules that leave test code alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from memlint.analysis.testcode import is_pytest_module, is_test_code
+
+
+@pytest.mark.parametrize(("path", "pytest_module", "test_code"), [
+    ("tests/test_training.py", True, True),
+    ("pkg/training_test.py", True, True),
+    ("conftest.py", True, True),
+    ("pkg/tests/helpers.py", False, True),
+    ("tests/testing_common.py", False, True),
+    ("src/pkg/testing_utils.py", False, True),
+    ("src/pkg/train.py", False, False),
+    ("src/pkg/contest.py", False, False),
+    ("tests/memlint/corpus/eval_helpers.py", False, False),
+    ("latest/train.py", False, False),
+])
+def test_test_code_paths(path: str, pytest_module: bool, test_code: bool) -> None:
+    assert is_pytest_module(path) is pytest_module
+    assert is_test_code(path) is test_code
