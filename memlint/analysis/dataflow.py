@@ -10,13 +10,27 @@ Two questions several rules share:
 - Where does ``t.to(...)`` / ``t.cuda()`` send a tensor? Only a move to an accelerator is a
   host-to-device copy; dtype casts, ``.to(other_tensor)`` and device-to-host copies are not.
 
+A loader reaches its loop through pass-through wrappers (``enumerate``, ``tqdm``,
+``metric_logger.log_every``, ``iter``), names bound to them, generator expressions, and
+same-file infinite-iterator helpers (a generator that re-iterates its argument, or a small
+class with ``__iter__``/``__next__`` around it). Batches also arrive through ``next(it)``
+inside a loop, through same-file helpers and callbacks the loop hands its batch to, and
+through step functions an engine runs over a loader (``Engine(step).run(loader)``):
+:meth:`DataflowAnalysis.host_batch_origins` follows all of these, and leaves out batches
+that are already on the device (a loader Accelerate or Fabric prepared, a dataset built
+from device tensors, a value moved earlier in the same iteration).
+
 :func:`classify_to_target` answers the second question from the call alone (plus the file's
 imports); :class:`DataflowAnalysis` adds the file-wide facts (names bound only to the CPU,
-DataLoader bindings) and caches per-loop answers so a rule can ask per call cheaply.
+DataLoader bindings) and caches per-loop answers so a rule can ask per call cheaply. Nothing
+here walks the whole tree per question: lookups go through the tree index's call and
+definition tables, the statements before a node in its own blocks, or one walk of a loop or
+function that is cached.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Collection, Iterable, Iterator
@@ -25,7 +39,7 @@ from functools import cached_property
 import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
-from memlint.analysis.tree import TreeIndex
+from memlint.analysis.tree import Loop, TreeIndex
 
 
 class DeviceTarget(enum.Enum):
@@ -66,10 +80,23 @@ _TORCH_DTYPES = frozenset({
 })
 _OTHER_DEVICES = ("mps", "xpu", "meta", "hpu", "xla", "npu", "ipu", "privateuseone")
 
-# Calls that hand their first iterable's items through unchanged (for loader provenance).
-_PASS_THROUGH = frozenset({"enumerate", "tqdm", "islice", "iter", "track"})
+# Calls that hand their first iterable's items through unchanged (for loader provenance):
+# progress bars, `metric_logger.log_every(loader, freq, header)`, `itertools.cycle`.
+_PASS_THROUGH = frozenset({
+    "enumerate", "tqdm", "tqdm_notebook", "islice", "iter", "track", "log_every", "cycle",
+})
 # Framework calls that return loaders whose batches arrive on the device already.
-_PLACING_CALLS = ("prepare", "prepare_data_loader", "setup_dataloaders")
+_PLACING_CALLS = ("prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches")
+# Same-file helpers named like these return their argument on the device (`batch =
+# send_to_device(batch, device)`): a later `.to(device)` of that value copies nothing.
+_MOVING_HELPER = re.compile(
+    r"^(?:send_|move_|batch_|data_)?to_(?:device|cuda|gpu)$|^move_to(?:_device|_cuda|_gpu)?$",
+    re.IGNORECASE,
+)
+# A step function's parameter that receives the batch (`def train_step(engine, batch)`).
+_BATCH_PARAM = re.compile(r"batch", re.IGNORECASE)
+# How many helper calls (or callbacks) a batch is followed through from its loop.
+_MAX_HOPS = 4
 _LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
 
 
@@ -220,8 +247,110 @@ def _call_name(expr: cst.BaseExpression) -> str | None:
     return _last_part(expr.func) if isinstance(expr, cst.Call) else None
 
 
+def _is_builtin_next(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Name) and call.func.value == "next" and bool(call.args)
+
+
+def _positional_params(function: cst.FunctionDef | cst.Lambda) -> list[str]:
+    return [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+
+
+def _data_params(function: cst.FunctionDef | cst.Lambda) -> list[str]:
+    """Parameters that can carry data: positional and keyword-only, ``self``/``cls`` left out."""
+    names = [*_positional_params(function),
+             *(p.name.value for p in function.params.kwonly_params)]
+    return [name for name in names if name not in ("self", "cls")]
+
+
+def _argument_for(
+    call: cst.Call, function: cst.FunctionDef, param: str, *, constructor: bool = False
+) -> cst.BaseExpression | None:
+    """The argument ``call`` passes for ``function``'s parameter ``param``, if visible.
+
+    ``constructor``: ``call`` builds the class whose ``__init__`` is ``function``.
+    """
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return arg.value
+    params = _positional_params(function)
+    if param not in params:
+        return None
+    index = params.index(param)
+    if constructor or (params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute)):
+        index -= 1
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[index].value if 0 <= index < len(positional) else None
+
+
+def _param_default(function: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
+    for p in (*function.params.posonly_params, *function.params.params,
+              *function.params.kwonly_params):
+        if p.name.value == param:
+            return p.default
+    return None
+
+
+def _index_text(node: cst.Subscript) -> str:
+    """``"x"`` for ``batch["x"]``, ``0`` for ``batch[0]``, ``*`` for anything else."""
+    if len(node.slice) == 1:
+        index = node.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, (cst.SimpleString,
+                                                                      cst.Integer)):
+            return index.value.value
+    return "*"
+
+
+def value_key(expr: cst.BaseExpression) -> tuple[str, ...] | None:
+    """A value's access path: ``batch["x"].float()`` -> ``("batch", "[\\"x\\"]")``.
+
+    Method calls other than transfers keep the path (``x.float()`` is still ``x``); a path
+    segment ``[*]`` stands for an index that is not a literal.
+    """
+    if isinstance(expr, cst.Name):
+        return (expr.value,)
+    if isinstance(expr, cst.Attribute):
+        base = value_key(expr.value)
+        return None if base is None else (*base, expr.attr.value)
+    if isinstance(expr, cst.Subscript):
+        base = value_key(expr.value)
+        return None if base is None else (*base, f"[{_index_text(expr)}]")
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value not in TRANSFER_METHODS
+    ):
+        return value_key(expr.func.value)
+    return None
+
+
+def _covers(moved: tuple[str, ...], key: tuple[str, ...]) -> bool:
+    """Is ``key`` the moved value or a part of it (``[*]`` matches any index)?"""
+    return len(key) >= len(moved) and all(
+        a == b or "[*]" in (a, b) for a, b in zip(moved, key, strict=False)
+    )
+
+
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _DATA_BUILDERS = frozenset({"tuple", "list", "dict", "map"})
+_Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
+_Function = cst.FunctionDef | cst.Lambda
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchOrigin:
+    """Where a value's DataLoader batch comes from.
+
+    ``site`` runs once per batch: the ``for``/``while`` loop or comprehension that draws it,
+    or the ``engine.run(loader)`` call that drives a step function. ``source`` is the
+    loader-like expression the batches are drawn from (``train_loader``, ``it``).
+    """
+
+    site: cst.CSTNode
+    source: cst.BaseExpression
+
+
+# A loop's batch-holding names from one source: (source, names, drawn with next()).
+_Group = tuple[cst.BaseExpression, frozenset[str], bool]
 
 
 class DataflowAnalysis:
@@ -231,6 +360,16 @@ class DataflowAnalysis:
         self.tree = tree
         self._loader_loop: dict[cst.For, bool] = {}
         self._batch_names: dict[cst.For, frozenset[str]] = {}
+        self._groups: dict[Loop, tuple[_Group, ...]] = {}
+        self._moves: dict[Loop | cst.FunctionDef,
+                          tuple[dict[cst.CSTNode, int],
+                                list[tuple[tuple[str, ...], int, cst.CSTNode]]]] = {}
+        self._param_names: dict[tuple[cst.FunctionDef, tuple[str, ...]], frozenset[str]] = {}
+        self._yields: dict[cst.FunctionDef, str | None] = {}
+        self._class_wraps: dict[cst.ClassDef, str | None] = {}
+        self._class_moves: dict[cst.ClassDef, bool] = {}
+        self._device_datasets: dict[cst.Call, bool] = {}
+        self._returns: dict[cst.FunctionDef, frozenset[str]] = {}
 
     # -- device targets -------------------------------------------------------------------
 
@@ -267,6 +406,47 @@ class DataflowAnalysis:
                 return DeviceTarget.HOST
         return kind
 
+    def _moves_to_accelerator(self, call: cst.Call) -> bool:
+        """The call's own spelling says it moves to an accelerator. Cheaper than
+        :meth:`device_target` (no file-wide pass); used where a wrong yes only keeps quiet."""
+        return classify_to_target(call, self.tree.imports).to_accelerator
+
+    def _device_kind(self, expr: cst.BaseExpression) -> DeviceTarget:
+        """What device an argument names, with the file's CPU-only names as the host."""
+        name = dotted_name(expr)
+        if name is not None and name in self.host_device_names:
+            return DeviceTarget.HOST
+        return classify_device_expr(expr, self.tree.imports)
+
+    def places_on_device(self, expr: cst.BaseExpression) -> bool:
+        """Is ``expr`` a value just moved to an accelerator?
+
+        ``x.to(device)``, ``x.cuda().float()``, ``{k: v.to(device) for ...}``,
+        ``[t.cuda() for t in batch]``, ``tuple(t.to(device) for t in batch)``, and the result
+        of a helper named like ``to_device`` / ``send_to_device`` / ``move_to_cuda``.
+        """
+        while (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value not in TRANSFER_METHODS
+        ):
+            expr = expr.func.value
+        if isinstance(expr, cst.Call):
+            method = transfer_method(expr)
+            if method is not None:
+                return method != "cpu" and self._moves_to_accelerator(expr)
+            name = _call_name(expr)
+            if name is not None and _MOVING_HELPER.search(name):
+                return True
+            if name in _DATA_BUILDERS and len(expr.args) == 1:
+                return self.places_on_device(expr.args[0].value)
+            return False
+        if isinstance(expr, cst.DictComp):
+            return self.places_on_device(expr.value)
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            return self.places_on_device(expr.elt)
+        return False
+
     # -- DataLoader provenance ------------------------------------------------------------
 
     def is_dataloader_call(self, call: cst.Call) -> bool:
@@ -289,27 +469,58 @@ class DataflowAnalysis:
 
     @cached_property
     def _loader_facts(self) -> tuple[set[str], dict[str, str]]:
-        """(names bound to a loader, ``progress -> train_loader`` for wrapper-bound names)."""
+        """(names bound to a loader, ``progress -> train_loader`` for wrapper-bound names).
+
+        Wrappers are the pass-through calls and same-file iterator helpers; a wrapper of a
+        wrapper (``it = iter(pbar)``) is found on a later pass.
+        """
         bound: set[str] = set()
         wrapped: dict[str, str] = {}
         for call in self.dataloader_calls:
             bound.update(self.bindings(call))
-        # `progress = tqdm(train_loader)`: a wrapper bound to a name before the loop.
-        for wrapper in _PASS_THROUGH:
-            for call in self.tree.calls_by_name.get(wrapper, ()):
+        local = {*self.tree.functions_by_name, *self.tree.classes_by_name}
+        candidates: list[tuple[cst.Call, cst.Assign]] = []
+        for name in sorted(_PASS_THROUGH | (local & self.tree.calls_by_name.keys())):
+            for call in self.tree.calls_by_name.get(name, ()):
                 parent = self.tree.parent(call)
-                if not isinstance(parent, cst.Assign) or not call.args:
+                if isinstance(parent, cst.Assign) and call.args:
+                    candidates.append((call, parent))
+        for _ in range(4):
+            grew = False
+            for call, parent in candidates:
+                source = self._wrapped_loader(call, bound)
+                if source is None:
                     continue
-                inner = call.args[0].value
-                if not self._is_loader_like(inner, follow_params=False, bound=bound):
-                    continue
-                inner_key = self._key_of(inner)
+                key = self._key_of(source)
                 for target in parent.targets:
                     for name in names_in(target.target):
-                        bound.add(name)
-                        if inner_key is not None:
-                            wrapped[name] = inner_key
+                        if key is not None and name != key:
+                            wrapped.setdefault(name, key)
+                        if name not in bound:
+                            bound.add(name)
+                            grew = True
+            if not grew:
+                break
         return bound, wrapped
+
+    def _wrapped_loader(
+        self, call: cst.Call, bound: Collection[str]
+    ) -> cst.BaseExpression | None:
+        """The loader a wrapper call hands on, judged against the names ``bound`` so far."""
+        # Cheap test first: most assigned calls of local functions take no loader at all.
+        if not any(
+            self._is_loader_like(source, follow_params=False, bound=bound)
+            for arg in call.args
+            for source in self._sources(arg.value, follow_names=False)
+        ):
+            return None
+        inner = self._wrapped_arg(call)
+        if inner is None:
+            return None
+        for source in self._sources(inner, follow_names=False):
+            if self._is_loader_like(source, follow_params=False, bound=bound):
+                return source
+        return None
 
     def bindings(self, value: cst.BaseExpression) -> set[str]:
         """Keys under which ``value`` can be found later: assigned names, a dict or list that
@@ -340,29 +551,219 @@ class DataflowAnalysis:
                             keys.update(names_in(target.target))
         return keys
 
+    def _returned_names(self, function: cst.FunctionDef) -> frozenset[str]:
+        """Plain names a function returns (``return loader`` / ``return train, val``)."""
+        cached = self._returns.get(function)
+        if cached is not None:
+            return cached
+        names: set[str] = set()
+        for node in self.tree.walk(function.body):
+            if isinstance(node, cst.Return) and node.value is not None:
+                value = node.value
+                elements = value.elements if isinstance(value, (cst.Tuple, cst.List)) else ()
+                for expr in (value, *(e.value for e in elements)):
+                    if isinstance(expr, cst.Name):
+                        names.add(expr.value)
+        frozen = frozenset(names)
+        self._returns[function] = frozen
+        return frozen
+
     def loader_source(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
         """The loader-like expression a loop iterable unwraps to, if it plainly is one.
 
         ``enumerate(tqdm(train_loader))`` -> ``train_loader``; ``zip(a_loader, b_loader)`` ->
-        the first loader; ``dataloaders[phase]`` -> itself; ``DataLoader(ds)`` -> itself.
+        the first loader; ``dataloaders[phase]`` -> itself; ``DataLoader(ds)`` -> itself;
+        ``cycle(train_loader)`` (a same-file generator re-iterating its argument) and
+        ``(b for b in train_loader if b)`` -> ``train_loader``.
         """
         for source in self._sources(expr):
             if self._is_loader_like(source):
                 return source
         return None
 
-    def _sources(self, expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    def _sources(
+        self, expr: cst.BaseExpression, *, follow_names: bool = True
+    ) -> Iterator[cst.BaseExpression]:
+        """What an iterable hands on, unwrapped (the expression itself when nothing is).
+
+        ``follow_names``: a plain name bound, just before in its own blocks, to a generator
+        expression hands on that generator's source too.
+        """
         if isinstance(expr, cst.Call):
-            name = _call_name(expr)
-            if name in _PASS_THROUGH and expr.args:
-                yield from self._sources(expr.args[0].value)
-                return
-            if name == "zip":
+            if _call_name(expr) == "zip":
                 for arg in expr.args:
                     if not arg.star:
-                        yield from self._sources(arg.value)
+                        yield from self._sources(arg.value, follow_names=follow_names)
                 return
+            inner = self._wrapped_arg(expr)
+            if inner is not None:
+                yield from self._sources(inner, follow_names=follow_names)
+                return
+        elif isinstance(expr, cst.GeneratorExp):
+            inner = self._generator_source(expr)
+            if inner is not None:
+                yield from self._sources(inner, follow_names=follow_names)
+                return
+        elif isinstance(expr, cst.Name) and follow_names:
+            yield expr
+            for value in self._bindings_before(expr, expr.value, deep=False)[:1]:
+                if isinstance(value, cst.GeneratorExp):
+                    yield from self._sources(value, follow_names=follow_names)
+            return
         yield expr
+
+    def _wrapped_arg(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The argument whose items ``call`` hands on unchanged, if it is such a wrapper.
+
+        A same-file definition decides for its own name: a generator that re-yields the
+        items of a parameter, or a class with ``__iter__``/``__next__`` that stores one, and
+        neither moves data to a device on the way (a prefetcher that does hands on batches
+        already on the device). Otherwise the known pass-through calls (``tqdm``, ...).
+        """
+        name = _call_name(call)
+        if name is None or not call.args:
+            return None
+        func = call.func
+        local = isinstance(func, cst.Name) or (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value in ("self", "cls")
+        )
+        if local:
+            attribute = isinstance(func, cst.Attribute)
+            functions = [f for f in self.tree.functions_by_name.get(name, ())
+                         if self._visible(f, call, attribute=attribute)]
+            if functions:
+                for function in functions:
+                    param = self._yielding_param(function)
+                    if param is not None:
+                        return _argument_for(call, function, param)
+                return None
+            classes = self.tree.classes_by_name.get(name) if isinstance(func, cst.Name) else None
+            if classes:
+                for cls in classes:
+                    init = self._init_of(cls)
+                    param = self._iterator_class_param(cls)
+                    if init is not None and param is not None:
+                        return _argument_for(call, init, param, constructor=True)
+                return None
+        first = call.args[0]
+        if name in _PASS_THROUGH and first.keyword is None and not first.star:
+            return first.value
+        return None
+
+    def _generator_source(self, expr: cst.GeneratorExp) -> cst.BaseExpression | None:
+        """``(b for b in loader if ok(b))`` hands on ``loader``'s items; one that moves or
+        transforms them (``(f(b) for b in loader)``, ``(b.cuda() for ...)``) does not."""
+        for_in = expr.for_in
+        if for_in.inner_for_in is not None:
+            return None
+        element = expr.elt
+        if not self._derives(element, set(names_in(for_in.target))):
+            return None
+        if any(
+            isinstance(n, cst.Call) and transfer_method(n) is not None
+            for n in (element, *self.tree.walk(element))
+        ):
+            return None
+        return for_in.iter
+
+    def _yielding_param(self, function: cst.FunctionDef) -> str | None:
+        """The parameter a same-file generator re-yields item by item, if it only does that.
+
+        ``def cycle(dl): while True: for b in dl: yield b`` and ``yield from dl`` -> ``dl``.
+        A generator that yields anything else, or moves data to a device, is no wrapper.
+        """
+        if function in self._yields:
+            return self._yields[function]
+        self._yields[function] = None
+        params = set(_positional_params(function))
+        found: str | None = None
+        for node in self.tree.walk(function):
+            if isinstance(node, cst.Call) and transfer_method(node) in ("to", "cuda"):
+                return None
+            if not isinstance(node, cst.Yield):
+                continue
+            param = self._yielded_param(node, function, params)
+            if param is None:
+                return None
+            found = found or param
+        self._yields[function] = found
+        return found
+
+    def _yielded_param(
+        self, node: cst.Yield, function: cst.FunctionDef, params: Collection[str]
+    ) -> str | None:
+        value = node.value
+        if isinstance(value, cst.From):
+            iterables = [value.item]
+        elif isinstance(value, cst.Name) or (
+            isinstance(value, (cst.Tuple, cst.List))
+            and all(isinstance(e.value, cst.Name) for e in value.elements)
+        ):
+            yielded = set(names_in(value))
+            iterables = []
+            for anc in self.tree.ancestors(node):
+                if anc is function:
+                    break
+                if isinstance(anc, cst.For) and yielded <= set(names_in(anc.target)):
+                    iterables = [anc.iter]
+                    break
+        else:
+            return None
+        for iterable in iterables:
+            for source in self._sources(iterable, follow_names=False):
+                if isinstance(source, cst.Name) and source.value in params:
+                    return source.value
+        return None
+
+    def _init_of(self, cls: cst.ClassDef) -> cst.FunctionDef | None:
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                return statement
+        return None
+
+    def _iterator_class_param(self, cls: cst.ClassDef) -> str | None:
+        """The ``__init__`` parameter a small iterator class wraps (``self.it = iter(loader)``).
+
+        Only a class with ``__iter__`` or ``__next__`` that moves nothing to a device counts.
+        """
+        if cls in self._class_wraps:
+            return self._class_wraps[cls]
+        self._class_wraps[cls] = None
+        methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+        init = methods.get("__init__")
+        if init is None or not {"__iter__", "__next__"} & methods.keys():
+            return None
+        if self._class_moves_to_device(cls):
+            return None
+        params = set(_data_params(init))
+        found: str | None = None
+        for node in self.tree.walk(init):
+            if not isinstance(node, cst.Assign) or not any(
+                (dotted_name(t.target) or "").startswith("self.") for t in node.targets
+            ):
+                continue
+            for source in self._sources(node.value, follow_names=False):
+                if isinstance(source, cst.Name) and source.value in params:
+                    found = found or source.value
+        self._class_wraps[cls] = found
+        return found
+
+    def _class_moves_to_device(self, cls: cst.ClassDef) -> bool:
+        """Does any method of the class move something to an accelerator?"""
+        cached = self._class_moves.get(cls)
+        if cached is None:
+            cached = any(
+                isinstance(node, cst.Call)
+                and transfer_method(node) in ("to", "cuda")
+                and self._moves_to_accelerator(node)
+                for statement in cls.body.body
+                if isinstance(statement, cst.FunctionDef)
+                for node in self.tree.walk(statement)
+            )
+            self._class_moves[cls] = cached
+        return cached
 
     def _is_loader_like(
         self,
@@ -418,8 +819,38 @@ class DataflowAnalysis:
     def framework_places_batches(self, loop: cst.For) -> bool:
         """The loop iterates a loader that Accelerate or Fabric prepared: its batches already
         arrive on the device, so a ``.to(device)`` in the loop copies nothing."""
-        key = self.loader_key(loop)
-        return key is not None and key in self._framework_placed
+        source = self.loader_source(loop.iter)
+        return source is not None and self._is_placed(source)
+
+    def _is_placed(self, source: cst.BaseExpression) -> bool:
+        """Was this loader prepared by Accelerate or Fabric (under any wrapper name), or is it
+        a parameter some same-file caller passes a prepared loader for?"""
+        if isinstance(source, cst.Call):
+            return _call_name(source) in _PLACING_CALLS
+        key = self._key_of(source)
+        if key is None or not self._framework_placed:
+            return False
+        chain = self._key_chain(key)
+        if any(k in self._framework_placed for k in chain):
+            return True
+        for k in chain:
+            for arg in self._arguments_for(source, k):
+                if isinstance(arg, cst.Call) and _call_name(arg) in _PLACING_CALLS:
+                    return True
+                arg_key = self._key_of(arg)
+                if arg_key is not None and any(
+                    a in self._framework_placed for a in self._key_chain(arg_key)
+                ):
+                    return True
+        return False
+
+    def _key_chain(self, key: str) -> list[str]:
+        """``key`` and the names it wraps, innermost last (``pbar -> it -> train_loader``)."""
+        wrapped = self._loader_facts[1]
+        chain = [key]
+        while chain[-1] in wrapped and wrapped[chain[-1]] not in chain:
+            chain.append(wrapped[chain[-1]])
+        return chain
 
     def loader_key(self, loop: cst.For) -> str | None:
         """The dotted name (or ``fn()``) a DataLoader loop iterates, to match bindings."""
@@ -463,52 +894,67 @@ class DataflowAnalysis:
         if cached is not None:
             return cached
         names = self._target_names(loop.target, loop.iter)
-        for node in self.tree.walk(loop.body):
-            if isinstance(node, cst.Assign) and self._derives(node.value, names):
-                for target in node.targets:
-                    names.update(names_in(target.target))
-            elif isinstance(node, cst.AnnAssign):
-                if node.value is not None and self._derives(node.value, names):
-                    names.update(names_in(node.target))
-            elif isinstance(node, cst.For) and self._derives(node.iter, names):
-                names.update(names_in(node.target))
-        frozen = frozenset(names)
+        frozen = frozenset(self._propagate(loop.body, names))
         self._batch_names[loop] = frozen
         return frozen
 
-    def _derives(self, expr: cst.BaseExpression, names: Iterable[str]) -> bool:
-        """Does ``expr`` hand on batch data from ``names``? A model forward does not."""
+    def _propagate(
+        self, body: cst.CSTNode, names: set[str], *, next_ok: bool = False
+    ) -> set[str]:
+        """Add to ``names`` every name ``body`` binds from them (one pass, in source order)."""
+        for node in self.tree.walk(body):
+            if isinstance(node, cst.Assign) and self._derives(node.value, names, next_ok):
+                for target in node.targets:
+                    names.update(names_in(target.target))
+            elif isinstance(node, cst.AnnAssign):
+                if node.value is not None and self._derives(node.value, names, next_ok):
+                    names.update(names_in(node.target))
+            elif isinstance(node, cst.For) and self._derives(node.iter, names, next_ok):
+                names.update(names_in(node.target))
+        return names
+
+    def _derives(
+        self, expr: cst.BaseExpression, names: Iterable[str], next_ok: bool = False
+    ) -> bool:
+        """Does ``expr`` hand on batch data from ``names``? A model forward does not.
+
+        ``next_ok``: ``next(it)`` over a loader is batch data too (inside a loop).
+        """
         known = names if isinstance(names, (set, frozenset)) else set(names)
         if isinstance(expr, (cst.Name, cst.Attribute)):
             name = dotted_name(expr)
             if name is not None and name in known:
                 return True
-            return isinstance(expr, cst.Attribute) and self._derives(expr.value, known)
+            return isinstance(expr, cst.Attribute) and self._derives(expr.value, known, next_ok)
         if isinstance(expr, cst.Subscript):
-            return self._derives(expr.value, known)
+            return self._derives(expr.value, known, next_ok)
         if isinstance(expr, (cst.Tuple, cst.List)):
-            return any(self._derives(e.value, known) for e in expr.elements)
+            return any(self._derives(e.value, known, next_ok) for e in expr.elements)
         if isinstance(expr, cst.Call):
             if isinstance(expr.func, cst.Attribute):
-                return self._derives(expr.func.value, known)
+                return self._derives(expr.func.value, known, next_ok)
+            if next_ok and _is_builtin_next(expr):
+                return self.loader_source(expr.args[0].value) is not None
             if _call_name(expr) in _DATA_BUILDERS:
-                return any(self._derives(a.value, known) for a in expr.args)
+                return any(self._derives(a.value, known, next_ok) for a in expr.args)
             return False
         if isinstance(expr, _COMPREHENSIONS):
             for_in: cst.CompFor | None = expr.for_in
             while for_in is not None:
-                if self._derives(for_in.iter, known):
+                if self._derives(for_in.iter, known, next_ok):
                     return True
                 for_in = for_in.inner_for_in
             return False
         if isinstance(expr, cst.BinaryOperation):
-            return self._derives(expr.left, known) or self._derives(expr.right, known)
+            return (self._derives(expr.left, known, next_ok)
+                    or self._derives(expr.right, known, next_ok))
         if isinstance(expr, cst.Comparison):  # `(labels != pad_id)` is a host tensor too
-            return self._derives(expr.left, known)
+            return self._derives(expr.left, known, next_ok)
         if isinstance(expr, cst.UnaryOperation):
-            return self._derives(expr.expression, known)
+            return self._derives(expr.expression, known, next_ok)
         if isinstance(expr, cst.IfExp):
-            return self._derives(expr.body, known) or self._derives(expr.orelse, known)
+            return (self._derives(expr.body, known, next_ok)
+                    or self._derives(expr.orelse, known, next_ok))
         return False
 
     def is_batch_data(self, expr: cst.BaseExpression, loop: cst.For) -> bool:
@@ -519,19 +965,535 @@ class DataflowAnalysis:
         if not self.is_dataloader_loop(loop):
             return False
         names = set(self.batch_names(loop))
-        comprehensions: list[cst.CompFor] = []
+        comprehensions: list[_Comprehension] = []
         for anc in self.tree.ancestors(expr):
             if anc is loop:
                 break
             if isinstance(anc, _COMPREHENSIONS):
-                for_in: cst.CompFor | None = anc.for_in
-                while for_in is not None:
-                    comprehensions.append(for_in)
-                    for_in = for_in.inner_for_in
-        for for_in in reversed(comprehensions):
-            if self._derives(for_in.iter, names):
-                names.update(names_in(for_in.target))
+                comprehensions.append(anc)
+        self._add_comprehension_names(comprehensions, names)
         return self._derives(expr, names)
+
+    def _add_comprehension_names(
+        self, comprehensions: list[_Comprehension], names: set[str], next_ok: bool = False
+    ) -> None:
+        """Comprehension variables (innermost comprehension first in the list) that iterate
+        batch data hold batch data."""
+        for comprehension in reversed(comprehensions):
+            for_in: cst.CompFor | None = comprehension.for_in
+            while for_in is not None:
+                if self._derives(for_in.iter, names, next_ok):
+                    names.update(names_in(for_in.target))
+                for_in = for_in.inner_for_in
+
+    # -- host batches reaching a transfer -------------------------------------------------
+
+    def host_batch_origins(self, call: cst.Call) -> list[BatchOrigin]:
+        """Where the receiver of ``call`` (a ``.to()`` / ``.cuda()``) gets DataLoader batch
+        data from, when that data is still on the host; empty when it is none, or already on
+        the device.
+
+        Followed: ``for`` loops over a loader (through wrappers, generator expressions and
+        iterator helpers), ``next(it)`` inside a ``for``/``while`` loop, generator
+        expressions over a loader, and, up to a few calls deep, same-file helpers the batch
+        is passed to (``to_device(batch, device)``), callbacks applied to it
+        (``apply(batch, lambda t: t.cuda())``) and step functions an engine runs on a loader
+        (``Engine(step)`` with ``engine.run(loader)``). Left out: loaders Accelerate/Fabric
+        prepared, loaders over datasets built from device tensors, values moved earlier in
+        the same iteration, and helper calls that pass a host device
+        (``to_device(batch, "cpu")``).
+        """
+        if not isinstance(call.func, cst.Attribute):
+            return []
+        return list(dict.fromkeys(self._origins(call.func.value, call, 0, set())))
+
+    def _origins(
+        self,
+        expr: cst.BaseExpression,
+        transfer: cst.Call | None,
+        hops: int,
+        seen: set[tuple[cst.CSTNode, str]],
+    ) -> list[BatchOrigin]:
+        """Host batch origins of ``expr``: from the loops and generator expressions around it
+        in its own function, else from the parameters it derives from, one call level out
+        (``hops`` counts the levels; ``seen`` stops cycles through recursive helpers)."""
+        if transfer is None and self.places_on_device(expr):
+            return []
+        at: cst.CSTNode = expr if transfer is None else transfer
+        comprehensions: list[_Comprehension] = []
+        scope: _Function | None = None
+        child: cst.CSTNode = expr
+        for anc in self.tree.ancestors(expr):
+            if isinstance(anc, cst.ClassDef):
+                break
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
+                scope = anc
+                break
+            if isinstance(anc, _COMPREHENSIONS):
+                # Only a generator expression is a per-batch site for now: list comprehensions
+                # over a loader (`[f(x.cuda()) for x, _ in loader]`) are not followed yet.
+                if isinstance(anc, cst.GeneratorExp):
+                    decided = self._comprehension_origin(anc, expr, comprehensions)
+                    if decided is not None:
+                        return decided
+                comprehensions.append(anc)
+            elif isinstance(anc, (cst.For, cst.While)) and child is anc.body:
+                decided = self._loop_origin(anc, expr, at, comprehensions)
+                if decided is not None:
+                    return decided
+            child = anc
+        if hops >= _MAX_HOPS or scope is None:
+            return []
+        return self._param_origins(expr, scope, comprehensions, transfer, hops, seen)
+
+    def _host_origin(self, site: cst.CSTNode, source: cst.BaseExpression) -> list[BatchOrigin]:
+        if self._is_placed(source) or self._device_dataset(source):
+            return []
+        return [BatchOrigin(site, source)]
+
+    def _comprehension_origin(
+        self,
+        comprehension: cst.GeneratorExp,
+        expr: cst.BaseExpression,
+        inner: list[_Comprehension],
+    ) -> list[BatchOrigin] | None:
+        """A generator over a loader (``((x.cuda(), y) for x, y in loader)``) draws a batch
+        per item: the origins of ``expr`` if it holds that batch, else None."""
+        names: set[str] | None = None
+        source: cst.BaseExpression | None = None
+        for_in: cst.CompFor | None = comprehension.for_in
+        while for_in is not None:
+            if names is None:
+                source = self.loader_source(for_in.iter)
+                if source is not None:
+                    names = set(names_in(for_in.target))
+            elif self._derives(for_in.iter, names):
+                names.update(names_in(for_in.target))
+            for_in = for_in.inner_for_in
+        if names is None or source is None:
+            return None
+        self._add_comprehension_names(inner, names)
+        if not self._derives(expr, names):
+            return None
+        return self._host_origin(comprehension, source)
+
+    def _loop_origin(
+        self,
+        loop: Loop,
+        expr: cst.BaseExpression,
+        at: cst.CSTNode,
+        comprehensions: list[_Comprehension],
+    ) -> list[BatchOrigin] | None:
+        """The origins of ``expr`` if it holds this loop's batch, else None."""
+        for source, group, next_ok in self._loop_groups(loop):
+            names = set(group)
+            self._add_comprehension_names(comprehensions, names, next_ok)
+            if not self._derives(expr, names, next_ok):
+                continue
+            if self._moved_earlier(loop, at, expr):
+                return []
+            return self._host_origin(loop, source)
+        return None
+
+    def _loop_groups(self, loop: Loop) -> tuple[_Group, ...]:
+        """The batch-holding names of a loop, per source: the loader it iterates, and the
+        loader iterators it draws from with ``next()``."""
+        cached = self._groups.get(loop)
+        if cached is not None:
+            return cached
+        groups: list[_Group] = []
+        if isinstance(loop, cst.For):
+            source = self.loader_source(loop.iter)
+            if source is not None:
+                groups.append((source, self.batch_names(loop), False))
+        draws = self._loader_draws.get(loop)
+        # An epoch loop that samples one batch with next() beside its own loop over a loader
+        # (a preview, a fixed visualisation batch) is not where batches stream through.
+        if draws and not any(
+            isinstance(node, cst.For) and self.is_dataloader_loop(node)
+            for node in self.tree.walk(loop.body)
+        ):
+            source = self.loader_source(draws[0].args[0].value)
+            if source is not None:
+                names = self._propagate(loop.body, set(), next_ok=True)
+                groups.append((source, frozenset(names), True))
+        frozen = tuple(groups)
+        self._groups[loop] = frozen
+        return frozen
+
+    @cached_property
+    def _loader_draws(self) -> dict[Loop, list[cst.Call]]:
+        """``next(it)`` calls over a loader, by each loop (in their function) around them."""
+        draws: dict[Loop, list[cst.Call]] = {}
+        for call in self.tree.calls_by_name.get("next", ()):
+            if not _is_builtin_next(call) or self.loader_source(call.args[0].value) is None:
+                continue
+            for loop in self.tree.enclosing_loops(call):
+                draws.setdefault(loop, []).append(call)
+        return draws
+
+    def _moved_earlier(
+        self, owner: Loop | cst.FunctionDef, at: cst.CSTNode, expr: cst.BaseExpression
+    ) -> bool:
+        """Was ``expr`` (or the value it is part of) moved to the device earlier in this loop
+        iteration or function (``batch.x = batch.x.to(device)`` before ``batch.x.to(device)``)?
+        """
+        order, moves = self._block_moves(owner)
+        if not moves:
+            return False
+        position = order.get(at)
+        key = value_key(expr)
+        if position is None or key is None:
+            return False
+        return any(
+            moved_at < position
+            and _covers(moved, key)
+            and not self.tree.is_inside(at, node)
+            and not self._exclusive_branches(node, at)
+            for moved, moved_at, node in moves
+        )
+
+    def _exclusive_branches(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Do the two nodes sit in different branches of one ``if``/``elif``/``else``?"""
+        below: dict[cst.CSTNode, cst.CSTNode] = {}
+        child = first
+        for anc in self.tree.ancestors(first):
+            below[anc] = child
+            child = anc
+        child = second
+        for anc in self.tree.ancestors(second):
+            if anc in below:
+                return isinstance(anc, cst.If) and below[anc] is not child
+            child = anc
+        return False
+
+    def _block_moves(
+        self, owner: Loop | cst.FunctionDef
+    ) -> tuple[dict[cst.CSTNode, int], list[tuple[tuple[str, ...], int, cst.CSTNode]]]:
+        """A loop's or function's nodes in source order, and the values its assignments move
+        to the device (access path, position, assignment). One cached walk of the body."""
+        cached = self._moves.get(owner)
+        if cached is not None:
+            return cached
+        order: dict[cst.CSTNode, int] = {}
+        moves: list[tuple[tuple[str, ...], int, cst.CSTNode]] = []
+        for position, node in enumerate(self.tree.walk(owner.body)):
+            order[node] = position
+            if isinstance(node, cst.Assign):
+                for target, value in self._assigned_pairs(node):
+                    key = value_key(target)
+                    if key is not None and self.places_on_device(value):
+                        moves.append((key, position, node))
+        self._moves[owner] = (order, moves)
+        return order, moves
+
+    def _assigned_pairs(
+        self, node: cst.Assign
+    ) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+        """(target, value) pairs, element by element for ``a, b = c, d``."""
+        for target in node.targets:
+            value = node.value
+            if (
+                isinstance(target.target, (cst.Tuple, cst.List))
+                and isinstance(value, (cst.Tuple, cst.List))
+                and len(target.target.elements) == len(value.elements)
+            ):
+                for t, v in zip(target.target.elements, value.elements, strict=True):
+                    yield t.value, v.value
+            else:
+                yield target.target, value
+
+    # -- helpers, callbacks and step functions --------------------------------------------
+
+    def _param_origins(
+        self,
+        expr: cst.BaseExpression,
+        scope: _Function,
+        comprehensions: list[_Comprehension],
+        transfer: cst.Call | None,
+        hops: int,
+        seen: set[tuple[cst.CSTNode, str]],
+    ) -> list[BatchOrigin]:
+        """Origins of ``expr`` through the parameters of its function or lambda: the
+        arguments same-file callers pass, and the batches a callback is applied to."""
+        if isinstance(scope, cst.Lambda):
+            uses = self._lambda_use(scope)
+            callers: list[cst.Call] = []
+        else:
+            callers = [c for c in self.tree.calls_by_name.get(scope.name.value, ())
+                       if not self.tree.is_inside(c, scope)
+                       and self._visible(scope, c, attribute=isinstance(c.func, cst.Attribute))]
+            uses = [c for c, attribute in self._callback_refs.get(scope.name.value, ())
+                    if not self.tree.is_inside(c, scope)
+                    and self._visible(scope, c, attribute=attribute)]
+        if not callers and not uses:
+            return []
+        params = _data_params(scope)
+        # The parameters themselves (`batch.to(device)`) need no walk; else one walk for all
+        # of them together rules most functions out.
+        anywhere = set(params)
+        self._add_comprehension_names(comprehensions, anywhere)
+        if not self._derives(expr, anywhere):
+            anywhere = set(self._param_flow(scope, params))
+            self._add_comprehension_names(comprehensions, anywhere)
+            if not self._derives(expr, anywhere):
+                return []
+        origins: list[BatchOrigin] = []
+        for param in params:
+            if (scope, param) in seen:
+                continue
+            # The parameter itself first (`batch.to(device)`): no walk of the function.
+            names = {param}
+            self._add_comprehension_names(comprehensions, names)
+            if not self._derives(expr, names):
+                names = set(self._param_flow(scope, [param]))
+                self._add_comprehension_names(comprehensions, names)
+                if not self._derives(expr, names):
+                    continue
+            seen.add((scope, param))
+            assert not callers or isinstance(scope, cst.FunctionDef)
+            for call in callers:
+                assert isinstance(scope, cst.FunctionDef)
+                arg = _argument_for(call, scope, param)
+                if arg is None:
+                    continue
+                if hops == 0 and transfer is not None and self._passes_host_device(
+                    transfer, scope, call
+                ):
+                    continue
+                origins.extend(self._origins(arg, None, hops + 1, seen))
+            for use in uses:
+                origins.extend(self._callback_origins(scope, param, use, hops, seen))
+        if (
+            origins
+            and transfer is not None
+            and isinstance(scope, cst.FunctionDef)
+            and self._moved_earlier(scope, transfer, expr)
+        ):
+            return []
+        return origins
+
+    def _param_flow(self, scope: _Function, params: list[str]) -> frozenset[str]:
+        """Names a function binds from the given parameters (the parameters included)."""
+        if isinstance(scope, cst.Lambda):
+            return frozenset(params)
+        key = (scope, tuple(params))
+        cached = self._param_names.get(key)
+        if cached is None:
+            cached = frozenset(self._propagate(scope.body, set(params)))
+            self._param_names[key] = cached
+        return cached
+
+    def _passes_host_device(
+        self, transfer: cst.Call, function: cst.FunctionDef, call: cst.Call
+    ) -> bool:
+        """``to_device(batch, "cpu")``: the helper's device parameter gets the host here."""
+        device = device_argument(transfer)
+        if not isinstance(device, cst.Name):
+            return False
+        arg = _argument_for(call, function, device.value)
+        if arg is None:
+            arg = _param_default(function, device.value)
+        return arg is not None and self._device_kind(arg) in (
+            DeviceTarget.HOST, DeviceTarget.OTHER_DEVICE
+        )
+
+    def _visible(self, function: cst.FunctionDef, at: cst.CSTNode, *, attribute: bool) -> bool:
+        """Can a reference at ``at`` mean this definition? A module-level function can be
+        named anywhere, a nested one only inside the function that defines it, and a method
+        only as an attribute (``self.step``, ``trainer.step``). Tests that each define their
+        own ``def step(engine, batch)`` stay apart."""
+        for owner in self.tree.ancestors(function):
+            if isinstance(owner, cst.ClassDef):
+                return attribute
+            if isinstance(owner, (cst.FunctionDef, cst.Lambda)):
+                return not attribute and self.tree.is_inside(at, owner)
+        return not attribute
+
+    @cached_property
+    def _callback_refs(self) -> dict[str, list[tuple[cst.Call, bool]]]:
+        """Calls that take a same-file function as an argument (``map(to_gpu, batch)``,
+        ``Engine(self.train_step)``), by the function's name, with whether the reference is
+        an attribute. One pass over the call index."""
+        functions = self.tree.functions_by_name
+        refs: dict[str, list[tuple[cst.Call, bool]]] = {}
+        for calls in self.tree.calls_by_name.values():
+            for call in calls:
+                for arg in call.args:
+                    value = arg.value
+                    name: str | None = None
+                    if isinstance(value, cst.Name):
+                        name = value.value
+                    elif (
+                        isinstance(value, cst.Attribute)
+                        and isinstance(value.value, cst.Name)
+                        and value.value.value in ("self", "cls")
+                    ):
+                        name = value.attr.value
+                    if name is not None and name in functions:
+                        refs.setdefault(name, []).append(
+                            (call, isinstance(value, cst.Attribute))
+                        )
+        return refs
+
+    def _lambda_use(self, function: cst.Lambda) -> list[cst.Call]:
+        """The call a lambda is handed to as an argument, if it is one."""
+        arg = self.tree.parent(function)
+        call = None if arg is None else self.tree.parent(arg)
+        return [call] if isinstance(arg, cst.Arg) and isinstance(call, cst.Call) else []
+
+    def _callback_origins(
+        self,
+        function: _Function,
+        param: str,
+        use: cst.Call,
+        hops: int,
+        seen: set[tuple[cst.CSTNode, str]],
+    ) -> list[BatchOrigin]:
+        """Batches a call applies a callback to.
+
+        Applied: ``apply_to(batch, fn)`` / ``map(fn, batch)`` / ``batch.apply(fn)`` hand the
+        items of their other arguments (or receiver) to the callback's first parameter.
+        Engine: ``trainer = Engine(step)`` and ``trainer.run(loader)`` hand each batch to the
+        step function's batch parameter (named like ``batch``, else the second of two).
+        """
+        params = [p for p in _positional_params(function) if p not in ("self", "cls")]
+        origins: list[BatchOrigin] = []
+        if params and param == params[0]:
+            own = function.name.value if isinstance(function, cst.FunctionDef) else None
+            # Every other argument, the callback itself left out.
+            others = [a.value for a in use.args
+                      if a.value is not function
+                      and (own is None or _last_part(a.value) != own)]
+            if isinstance(use.func, cst.Attribute):
+                others.append(use.func.value)
+            for other in others:
+                origins.extend(self._origins(other, None, hops + 1, seen))
+        if param == self._step_batch_param(params):
+            for run in self._engine_runs(use):
+                source = self.loader_source(run.args[0].value)
+                if source is not None:
+                    origins.extend(self._host_origin(run, source))
+        return origins
+
+    @staticmethod
+    def _step_batch_param(params: list[str]) -> str | None:
+        for param in params:
+            if _BATCH_PARAM.search(param):
+                return param
+        return params[1] if len(params) == 2 else None
+
+    def _engine_runs(self, engine_call: cst.Call) -> list[cst.Call]:
+        """``trainer.run(loader, ...)`` calls on the names ``engine_call`` is bound to."""
+        parent = self.tree.parent(engine_call)
+        if not isinstance(parent, cst.Assign):
+            return []
+        names = {name for target in parent.targets for name in names_in(target.target)}
+        scope = self.tree.enclosing_function(engine_call)
+        runs = []
+        for run in self.tree.calls_by_name.get("run", ()):
+            if not isinstance(run.func, cst.Attribute) or not run.args or run.args[0].keyword:
+                continue
+            name = dotted_name(run.func.value)
+            # `trainer` is the same variable in its function (and the handlers nested in it);
+            # `self.trainer` is file-wide.
+            if name in names and (
+                "." in name or scope is None or self.tree.is_inside(run, scope)
+            ):
+                runs.append(run)
+        return runs
+
+    # -- batches that already live on the device ------------------------------------------
+
+    def _device_dataset(self, source: cst.BaseExpression) -> bool:
+        """Is a DataLoader feeding ``source`` built over tensors already on the device?"""
+        return any(self._dataset_on_device(call) for call in self._dataloader_calls_for(source))
+
+    def _dataset_on_device(self, loader: cst.Call) -> bool:
+        """``DataLoader(TensorDataset(X.to(device), y))``, or a dataset name bound to one
+        earlier in the same function: its batches are sliced from device tensors."""
+        cached = self._device_datasets.get(loader)
+        if cached is None:
+            dataset = None
+            for arg in loader.args:
+                if arg.keyword is not None and arg.keyword.value == "dataset":
+                    dataset = arg.value
+            if dataset is None and loader.args and loader.args[0].keyword is None:
+                dataset = loader.args[0].value
+            cached = dataset is not None and self._holds_device_data(dataset, 0)
+            self._device_datasets[loader] = cached
+        return cached
+
+    def _holds_device_data(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """Does ``expr`` hold tensors already on an accelerator? Names are looked up in the
+        statements before them in their own function; datasets are built from their
+        arguments; a same-file dataset class that moves data to the device holds it."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Name):
+            return any(
+                self._holds_device_data(value, depth + 1)
+                for value in self._bindings_before(expr, expr.value, deep=True)
+            )
+        if isinstance(expr, cst.Subscript):
+            return self._holds_device_data(expr.value, depth)
+        if not isinstance(expr, cst.Call):
+            return False
+        method = transfer_method(expr)
+        if method is not None:
+            return method != "cpu" and self._moves_to_accelerator(expr)
+        if any(
+            arg.keyword is not None and arg.keyword.value == "device"
+            and self._device_kind(arg.value).to_accelerator
+            for arg in expr.args
+        ):
+            return True
+        if isinstance(expr.func, cst.Attribute):
+            # x.float(), x.view(...): the receiver's device.
+            return self._holds_device_data(expr.func.value, depth)
+        name = _call_name(expr)
+        if name is not None and any(
+            self._class_moves_to_device(cls) for cls in self.tree.classes_by_name.get(name, ())
+        ):
+            return True
+        # TensorDataset(X, y), Subset(ds, idx), random_split(ds, ...): built from their args.
+        return any(
+            not arg.star and self._holds_device_data(arg.value, depth + 1) for arg in expr.args
+        )
+
+    def _bindings_before(
+        self, node: cst.CSTNode, name: str, *, deep: bool
+    ) -> list[cst.BaseExpression]:
+        """Values assigned to ``name`` before ``node``'s statement, in the blocks around it up
+        to its function, nearest first (latest first within a block).
+
+        ``deep``: also assignments nested in earlier compound statements (``if`` branches).
+        """
+        values: list[cst.BaseExpression] = []
+        child: cst.CSTNode = node
+        for anc in self.tree.ancestors(node):
+            if isinstance(anc, (cst.IndentedBlock, cst.Module)):
+                body = anc.body
+                index = next((i for i, s in enumerate(body) if s is child), len(body))
+                for statement in reversed(body[:index]):
+                    if isinstance(statement, cst.SimpleStatementLine):
+                        small: Iterable[cst.CSTNode] = statement.body
+                    elif deep:
+                        small = self.tree.walk(statement)
+                    else:
+                        continue
+                    found = [
+                        value
+                        for assign in small
+                        if isinstance(assign, cst.Assign)
+                        for target, value in self._assigned_pairs(assign)
+                        if isinstance(target, cst.Name) and target.value == name
+                    ]
+                    values.extend(reversed(found))
+            if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            child = anc
+        return values
 
     # -- which DataLoaders feed an accelerator --------------------------------------------
 
@@ -559,6 +1521,114 @@ class DataflowAnalysis:
             for call in self.dataloader_calls
             if call in direct_args or self.bindings(call) & keys
         ]
+
+    def loaders_feeding_origins(self, origins: Iterable[BatchOrigin]) -> list[cst.Call]:
+        """The ``DataLoader(...)`` calls behind the sources of batch origins, loaders over
+        device-resident datasets left out (pinning device tensors fails).
+
+        A ``for`` loop's own loader matches by name file-wide, as :meth:`loaders_feeding`
+        does; the other origins (``next()`` draws, helpers, engines) only match a plain
+        name bound in the same function (or at module level).
+        """
+        found: dict[cst.Call, None] = {}
+        for origin in origins:
+            site = origin.site
+            file_wide = isinstance(site, cst.For) and self.loader_source(site.iter) is (
+                origin.source
+            )
+            for call in self._dataloader_calls_for(origin.source, file_wide=file_wide):
+                if not self._dataset_on_device(call):
+                    found[call] = None
+        return list(found)
+
+    def _dataloader_calls_for(
+        self, source: cst.BaseExpression, *, file_wide: bool = False
+    ) -> list[cst.Call]:
+        """DataLoader calls bound to ``source``'s name (through wrapper names), or passed by
+        a same-file caller for it when it is a parameter."""
+        if isinstance(source, cst.Call) and self.is_dataloader_call(source):
+            return [source]
+        key = self._key_of(source)
+        if key is None or not self.dataloader_calls:
+            return []
+        # (name, where it is used): a plain name only matches bindings in its own function.
+        keys = [(k, source) for k in self._key_chain(key)]
+        direct_args: set[cst.CSTNode] = set()
+        for k, _ in list(keys):
+            for arg in self._arguments_for(source, k):
+                direct_args.add(arg)
+                name = dotted_name(arg)
+                if name is not None:
+                    keys.extend((a, arg) for a in self._key_chain(name))
+        return [
+            call
+            for call in self.dataloader_calls
+            if call in direct_args
+            or any(self._binds(call, k, at, file_wide=file_wide) for k, at in keys)
+        ]
+
+    def _binds(
+        self, loader: cst.Call, key: str, at: cst.CSTNode, *, file_wide: bool = False
+    ) -> bool:
+        """Is ``loader`` bound to ``key`` as seen from ``at``? Attributes (``self.loader``)
+        and factory results (``make_loader()``) are file-wide; a plain name is the same
+        variable in the same function, or a module-level loader that ``at``'s function does
+        not shadow with a parameter."""
+        if file_wide:
+            return key in self.bindings(loader)
+        function = self.tree.enclosing_function(at)
+        for bound, scope in self._scoped_bindings(loader):
+            if bound != key:
+                continue
+            if "." in key:
+                return True
+            if key.endswith("()"):
+                if isinstance(scope, cst.FunctionDef) and self._visible(
+                    scope, at, attribute=False
+                ):
+                    return True
+                continue
+            if scope is function or (
+                scope is None and (function is None or key not in _data_params(function))
+            ):
+                return True
+        return False
+
+    def _scoped_bindings(
+        self, loader: cst.Call
+    ) -> list[tuple[str, cst.FunctionDef | None]]:
+        """:meth:`bindings` with the function each name is bound in (None: module level);
+        for ``fn()`` the function that returns the loader, also by name (``loader =
+        DataLoader(...)`` ... ``return loader``)."""
+        node: cst.CSTNode = loader
+        parent = self.tree.parent(node)
+        while isinstance(parent, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple)):
+            node = parent
+            parent = self.tree.parent(node)
+        function = self.tree.enclosing_function(loader)
+        out: list[tuple[str, cst.FunctionDef | None]] = []
+        targets: list[cst.BaseExpression] = []
+        if isinstance(parent, cst.Assign):
+            targets = [t.target for t in parent.targets]
+        elif isinstance(parent, cst.AnnAssign):
+            targets = [parent.target]
+        for target in targets:
+            out.extend((name, function) for name in names_in(target))
+        returned = isinstance(parent, cst.Return) or (
+            function is not None
+            and bool({name for name, _ in out} & self._returned_names(function))
+        )
+        if returned and function is not None:
+            out.append((f"{function.name.value}()", function))
+            for call in self.tree.calls_by_name.get(function.name.value, ()):
+                call_parent = self.tree.parent(call)
+                if isinstance(call_parent, cst.Assign) and self._visible(
+                    function, call, attribute=isinstance(call.func, cst.Attribute)
+                ):
+                    caller = self.tree.enclosing_function(call)
+                    for assigned in call_parent.targets:
+                        out.extend((name, caller) for name in names_in(assigned.target))
+        return out
 
     def _arguments_for(self, node: cst.CSTNode, key: str) -> Iterator[cst.BaseExpression]:
         """Arguments same-file callers pass for the parameter ``key`` of ``node``'s function."""

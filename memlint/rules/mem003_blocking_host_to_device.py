@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from memlint.analysis.dataflow import DeviceTarget, has_non_blocking, transfer_method
+from memlint.analysis.dataflow import (
+    BatchOrigin,
+    DeviceTarget,
+    classify_to_target,
+    has_non_blocking,
+    transfer_method,
+)
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, positional_count
 from memlint.rules.base import Fix, Invalid, Rule, Valid
@@ -26,6 +32,40 @@ class BlockingHostToDevice(Rule):
     ``non_blocking=True`` (reported at the ``.to()`` / ``.cuda()`` call), and a
     ``DataLoader(...)`` whose batches the same file copies to CUDA but which does not pass
     ``pin_memory=True`` (reported at the ``DataLoader`` call).
+
+    The batch is followed from the loader to the copy within one file:
+
+    - through what wraps the loader before the loop: ``enumerate``, ``tqdm(...)`` (also bound
+      to a name first: ``pbar = tqdm(loader)``), ``metric_logger.log_every(loader, ...)``,
+      ``iter``, ``itertools.cycle``, a generator expression over the loader, and same-file
+      infinite-iterator helpers (a generator that re-yields its argument's items, or a small
+      class with ``__iter__``/``__next__`` around it);
+    - through ``next(it)`` / ``next(iter(loader))`` inside a ``while`` or ``for`` loop, where
+      each iteration draws a new batch (a single ``next()`` before the loop, or one batch
+      sampled per epoch beside a loop over a loader, is a one-off and stays silent);
+    - into same-file helpers the loop hands the batch to (``to_device(batch, device)``,
+      ``self.training_step(batch)``, a few calls deep), callbacks applied to it
+      (``apply_to(batch, lambda t: t.cuda())``, ``map(to_gpu, batch)``), and step functions an
+      engine runs over a loader (``trainer = Engine(train_step)`` with
+      ``trainer.run(train_loader)``, or ``prepare_batch=`` of a trainer factory). The copy is
+      reported where it is written, inside the helper, lambda or step function, since that
+      is the line the fix changes; it is reported once however many loops reach it.
+
+    It stays silent where the batch is already on the device: loaders returned by
+    ``accelerator.prepare``, ``accelerator.skip_first_batches`` or
+    ``fabric.setup_dataloaders`` (also under ``tqdm``/``enumerate``, or passed to a helper's
+    parameter), loaders over a dataset built from device tensors (``X = X.to(device)`` then
+    ``DataLoader(TensorDataset(X, y))``; one device tensor is enough to stay silent), values
+    moved earlier in the same iteration or helper (``batch.x = batch.x.to(device)`` then
+    ``batch.x.to(device)``), batches a wrapper already moved (a prefetcher class or
+    generator that calls ``.cuda()`` itself), and helper calls that pass a host device
+    (``to_device(batch, "cpu")``).
+
+    Not followed yet: loaders, helpers and engines defined in another file (a ``cycle`` or
+    ``to_device`` imported from a utilities module), list/set/dict comprehensions over a
+    loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()`` outside any loop in a
+    method the framework calls per step, and (for the ``pin_memory`` report) a DataLoader
+    that reaches an engine's ``run`` only as a closure variable of a nested handler.
 
     ## Why is this bad?
     A copy from pageable host memory makes the host wait until the data has reached the GPU,
@@ -122,6 +162,57 @@ class BlockingHostToDevice(Rule):
             for batch in build(ds, num_workers=2):
                 batch = batch.to(device, non_blocking=True)
         """),
+        # Prepared loaders stay on the device under tqdm/enumerate and after a resume skip.
+        Valid("""
+            from accelerate import Accelerator
+            from tqdm.auto import tqdm
+            accelerator = Accelerator()
+            model, train_dataloader = accelerator.prepare(model, train_dataloader)
+            for step, batch in enumerate(tqdm(train_dataloader, desc="epoch")):
+                batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+            resumed_dataloader = accelerator.skip_first_batches(train_dataloader, 120)
+            progress = tqdm(resumed_dataloader)
+            for batch in progress:
+                labels = batch["labels"].to(accelerator.device)
+        """),
+        # The whole dataset was moved to the GPU before the loader was built.
+        Valid("""
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+            features = torch.load("features.pt").to("cuda")
+            targets = torch.load("targets.pt").to("cuda")
+            train_set = TensorDataset(features, targets)
+            loader = DataLoader(train_set, batch_size=256, shuffle=True)
+            for xb, yb in loader:
+                xb, yb = xb.to("cuda"), yb.to("cuda")
+        """),
+        # A second .to() of a value already moved in this iteration copies nothing.
+        Valid("""
+            for data in graph_loader:
+                data.x = data.x.to(device, non_blocking=True)
+                data.edge_index = data.edge_index.to(device, non_blocking=True)
+                out = model(data.x.to(device), data.edge_index)
+                batch = {k: v.cuda(non_blocking=True) for k, v in data.extras.items()}
+                mask = batch["mask"].cuda()
+        """),
+        # A helper that is only ever handed the host as its device; a prefetcher that moves
+        # each batch itself hands on device tensors.
+        Valid("""
+            import torch
+            def to_device(batch, device):
+                return [t.to(device) for t in batch]
+            class CudaPrefetcher:
+                def __init__(self, loader):
+                    self.it = iter(loader)
+                def __iter__(self):
+                    return self
+                def __next__(self):
+                    return [t.cuda(non_blocking=True) for t in next(self.it)]
+            for batch in val_loader:
+                torch.save(to_device(batch, "cpu"), "batch.pt")
+            for images, labels in CudaPrefetcher(train_loader):
+                images = images.to("cuda")
+        """),
     )
     invalid = (
         Invalid(
@@ -158,37 +249,148 @@ class BlockingHostToDevice(Rule):
                     model(**batch)
             """,
         ),
+        # Wrappers between the loader and the loop.
+        Invalid(
+            """
+            from tqdm import tqdm
+            def train_one_epoch(model, train_loader, metric_logger):
+                pbar = tqdm(train_loader, desc="train")
+                for batch in pbar:
+                    images = batch["image"].cuda()
+                for images, targets in metric_logger.log_every(train_loader, 20, "Epoch:"):
+                    targets = targets.cuda()
+                for x, y in ((x, y) for x, y in train_loader if len(x) > 1):
+                    x = x.cuda()
+            """,
+            lines=(6, 8, 10),
+            fixed="""
+            from tqdm import tqdm
+            def train_one_epoch(model, train_loader, metric_logger):
+                pbar = tqdm(train_loader, desc="train")
+                for batch in pbar:
+                    images = batch["image"].cuda(non_blocking=True)
+                for images, targets in metric_logger.log_every(train_loader, 20, "Epoch:"):
+                    targets = targets.cuda(non_blocking=True)
+                for x, y in ((x, y) for x, y in train_loader if len(x) > 1):
+                    x = x.cuda(non_blocking=True)
+            """,
+        ),
+        # Batches drawn with next(): from an infinite-iterator helper, and from iter(loader).
+        Invalid(
+            """
+            def forever(loader):
+                while True:
+                    for batch in loader:
+                        yield batch
+            def train(model, train_loader, total_steps):
+                batches = forever(train_loader)
+                for step in range(total_steps):
+                    images, labels = next(batches)
+                    images = images.to("cuda")
+            def probe(model, probe_loader):
+                it = iter(probe_loader)
+                while True:
+                    batch = next(it)
+                    batch = [t.to("cuda") for t in batch]
+            """,
+            lines=(10, 15),
+            fixed="""
+            def forever(loader):
+                while True:
+                    for batch in loader:
+                        yield batch
+            def train(model, train_loader, total_steps):
+                batches = forever(train_loader)
+                for step in range(total_steps):
+                    images, labels = next(batches)
+                    images = images.to("cuda", non_blocking=True)
+            def probe(model, probe_loader):
+                it = iter(probe_loader)
+                while True:
+                    batch = next(it)
+                    batch = [t.to("cuda", non_blocking=True) for t in batch]
+            """,
+        ),
+        # The copy sits in a helper or a lambda the loop hands its batch to: reported there.
+        Invalid(
+            """
+            import torch
+            def to_device(batch, device):
+                if isinstance(batch, torch.Tensor):
+                    return batch.to(device)
+                return {k: to_device(v, device) for k, v in batch.items()}
+            def apply_to(batch, fn):
+                return [fn(t) for t in batch]
+            def train(model, loader, device):
+                for batch in loader:
+                    inputs = to_device(batch["inputs"], device)
+                    targets = apply_to(batch["targets"], lambda t: t.cuda())
+            """,
+            lines=(5, 12),
+            fixed="""
+            import torch
+            def to_device(batch, device):
+                if isinstance(batch, torch.Tensor):
+                    return batch.to(device, non_blocking=True)
+                return {k: to_device(v, device) for k, v in batch.items()}
+            def apply_to(batch, fn):
+                return [fn(t) for t in batch]
+            def train(model, loader, device):
+                for batch in loader:
+                    inputs = to_device(batch["inputs"], device)
+                    targets = apply_to(batch["targets"], lambda t: t.cuda(non_blocking=True))
+            """,
+        ),
+        # An engine's step function gets each batch of the loader the engine runs on.
+        Invalid(
+            """
+            from ignite.engine import Engine
+            from torch.utils.data import DataLoader
+            def train_step(engine, batch):
+                x, y = batch
+                x, y = x.to("cuda"), y.to("cuda")
+                return model(x, y)
+            trainer = Engine(train_step)
+            train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+            trainer.run(train_loader, max_epochs=10)
+            """,
+            lines=(6, 6, 9),
+            fixed="""
+            from ignite.engine import Engine
+            from torch.utils.data import DataLoader
+            def train_step(engine, batch):
+                x, y = batch
+                x, y = x.to("cuda", non_blocking=True), y.to("cuda", non_blocking=True)
+                return model(x, y)
+            trainer = Engine(train_step)
+            train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
+            trainer.run(train_loader, max_epochs=10)
+            """,
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
-        self._moving_loops: dict[cst.For, None] = {}
-
-    def _batch_loop(self, call: cst.Call) -> cst.For | None:
-        """The DataLoader loop whose batch ``call``'s receiver holds, if any."""
-        if not isinstance(call.func, cst.Attribute):
-            return None
-        flow = self.context.analysis.dataflow
-        receiver = call.func.value
-        for loop in self.context.analysis.tree.enclosing_loops(call):
-            if (
-                isinstance(loop, cst.For)
-                and flow.is_dataloader_loop(loop)
-                and flow.is_batch_data(receiver, loop)
-            ):
-                return None if flow.framework_places_batches(loop) else loop
-        return None
+        # Where the batches this file copies to the GPU come from (for pin_memory).
+        self._origins: dict[BatchOrigin, None] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         if transfer_method(node) not in ("to", "cuda"):
             return
-        loop = self._batch_loop(node)
-        if loop is None:
+        analysis = self.context.analysis
+        # The call's own spelling first; the file-wide refinement (a CPU-only device name)
+        # only for calls that do carry a host batch.
+        if not classify_to_target(node, analysis.imports).to_accelerator:
             return
-        target = self.context.analysis.dataflow.device_target(node)
+        flow = analysis.dataflow
+        origins = flow.host_batch_origins(node)
+        if not origins:
+            return
+        target = flow.device_target(node)
         if not target.to_accelerator:
             return
-        self._moving_loops[loop] = None
+        for origin in origins:
+            self._origins[origin] = None
         if has_non_blocking(node):
             return
         safety = FixSafety.SAFE if target is DeviceTarget.CUDA else FixSafety.UNSAFE
@@ -196,10 +398,10 @@ class BlockingHostToDevice(Rule):
         self.report(node, fix=Fix(safety, {node: fixed}))
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        if not self._moving_loops:
+        if not self._origins:
             return
         flow = self.context.analysis.dataflow
-        for call in flow.loaders_feeding(self._moving_loops):
+        for call in flow.loaders_feeding_origins(self._origins):
             if (
                 has_keyword(call, "pin_memory")
                 or has_star_args(call)
