@@ -239,6 +239,16 @@ def single_file(scratch: Path, repeat: int, memlint: list[str]) -> list[tuple[st
         lines = script.read_bytes().count(b"\n")
         cases.append((script, f"training script `{script.name}` ({lines} lines)"))
         cases.append((script, "the same, every rule on (`--select ALL`)"))
+    # A module of a package: the project model reads its sibling modules too (from the
+    # summary store after the first run).
+    project = REPO / "tests" / "memlint" / "corpus" / "projects" / "vision_app"
+    if project.is_dir():
+        package = folder / "vision_app"
+        shutil.rmtree(package, ignore_errors=True)
+        shutil.copytree(project, package)
+        module = package / "vision" / "engine" / "validator.py"
+        cases.append((module, "a module of a package (`vision_app/vision/engine/validator.py`, "
+                              "siblings read by the project model)"))
     plain = folder / "settings.py"
     plain.write_text('"""Settings."""\n\nBATCH_SIZE = 32\nNAME = "run"\n', encoding="utf-8")
     cases.append((plain, "file no rule applies to (4 lines)"))
@@ -253,8 +263,8 @@ def single_file(scratch: Path, repeat: int, memlint: list[str]) -> list[tuple[st
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(f"# edit {run}\n")
             flags = ["--select", "ALL"] if "ALL" in label else []
-            elapsed, cpu, _code = timed([*memlint, "--force-exclude", *flags, path.name],
-                                        folder, None, env=env)
+            elapsed, cpu, _code = timed([*memlint, "--force-exclude", *flags,
+                                         str(path.relative_to(folder))], folder, None, env=env)
             timing.runs.append(elapsed)
             timing.cpu.append(cpu)
         elapsed, cpu, _code = timed([python, "-c", "import libcst"], folder, None, env=env)

@@ -13,6 +13,7 @@ from memlint.analysis.dataflow import (
     has_non_blocking,
     transfer_method,
 )
+from memlint.analysis.testcode import is_test_code
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, positional_count
 from memlint.rules.base import Fix, Invalid, Rule, Valid
@@ -72,6 +73,9 @@ class BlockingHostToDevice(Rule):
     so the next batch cannot be prepared while the GPU computes. With pinned batches
     (``pin_memory=True``) and ``non_blocking=True`` the copy is queued on the CUDA stream and
     overlaps with host work; kernels on the same stream still see the finished copy.
+
+    Test code is not checked (pytest modules, modules in a ``tests/`` folder, ``testing_*``
+    helpers): it copies a batch or two of toy data, with no input pipeline to overlap.
 
     Only moves to a device are reported: dtype casts (``.to(torch.float16)``),
     ``.to(other_tensor)``, copies to the host (``.cpu()``, ``.to("cpu")``, where
@@ -373,9 +377,11 @@ class BlockingHostToDevice(Rule):
         super().__init__(context)
         # Where the batches this file copies to the GPU come from (for pin_memory).
         self._origins: dict[BatchOrigin, None] = {}
+        # Tests copy a batch or two of toy data: no input pipeline to overlap.
+        self._test_code = is_test_code(context.path)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if transfer_method(node) not in ("to", "cuda"):
+        if transfer_method(node) not in ("to", "cuda") or self._test_code:
             return
         analysis = self.context.analysis
         # The call's own spelling first; the file-wide refinement (a CPU-only device name)

@@ -22,3 +22,25 @@ from memlint.analysis.testcode import is_pytest_module, is_test_code
 def test_test_code_paths(path: str, pytest_module: bool, test_code: bool) -> None:
     assert is_pytest_module(path) is pytest_module
     assert is_test_code(path) is test_code
+
+
+BLOCKING_COPY = b"""\
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, batch_size=64)
+for x, y in loader:
+    x = x.to("cuda")
+"""
+
+
+@pytest.mark.parametrize(("path", "flagged"), [
+    ("train.py", True),
+    ("tests/test_loader.py", False),
+    ("pkg/tests/helpers.py", False),
+])
+def test_blocking_copy_is_not_reported_in_test_code(path: str, flagged: bool) -> None:
+    from memlint.engine import lint_source
+    from memlint.rules.mem003_blocking_host_to_device import BlockingHostToDevice
+
+    found = [d.code for d in lint_source(path, BLOCKING_COPY, [BlockingHostToDevice])]
+    assert bool(found) is flagged
