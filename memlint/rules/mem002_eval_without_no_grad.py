@@ -122,8 +122,12 @@ class EvalWithoutNoGrad(Rule):
     ``.eval()`` before calling it (a decoder run from ``__main__``), or when it is only ever
     called as a statement from training loops and trains nothing itself (sampling images
     every N steps). On a model class, ``predict()``-style methods count only when the model
-    switches itself to eval and runs itself (``self.eval(); self(x)``); its ``forward``,
-    ``__init__`` and helpers run in whatever mode their callers chose. Left alone: calls
+    switches itself to eval and runs itself (``self.eval(); self(x)``); on other classes, an
+    evaluation-named method needs a DataLoader loop of its own or an eval switch in its
+    class. A helper that switches a model to eval and returns its output leaves the grad
+    mode to its caller.
+    A model's ``forward``, ``__init__`` and helpers run in whatever mode their callers
+    chose. Left alone: calls
     through attributes or third-party objects (``self.model.recognize(...)``), whose targets
     and callers cannot be known statically.
 
@@ -240,6 +244,18 @@ class EvalWithoutNoGrad(Rule):
 
                 def predict(self, features):
                     return self.classifier(features)
+        """),
+        Valid("""
+            import torch
+            class KalmanState:
+                def predict(self, dt):
+                    return self.dynamics_model(self.mean, dt)
+        """),
+        Valid("""
+            import torch
+            def run_descriptor(module, patches):
+                module.eval()  # fixed batch-norm statistics; gradients still flow to the caller
+                return module(patches)
         """),
     )
     invalid = (
@@ -364,10 +380,30 @@ class EvalWithoutNoGrad(Rule):
         if not _EVAL_FUNCTION.match(name):
             return self._runs_inference(function)
         cls = self.context.analysis.tree.enclosing_class(function)
+        if cls is None:
+            return True
         # A model's own `predict()`/`inference()` is called by code that usually switches
         # grad off itself, through attributes no static model follows (`self.model.inference`):
         # it counts only when the model switches itself to eval (an eval block, below).
-        return cls is None or not self.context.analysis.calls.is_module_class(cls)
+        if self.context.analysis.calls.is_module_class(cls):
+            return False
+        # On other classes `predict`/`inference` names many things (a Kalman filter's step, a
+        # wrapper around a framework's predictor): evaluation needs evidence in the method,
+        # an eval switch or a loop over a DataLoader.
+        return self._has_evaluation_evidence(function, cls)
+
+    def _has_evaluation_evidence(self, function: cst.FunctionDef, cls: cst.ClassDef) -> bool:
+        """A loop over a DataLoader in the method, or an eval switch anywhere in the class
+        (a serving wrapper sets ``self.model = model.eval()`` once in ``__init__``)."""
+        tree = self.context.analysis.tree
+        flow = self.context.analysis.dataflow
+        if any(isinstance(node, cst.For) and flow.is_dataloader_loop(node)
+               for node in tree.walk(function.body)):
+            return True
+        return any(
+            tree.is_inside(call, cls) and _is_eval_switch(call)
+            for name in ("eval", "train") for call in tree.calls_by_name.get(name, ())
+        )
 
     def _runs_inference(self, function: cst.FunctionDef) -> bool:
         """Not named like evaluation, but its callers show it is: called after the caller
@@ -427,6 +463,12 @@ class EvalWithoutNoGrad(Rule):
                 return None
             region = blocks.get(anc)
             if region is not None:
+                if not model_method and any(
+                        isinstance(a, cst.Return) for a in tree.ancestors(call)
+                        if tree.is_inside(a, anc)):
+                    # `m.eval(); return m(x)` in a helper: the output, graph and all, goes to
+                    # the caller, whose grad mode and use of it decide.
+                    return None
                 # In a model's method, only the model switching itself (`self.eval()`) and
                 # then running itself (`self(x)`, `self.forward(x)`) is its inference code;
                 # submodule calls there are steps that callers usually run under no_grad.
