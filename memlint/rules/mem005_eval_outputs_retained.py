@@ -44,6 +44,7 @@ class EvalOutputsRetained(EvalCollectionRule):
     Keeping outputs on the device on purpose is fine once they are detached; the opt-in rule
     MEM016 reports device-resident collections separately.
 
+    Test code (pytest modules, ``tests/`` folders, ``testing_*`` helpers) is not checked.
     The grad mode comes from the project model when the file belongs to a package: a
     decorator factory or caller in another module that switches grad off silences the rule.
     """

@@ -44,3 +44,25 @@ def test_blocking_copy_is_not_reported_in_test_code(path: str, flagged: bool) ->
 
     found = [d.code for d in lint_source(path, BLOCKING_COPY, [BlockingHostToDevice])]
     assert bool(found) is flagged
+
+
+EVAL_OUTPUTS = b"""\
+def evaluate(model, loader):
+    model.eval()
+    preds = []
+    for x, _ in loader:
+        preds.append(model(x))
+    return preds
+"""
+
+
+@pytest.mark.parametrize(("path", "flagged"), [
+    ("evaluate.py", True),
+    ("tests/test_eval.py", False),
+])
+def test_eval_outputs_are_not_reported_in_test_code(path: str, flagged: bool) -> None:
+    from memlint.engine import lint_source
+    from memlint.rules.mem005_eval_outputs_retained import EvalOutputsRetained
+
+    found = [d.code for d in lint_source(path, EVAL_OUTPUTS, [EvalOutputsRetained])]
+    assert bool(found) is flagged
