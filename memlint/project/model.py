@@ -319,6 +319,20 @@ class ProjectModel:
             item = call
         return _return_fact(item)
 
+    def clears_grad(self, absolute: str, depth: int = 0) -> bool:
+        """A project function that clears gradients, itself or through project callees
+        (``zero_grads(params)`` in a utilities module)."""
+        found = self.definition(absolute)
+        if found is None or depth > 3:
+            return False
+        where, function = found
+        if not isinstance(function, Function):
+            return False
+        return function.clears_grad or any(
+            self.clears_grad(self.resolve(where, site.callee, function.qualname), depth + 1)
+            for site in function.sites
+        )
+
     def is_module_class(self, absolute: str, depth: int = 0) -> bool:
         """A project class deriving (through project classes) from an nn.Module-like base."""
         cached = self._module_class.get(absolute)
@@ -368,9 +382,14 @@ class ProjectModel:
         referenced: set[str] = set()
         scoped: list[tuple[str, Iterable[Site]]] = [("", summary.sites)]
         scoped += [(f.qualname, f.sites) for f in summary.functions]
+        clearers: set[str] = set()
         for scope, sites in scoped:
             for site in sites:
-                referenced.add(self.resolve(module, site.callee, scope))
+                absolute = self.resolve(module, site.callee, scope)
+                referenced.add(absolute)
+                if site.callee not in clearers and self.clears_grad(absolute):
+                    clearers.add(site.callee)
+        view.grad_clearers = frozenset(clearers)
         for klass in summary.classes:
             attributes: dict[str, str] = {}
             for attribute, ctor in klass.attributes:

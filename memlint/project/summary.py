@@ -16,7 +16,7 @@ from typing import Any
 
 from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
 
-SCHEMA = 1
+SCHEMA = 2
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -86,6 +86,8 @@ class Function:
     returns: tuple[Returned, ...] = ()
     # Ends without a return on some path (or yields): returns None or a generator.
     falls_through: bool = True
+    # Clears gradients itself: ``opt.zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``.
+    clears_grad: bool = False
 
 
 @dataclass(frozen=True)
@@ -300,6 +302,7 @@ class _Scope:
     returns: list[tuple[ast.expr | None, tuple[Switch, ...]]] = field(default_factory=list)
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
     yields: bool = False
+    clears_grad: bool = False
 
 
 class _Builder:
@@ -390,6 +393,8 @@ class _Builder:
         if isinstance(stmt, ast.Return):
             scope.returns.append((stmt.value, switches))
         if isinstance(stmt, ast.Assign):
+            if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in stmt.targets):
+                scope.clears_grad = True
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     scope.assigned.setdefault(target.id, []).append(stmt.value)
@@ -424,6 +429,8 @@ class _Builder:
                     scope.yields = True
                 if not isinstance(sub, ast.Call):
                     continue
+                if _clears_grad(sub):
+                    scope.clears_grad = True
                 name = dotted(sub.func)
                 if name is None:
                     continue
@@ -467,6 +474,7 @@ class _Builder:
             param_calls=tuple(scope.param_calls),
             returns=tuple(self._returned(value, under, scope) for value, under in scope.returns),
             falls_through=scope.yields or not _always_returns(node.body),
+            clears_grad=scope.clears_grad,
         ))
 
     def klass(self, node: ast.ClassDef, parent: _Scope, prefix: str,
@@ -508,6 +516,16 @@ class _Builder:
         switches = as_switches(value)
         kind = "switch" if switches else "value"
         return Returned(kind, switches, detached=detached, under=under)
+
+
+def _clears_grad(call: ast.Call) -> bool:
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr == "zero_grad":
+        return True
+    return func.attr in ("zero_", "detach_", "fill_") and isinstance(
+        func.value, ast.Attribute) and func.value.attr == "grad"
 
 
 def _walk_expression(node: ast.AST) -> Iterator[ast.AST]:

@@ -42,6 +42,8 @@ class ModuleView:
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     # absolute names of project classes (referenced here) that are nn.Module subclasses
     module_classes: frozenset[str] = frozenset()
+    # callees as written here that clear gradients (themselves or through project callees)
+    grad_clearers: frozenset[str] = frozenset()
 
     def qualify(self, dotted: str) -> str:
         """``dotted`` with its head expanded through this module's imports or definitions."""
@@ -73,7 +75,7 @@ class ModuleView:
              sorted(self.side_jobs),
              sorted((k, v.detached, v.is_tuple) for k, v in self.returns.items()),
              sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
-             sorted(self.module_classes)],
+             sorted(self.module_classes), sorted(self.grad_clearers)],
             separators=(",", ":"),
         )
         return hashlib.blake2b(data.encode(), digest_size=12).hexdigest()

@@ -24,6 +24,7 @@ from memlint.analysis.calls import (
     receiver_name,
     step_optimizer,
 )
+from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import Loop
 from memlint.rules.base import Invalid, Rule, Valid
 
@@ -75,7 +76,9 @@ class MissingZeroGrad(Rule):
     ```
     Keep ``zero_grad()`` before ``backward()`` or after ``step()``, never between them.
     Closures (``LBFGS``), ``accelerator.accumulate(model)``, DeepSpeed engines and Lightning's
-    automatic optimization clear gradients themselves; the rule leaves them alone.
+    automatic optimization clear gradients themselves; the rule leaves them alone. A helper
+    that clears gradients counts wherever it is defined: in this file, or (with the project
+    model) in another module of the package (``zero_grads(params)`` from a utilities module).
 
     A ``zero_grad()`` between ``backward()`` and ``step()`` is only reported when the step that
     follows is of the optimizer it clears, or, for ``model.zero_grad()``, of an optimizer built
@@ -313,12 +316,18 @@ class MissingZeroGrad(Rule):
                 out.append(call)
                 continue
             name = last_name(call.func)
-            if name is not None and any(
+            if (name is not None and any(
                 self._function_clears(f)
                 for f in self.context.analysis.tree.functions_by_name.get(name, ())
-            ):
+            )) or self._project_clears(call):
                 out.append(call)
         return out
+
+    def _project_clears(self, call: cst.Call) -> bool:
+        """A helper from another module of the project that clears gradients."""
+        project = self.context.project
+        written = dotted_name(call.func)
+        return project is not None and written is not None and written in project.grad_clearers
 
     def _assigns_none(self, loop: Loop) -> bool:
         return any(is_grad_clearing_assign(n) for n in self.context.analysis.tree.walk(loop))
