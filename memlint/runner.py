@@ -166,8 +166,10 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     from memlint.project.model import build_views
 
     views, missing = build_views(summaries, active, [*keys, *extra])
-    if missing and any(r.code in _EVALUATION_RULES for r in enabled):
-        # Modules the project calls as inference code, which no prefilter let through.
+    if missing:
+        # Modules whose functions the project calls as inference code or from training loops,
+        # which neither a prefilter nor the summary gate selected: summarised now (and kept).
+        from memlint.cache import content_digest
         from memlint.project.summary import summarise_source
 
         for key in sorted(missing):
@@ -176,13 +178,17 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
             except OSError:
                 continue
             summary = summarise_source(source, key)
-            if summary is None:
-                continue
-            summaries[key] = summary
-            if key in linted and key in results and not results[key].diagnostics:
+            store.put(key, stats.get(key), content_digest(source), summary)
+            if summary is not None:
+                summaries[key] = summary
+        candidates = [k for k in missing if k in linted and k in results
+                      and not results[k].diagnostics and k in summaries]
+        views, _ = build_views(summaries, [*active, *candidates])
+        for key in candidates:
+            view = views.get(key)
+            if view is not None and (view.eval_called or view.side_jobs):
                 del results[key]
                 active[key] = ()
-        views, _ = build_views(summaries, active)
     tasks: list[Task] = []
     fingerprints: dict[str, str | None] = {}
     for key in active:

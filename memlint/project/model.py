@@ -291,14 +291,15 @@ class ProjectModel:
         return (bool(sites) and all(s.discarded and s.in_backward_loop for _, _, s in sites)
                 and not _trains(function))
 
-    def unsummarised_inference_callees(self) -> set[str]:
-        """Absolute names called after ``.eval()`` or as a training loop's side job whose
-        module has no summary: their files hold inference code that no prefilter saw."""
+    def unsummarised_callees(self) -> set[str]:
+        """Absolute names called after ``.eval()`` or from a training loop whose module has
+        no summary: inference code no prefilter saw, or a helper a training loop relies on
+        (one that clears gradients)."""
         wanted: set[str] = set()
         for name, sites in self._caller_index().items():
             if "#" in name or self.definition(name) is not None:
                 continue
-            if any(s.after_eval or (s.discarded and s.in_backward_loop) for _, _, s in sites):
+            if any(s.after_eval or s.in_backward_loop for _, _, s in sites):
                 wanted.add(name)
         return wanted
 
@@ -447,7 +448,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
                 known: Iterable[str] = ()) -> tuple[dict[str, ModuleView], set[str]]:
     """The views of the ``wanted`` paths, from the summaries of every file known (by path),
     and the paths among ``known`` (every file of the run) whose summary the model would use:
-    modules it saw called as inference code but that were not summarised.
+    modules it saw called as inference code or from training loops but not summarised.
 
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
@@ -469,7 +470,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         if found is not None:
             views[path] = models[found[0]].view(found[1])
     missing: set[str] = set()
-    callees = {root: model.unsummarised_inference_callees() for root, model in models.items()}
+    callees = {root: model.unsummarised_callees() for root, model in models.items()}
     if any(callees.values()):
         for path in known:
             if path in summaries:
