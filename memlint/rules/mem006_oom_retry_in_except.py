@@ -32,7 +32,13 @@ _RECOMPUTE = re.compile(
     r"|model|_net$|^net",
     re.IGNORECASE,
 )
-_NOT_RECOMPUTE = re.compile(r"^(?:log|print|save|load|get|set|record|report)", re.IGNORECASE)
+# Report, or rebuild state for a retry made after the handler (`self._build_train_pipeline()`
+# with a halved batch size): named after training, but no forward runs.
+_NOT_RECOMPUTE = re.compile(
+    r"^_*(?:log|print|save|load|get|set|record|report|build|rebuild|create|make|init|setup"
+    r"|prepare|reset|clear|free|release|close|shrink|reduce|halve)",
+    re.IGNORECASE,
+)
 
 
 def _handler_types(kind: cst.BaseExpression | None) -> list[str]:
@@ -110,6 +116,17 @@ class OomRetryInExcept(Rule):
     triggers = ("OutOfMemory", "of memory", "OOM", "oom")
 
     valid = (
+        Valid("""
+            import torch
+            def fit(self):
+                for epoch in range(self.epochs):
+                    try:
+                        self._train_one_epoch()
+                    except torch.OutOfMemoryError:
+                        self.batch_size //= 2
+                        self._clear_memory()
+                        self._build_train_pipeline()  # state only; the loop retries after
+        """),
         Valid("""
             import torch
             oom = False
