@@ -281,7 +281,10 @@ class ProjectModel:
         """Some caller switched a model to ``.eval()`` before calling it (``model.eval();
         beam_search(model, src)``): the function runs inference."""
         key = f"{module}.{function.qualname}"
-        return any(site.after_eval for _, _, site in self._caller_index().get(key, ()))
+        # A caller that switches to eval and then backpropagates (frozen batch norm while
+        # training) makes no inference code of what it calls.
+        return any(site.after_eval and (caller is None or not _trains(caller))
+                   for _, caller, site in self._caller_index().get(key, ()))
 
     def side_job(self, module: str, function: Function) -> bool:
         """Called only as a statement inside training loops (``sample_images(G, step)``), and

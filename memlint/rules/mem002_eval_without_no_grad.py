@@ -313,11 +313,17 @@ class EvalWithoutNoGrad(Rule):
     def _active(self) -> bool:
         if self._enabled is None:
             self._enabled = (
-                _uses_torch(self.context)
+                (_uses_torch(self.context) or self._called_as_inference())
                 and not is_test_code(self.context.path)
                 and not self._grad_off_globally()
             )
         return self._enabled
+
+    def _called_as_inference(self) -> bool:
+        """The project calls functions of this module as inference code: a helper module
+        need not import torch itself to run a model."""
+        project = self.context.project
+        return project is not None and bool(project.eval_called or project.side_jobs)
 
     def _grad_off_globally(self) -> bool:
         """``torch.set_grad_enabled(False)`` as a plain statement switches grad off for good."""
