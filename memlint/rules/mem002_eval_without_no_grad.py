@@ -47,6 +47,7 @@ _HELPER_VERB = re.compile(
     r"run|fit|find|select|merge|tie|shard|parallelize|broadcast|download|upload|postprocess|"
     r"preprocess|process|adjust|enable|disable|attach|detach|remove|add|fix|post|pre)_"
 )
+_OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow"})
 _TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "accelerate",
                     "timm", "torchvision", "torchaudio", "torch_geometric", "monai", "diffusers")
 
@@ -323,7 +324,13 @@ class EvalWithoutNoGrad(Rule):
         """The project calls functions of this module as inference code: a helper module
         need not import torch itself to run a model."""
         project = self.context.project
-        return project is not None and bool(project.eval_called or project.side_jobs)
+        if project is None or not (project.eval_called or project.side_jobs):
+            return False
+        # Not a module of another framework (d2l ships the same book code for MXNet).
+        return not any(
+            value.split(".", 1)[0] in _OTHER_FRAMEWORKS
+            for value in self.context.analysis.imports.aliases.values()
+        )
 
     def _grad_off_globally(self) -> bool:
         """``torch.set_grad_enabled(False)`` as a plain statement switches grad off for good."""
