@@ -353,6 +353,27 @@ class BatchOrigin:
 _Group = tuple[cst.BaseExpression, frozenset[str], bool]
 
 
+# A loop over this many batches or fewer is a peek, not an input pipeline.
+_FEW = 8
+
+
+def _few_items(iterable: cst.BaseExpression) -> bool:
+    """``zip(range(3), loader)`` / ``islice(loader, 2)`` / ``range(2)``: a handful of items."""
+    if not isinstance(iterable, cst.Call):
+        return False
+    name = _call_name(iterable)
+    args = [a.value for a in iterable.args if not a.star and a.keyword is None]
+    if name == "zip":
+        return any(_few_items(a) for a in args)
+    if name == "enumerate" and args:
+        return _few_items(args[0])
+    if name == "range" and len(args) == 1:
+        return isinstance(args[0], cst.Integer) and int(args[0].value, 0) <= _FEW
+    if name == "islice" and len(args) == 2:
+        return isinstance(args[1], cst.Integer) and int(args[1].value, 0) <= _FEW
+    return False
+
+
 class DataflowAnalysis:
     """File-wide data provenance, built lazily; every per-loop answer is cached."""
 
@@ -987,6 +1008,29 @@ class DataflowAnalysis:
                 for_in = for_in.inner_for_in
 
     # -- host batches reaching a transfer -------------------------------------------------
+
+    def is_steady(self, origin: BatchOrigin) -> bool:
+        """Does the site draw batch after batch with nothing that makes the host wait anyway?
+
+        Not steady: a loop that always ``break``s after its first batch, a loop over a few
+        batches (``zip(range(3), loader)``, ``islice(loader, 2)``), and a loop that calls
+        ``synchronize()`` every iteration (timing code): an asynchronous copy overlaps with
+        nothing there.
+        """
+        site = origin.site
+        if not isinstance(site, (cst.For, cst.While)):
+            return True
+        body = site.body.body if isinstance(site.body, cst.IndentedBlock) else ()
+        last = body[-1] if body else None
+        if isinstance(last, cst.SimpleStatementLine) and any(
+                isinstance(small, cst.Break) for small in last.body):
+            return False
+        if isinstance(site, cst.For) and _few_items(site.iter):
+            return False
+        return not any(
+            isinstance(node, cst.Call) and _call_name(node) == "synchronize"
+            for node in self.tree.walk(site.body)
+        )
 
     def host_batch_origins(self, call: cst.Call) -> list[BatchOrigin]:
         """Where the receiver of ``call`` (a ``.to()`` / ``.cuda()``) gets DataLoader batch

@@ -10,6 +10,7 @@ from memlint.analysis.dataflow import (
     BatchOrigin,
     DeviceTarget,
     classify_to_target,
+    device_argument,
     has_non_blocking,
     transfer_method,
 )
@@ -74,6 +75,11 @@ class BlockingHostToDevice(Rule):
     (``pin_memory=True``) and ``non_blocking=True`` the copy is queued on the CUDA stream and
     overlaps with host work; kernels on the same stream still see the finished copy.
 
+    Copies that overlap with nothing are left alone: a loop that always ``break``s after
+    its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop
+    that calls ``synchronize()`` every iteration (timing code), and an optional move
+    (``if device is not None: x = x.to(device)`` with ``device=None`` as the default).
+
     Test code is not checked (pytest modules, modules in a ``tests/`` folder, ``testing_*``
     helpers): it copies a batch or two of toy data, with no input pipeline to overlap.
 
@@ -124,6 +130,27 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        Valid("""
+            import torch
+            from torch.utils.data import DataLoader
+            loader = DataLoader(ds, batch_size=64)
+            for x, _ in loader:  # initialise from the first batch only
+                init_from(x.to("cuda"))
+                break
+            for _, (x, y) in zip(range(3), loader):  # plot three batches
+                plot(model(x.to("cuda")).cpu(), y)
+            for x, y in loader:  # time every step
+                x = x.to("cuda")
+                torch.cuda.synchronize()
+        """),
+        Valid("""
+            from torch.utils.data import DataLoader
+            def fit(model, dataset, device=None):
+                for x, y in DataLoader(dataset, batch_size=32):
+                    if device is not None:
+                        x, y = x.to(device), y.to(device)
+                    model.step(x, y)
+        """),
         Valid("""
             import torch
             from torch.utils.data import DataLoader
@@ -389,8 +416,8 @@ class BlockingHostToDevice(Rule):
         if not classify_to_target(node, analysis.imports).to_accelerator:
             return
         flow = analysis.dataflow
-        origins = flow.host_batch_origins(node)
-        if not origins:
+        origins = [o for o in flow.host_batch_origins(node) if flow.is_steady(o)]
+        if not origins or self._optional_move(node):
             return
         target = flow.device_target(node)
         if not target.to_accelerator:
@@ -402,6 +429,30 @@ class BlockingHostToDevice(Rule):
         safety = FixSafety.SAFE if target is DeviceTarget.CUDA else FixSafety.UNSAFE
         fixed = append_arg(node, keyword_arg("non_blocking", cst.Name("True")))
         self.report(node, fix=Fix(safety, {node: fixed}))
+
+    def _optional_move(self, call: cst.Call) -> bool:
+        """``if device is not None: x = x.to(device)`` where ``device=None`` is the
+        parameter's default: the move is an option the caller may never take."""
+        arg = device_argument(call)
+        if not isinstance(arg, cst.Name):
+            return False
+        tree = self.context.analysis.tree
+        function = tree.enclosing_function(call)
+        if function is None:
+            return False
+        params = [*function.params.params, *function.params.kwonly_params,
+                  *function.params.posonly_params]
+        if not any(p.name.value == arg.value and isinstance(p.default, cst.Name)
+                   and p.default.value == "None" for p in params):
+            return False
+        for anc in tree.ancestors(call):
+            if anc is function:
+                return False
+            if isinstance(anc, cst.If) and any(
+                    isinstance(n, cst.Name) and n.value == arg.value
+                    for n in (anc.test, *tree.walk(anc.test))):
+                return True
+        return False
 
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self._origins:
