@@ -281,10 +281,12 @@ class ProjectModel:
         """Some caller switched a model to ``.eval()`` before calling it (``model.eval();
         beam_search(model, src)``): the function runs inference."""
         key = f"{module}.{function.qualname}"
+        sites = self._caller_index().get(key, ())
         # A caller that switches to eval and then backpropagates (frozen batch norm while
-        # training) makes no inference code of what it calls.
-        return any(site.after_eval and (caller is None or not _trains(caller))
-                   for _, caller, site in self._caller_index().get(key, ()))
+        # training) makes no inference code of what it calls, and a helper that training
+        # code calls too (a generic forward dispatcher) runs in whatever mode its caller has.
+        return any(site.after_eval for _, _, site in sites) and not any(
+            caller is not None and _trains(caller) for _, caller, _ in sites)
 
     def side_job(self, module: str, function: Function) -> bool:
         """Called only as a statement inside training loops (``sample_images(G, step)``), and

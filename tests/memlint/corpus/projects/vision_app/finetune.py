@@ -39,3 +39,11 @@ def export_embeddings(model, images):
 
     model.eval()
     return embed(model, images).cpu().numpy()
+
+
+def describe(model, images):
+    from vision.engine.steps import forward_features
+
+    model.eval()
+    # forward_features also serves the training loop above: a shared helper, not inference.
+    return forward_features(model, images).mean().item()
