@@ -126,7 +126,13 @@ def tool_commands(root: Path) -> dict[str, list[str]]:
             "--no-cache", "--exit-zero", "--select", "ALL", str(root)),
         "TorchFix 0.7.0": [str(PEERS / "torchfix"), str(root)],
         "Fixit 2.2.1": [str(PEERS / "fixit"), "lint", str(root)],
+        # ruff is the speed reference, not a PyTorch linter: 800+ rules, written in Rust.
+        RUFF: [str(Path(sys.executable).with_name("ruff")), "check", "--select", "ALL",
+               "--no-cache", "--isolated", "--exit-zero", "--quiet", str(root)],
     }
+
+
+RUFF = "ruff (--select ALL --no-cache)"
 
 
 def timed(
@@ -322,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tools = {k: v for k, v in tools.items() if k.startswith("memlint")}
             full = corpus.name.endswith("(all)")
             if full and not args.peers_full:
-                tools = {k: v for k, v in tools.items() if k.startswith("memlint")}
+                # ruff takes seconds on the full tree: always timed beside memlint.
+                tools = {k: v for k, v in tools.items() if k.startswith("memlint") or k == RUFF}
             repeat = 1 if full and args.peers_full else args.repeat
             results[corpus.name] = compare(corpus, tools, repeat,
                                            args.peer_timeout if full else None)
