@@ -60,4 +60,4 @@ class ModuleAnalysis:
 
     @cached_property
     def dataflow(self) -> DataflowAnalysis:
-        return DataflowAnalysis(self.tree)
+        return DataflowAnalysis(self.tree, self.project)

@@ -35,11 +35,15 @@ import enum
 import re
 from collections.abc import Collection, Iterable, Iterator
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.tree import Loop, TreeIndex
+
+if TYPE_CHECKING:
+    from memlint.project.view import ModuleView
 
 
 class DeviceTarget(enum.Enum):
@@ -374,11 +378,25 @@ def _few_items(iterable: cst.BaseExpression) -> bool:
     return False
 
 
-class DataflowAnalysis:
-    """File-wide data provenance, built lazily; every per-loop answer is cached."""
+def nth_argument(call: cst.Call, index: int, name: str) -> cst.BaseExpression | None:
+    """The argument a call passes for a parameter, by keyword or by position."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None]
+    if index < len(positional) and not any(a.star for a in positional[:index + 1]):
+        return positional[index].value
+    return None
 
-    def __init__(self, tree: TreeIndex) -> None:
+
+class DataflowAnalysis:
+    """File-wide data provenance, built lazily; every per-loop answer is cached.
+
+    ``project``: the project model's answers (loader wrappers defined in other modules)."""
+
+    def __init__(self, tree: TreeIndex, project: ModuleView | None = None) -> None:
         self.tree = tree
+        self.project = project
         self._loader_loop: dict[cst.For, bool] = {}
         self._batch_names: dict[cst.For, frozenset[str]] = {}
         self._groups: dict[Loop, tuple[_Group, ...]] = {}
@@ -492,14 +510,17 @@ class DataflowAnalysis:
     def _loader_facts(self) -> tuple[set[str], dict[str, str]]:
         """(names bound to a loader, ``progress -> train_loader`` for wrapper-bound names).
 
-        Wrappers are the pass-through calls and same-file iterator helpers; a wrapper of a
-        wrapper (``it = iter(pbar)``) is found on a later pass.
+        Wrappers are the pass-through calls, same-file iterator helpers and those the project
+        model found in other modules; a wrapper of a wrapper (``it = iter(pbar)``) is found
+        on a later pass.
         """
         bound: set[str] = set()
         wrapped: dict[str, str] = {}
         for call in self.dataloader_calls:
             bound.update(self.bindings(call))
         local = {*self.tree.functions_by_name, *self.tree.classes_by_name}
+        if self.project is not None:  # wrappers defined in other modules of the project
+            local |= {w.rsplit(".", 1)[-1] for w in self.project.wrappers}
         candidates: list[tuple[cst.Call, cst.Assign]] = []
         for name in sorted(_PASS_THROUGH | (local & self.tree.calls_by_name.keys())):
             for call in self.tree.calls_by_name.get(name, ()):
@@ -668,10 +689,20 @@ class DataflowAnalysis:
                     if init is not None and param is not None:
                         return _argument_for(call, init, param, constructor=True)
                 return None
+        written = dotted_name(func)
+        if self.project is not None and written in self.project.wrappers:
+            # A wrapper defined in another module of the project (`for b in cycle(loader)`).
+            index, param = self.project.wrappers[written]
+            return nth_argument(call, index, param)
         first = call.args[0]
         if name in _PASS_THROUGH and first.keyword is None and not first.star:
             return first.value
         return None
+
+    def batch_origins(self, expr: cst.BaseExpression) -> list[BatchOrigin]:
+        """Where ``expr`` gets DataLoader batch data that is still on the host (see
+        :meth:`host_batch_origins`, which asks the same of a transfer's receiver)."""
+        return list(dict.fromkeys(self._origins(expr, None, 0, set())))
 
     def _generator_source(self, expr: cst.GeneratorExp) -> cst.BaseExpression | None:
         """``(b for b in loader if ok(b))`` hands on ``loader``'s items; one that moves or

@@ -339,6 +339,23 @@ class ProjectModel:
             for site in function.sites
         )
 
+    def _data_helper(self, view: ModuleView, module: str, written: str, absolute: str) -> None:
+        """Record a loader wrapper or a blocking device-copy helper of another module."""
+        if written in view.wrappers or written in view.movers:
+            return
+        found = self.definition(absolute)
+        if found is None or found[0] == module or not isinstance(found[1], Function):
+            return
+        function = found[1]
+        params = list(function.params)
+        if params[:1] in (["self"], ["cls"]) and "." in written:
+            params = params[1:]
+        if function.yields_param in params:
+            view.wrappers[written] = (params.index(function.yields_param), function.yields_param)
+        moved = tuple((params.index(p), p) for p in function.moves_params if p in params)
+        if moved:
+            view.movers[written] = moved
+
     def is_module_class(self, absolute: str, depth: int = 0) -> bool:
         """A project class deriving (through project classes) from an nn.Module-like base."""
         cached = self._module_class.get(absolute)
@@ -395,6 +412,7 @@ class ProjectModel:
                 referenced.add(absolute)
                 if site.callee not in clearers and self.clears_grad(absolute):
                     clearers.add(site.callee)
+                self._data_helper(view, module, site.callee, absolute)
         view.grad_clearers = frozenset(clearers)
         for klass in summary.classes:
             attributes: dict[str, str] = {}

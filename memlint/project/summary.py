@@ -16,7 +16,7 @@ from typing import Any
 
 from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
 
-SCHEMA = 2
+SCHEMA = 3
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -88,6 +88,11 @@ class Function:
     falls_through: bool = True
     # Clears gradients itself: ``opt.zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``.
     clears_grad: bool = False
+    # A generator handing on the items of this parameter unchanged (``yield from loader``).
+    yields_param: str = ""
+    # Parameters whose tensors it copies to a device without ``non_blocking``
+    # (``to_device(batch, device)``), itself or by calling itself on their parts.
+    moves_params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -475,6 +480,7 @@ class _Builder:
             returns=tuple(self._returned(value, under, scope) for value, under in scope.returns),
             falls_through=scope.yields or not _always_returns(node.body),
             clears_grad=scope.clears_grad,
+            **_data_facts(node, scope.params),
         ))
 
     def klass(self, node: ast.ClassDef, parent: _Scope, prefix: str,
@@ -516,6 +522,81 @@ class _Builder:
         switches = as_switches(value)
         kind = "switch" if switches else "value"
         return Returned(kind, switches, detached=detached, under=under)
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """``batch`` for ``batch``, ``batch.x``, ``batch["x"]``, ``batch[0].float()``."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        else:
+            return None
+
+
+def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
+                params: tuple[str, ...]) -> dict[str, Any]:
+    """What the function does with the data it is given: re-yields a parameter's items, or
+    copies a parameter's tensors to a device without ``non_blocking``."""
+    wanted = set(params) - {"self", "cls"}
+    if not wanted:
+        return {}
+    # Names standing for a parameter's parts: loop and comprehension variables over it.
+    parts: dict[str, str] = {p: p for p in wanted}
+    yielded: set[str] = set()
+    loops: dict[str, str] = {}  # loop variable -> parameter it iterates
+    moved: set[str] = set()
+    nodes = list(ast.walk(node))
+    for sub in nodes:
+        if isinstance(sub, (ast.For, ast.comprehension)):
+            root = _root_name(sub.iter)
+            if root in parts:
+                for target in ast.walk(sub.target):
+                    if isinstance(target, ast.Name):
+                        parts[target.id] = parts[root]
+                        if isinstance(sub, ast.For):
+                            loops[target.id] = parts[root]
+    for sub in nodes:
+        if isinstance(sub, ast.YieldFrom) and isinstance(sub.value, ast.Name) and (
+                sub.value.id in wanted):
+            yielded.add(sub.value.id)
+        elif isinstance(sub, ast.Yield) and isinstance(sub.value, ast.Name) and (
+                sub.value.id in loops):
+            yielded.add(loops[sub.value.id])
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
+            if sub.func.attr not in ("to", "cuda") or any(
+                    k.arg == "non_blocking" or k.arg is None for k in sub.keywords):
+                continue
+            if sub.func.attr == "to" and not (sub.args or any(
+                    k.arg == "device" for k in sub.keywords)):
+                continue
+            first = sub.args[0] if sub.args else None
+            if isinstance(first, ast.Constant) and first.value == "cpu":
+                continue
+            root = _root_name(sub.func.value)
+            if root in parts:
+                moved.add(parts[root])
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and (
+                sub.func.id == node.name):
+            # Recursion on a part (`to_device(v, device) for v in batch.values()`).
+            for arg in sub.args[:1]:
+                root = _root_name(arg)
+                if root in parts:
+                    moved.add(f"?{parts[root]}")
+    recursive = {m[1:] for m in moved if m.startswith("?")}
+    direct = {m for m in moved if not m.startswith("?")}
+    facts: dict[str, Any] = {}
+    if len(yielded) == 1:
+        facts["yields_param"] = yielded.pop()
+    if direct:
+        # A recursive mover copies its parts: the first parameter moves when any call does.
+        if recursive:
+            direct |= recursive
+        facts["moves_params"] = tuple(p for p in params if p in direct)
+    return facts
 
 
 def _clears_grad(call: ast.Call) -> bool:

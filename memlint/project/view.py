@@ -44,6 +44,11 @@ class ModuleView:
     module_classes: frozenset[str] = frozenset()
     # callees as written here that clear gradients (themselves or through project callees)
     grad_clearers: frozenset[str] = frozenset()
+    # callees as written here, defined in another module, that hand on the items of one
+    # argument (a loader wrapper), and that copy arguments to a device without
+    # non_blocking (a ``to_device`` helper): (positional index without self, name)
+    wrappers: dict[str, tuple[int, str]] = field(default_factory=dict)
+    movers: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
 
     def qualify(self, dotted: str) -> str:
         """``dotted`` with its head expanded through this module's imports or definitions."""
@@ -75,7 +80,8 @@ class ModuleView:
              sorted(self.side_jobs),
              sorted((k, v.detached, v.is_tuple) for k, v in self.returns.items()),
              sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
-             sorted(self.module_classes), sorted(self.grad_clearers)],
+             sorted(self.module_classes), sorted(self.grad_clearers),
+             sorted(self.wrappers.items()), sorted(self.movers.items())],
             separators=(",", ":"),
         )
         return hashlib.blake2b(data.encode(), digest_size=12).hexdigest()

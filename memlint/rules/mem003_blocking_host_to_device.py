@@ -9,11 +9,14 @@ import libcst as cst
 from memlint.analysis.dataflow import (
     BatchOrigin,
     DeviceTarget,
+    classify_device_expr,
     classify_to_target,
     device_argument,
     has_non_blocking,
+    nth_argument,
     transfer_method,
 )
+from memlint.analysis.imports import dotted_name
 from memlint.analysis.testcode import is_test_code
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, positional_count
@@ -75,6 +78,12 @@ class BlockingHostToDevice(Rule):
     (``pin_memory=True``) and ``non_blocking=True`` the copy is queued on the CUDA stream and
     overlaps with host work; kernels on the same stream still see the finished copy.
 
+    Across files (the project model): a loop over a wrapper defined in another module of the
+    package (a generator that re-yields a loader's batches) is a loader loop, and a helper
+    from another module that copies what it is given to the device without
+    ``non_blocking`` (``to_device(batch, device)``) is reported where the loop calls it with
+    a batch. Loaders built in another module are not followed.
+
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop
     that calls ``synchronize()`` every iteration (timing code), and an optional move
@@ -120,6 +129,10 @@ class BlockingHostToDevice(Rule):
     message = (
         "batch from a DataLoader is copied to the GPU without `non_blocking=True`; the host "
         "waits for every copy"
+    )
+    helper_message = (
+        "batch from a DataLoader is copied to the GPU inside `{helper}` (another module of "
+        "the project) without `non_blocking=True`; the host waits for every copy"
     )
     pin_message = (
         "this DataLoader's batches are copied to the GPU, but it does not set "
@@ -408,7 +421,10 @@ class BlockingHostToDevice(Rule):
         self._test_code = is_test_code(context.path)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if transfer_method(node) not in ("to", "cuda") or self._test_code:
+        if self._test_code:
+            return
+        if transfer_method(node) not in ("to", "cuda"):
+            self._check_helper(node)
             return
         analysis = self.context.analysis
         # The call's own spelling first; the file-wide refinement (a CPU-only device name)
@@ -429,6 +445,34 @@ class BlockingHostToDevice(Rule):
         safety = FixSafety.SAFE if target is DeviceTarget.CUDA else FixSafety.UNSAFE
         fixed = append_arg(node, keyword_arg("non_blocking", cst.Name("True")))
         self.report(node, fix=Fix(safety, {node: fixed}))
+
+    def _check_helper(self, call: cst.Call) -> None:
+        """A helper from another module of the project that copies what it is given to a
+        device without ``non_blocking`` (``to_device(batch, device)``), called with batch data:
+        reported at the call, the one line of this file that the fix concerns."""
+        project = self.context.project
+        written = dotted_name(call.func) if project is not None else None
+        if project is None or written is None or written not in project.movers:
+            return
+        if any(arg.star == "**" or (arg.keyword is not None
+                                    and arg.keyword.value == "non_blocking")
+               for arg in call.args):
+            return  # the caller chose: `send_to_device(batch, device, non_blocking=...)`
+        imports = self.context.analysis.imports
+        if any(classify_device_expr(arg.value, imports) is DeviceTarget.HOST
+               for arg in call.args):
+            return  # `to_device(batch, "cpu")`
+        flow = self.context.analysis.dataflow
+        for index, param in project.movers[written]:
+            arg = nth_argument(call, index, param)
+            if arg is None:
+                continue
+            origins = [o for o in flow.batch_origins(arg) if flow.is_steady(o)]
+            if origins:
+                for origin in origins:
+                    self._origins[origin] = None
+                self.report(call, self.helper_message.format(helper=written))
+                return
 
     def _optional_move(self, call: cst.Call) -> bool:
         """``if device is not None: x = x.to(device)`` where ``device=None`` is the
