@@ -1,0 +1,195 @@
+"""The project model's parts: summaries, their JSON form, the store, name resolution."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+from memlint.project.layout import ModuleName, located, package_files
+from memlint.project.model import ProjectModel
+from memlint.project.store import SummaryStore
+from memlint.project.summary import ModuleSummary, Switch, needs_summary, summarise_source
+
+
+def summary(source: str) -> ModuleSummary:
+    found = summarise_source(textwrap.dedent(source).encode())
+    assert found is not None
+    return found
+
+
+def model(**modules: str) -> ProjectModel:
+    """Modules by dotted name (``pkg__init__`` stands for the package ``pkg``)."""
+    built = {}
+    for name, source in modules.items():
+        is_package = name.endswith("__init__")
+        dotted = name.removesuffix("__init__").rstrip("_").replace("__", ".")
+        built[ModuleName(dotted, is_package)] = summary(source)
+    return ProjectModel(built)
+
+
+def test_summary_survives_its_json_form() -> None:
+    found = summary("""
+        import torch
+        from .utils import no_grad_factory as ngf
+
+        @ngf()
+        def evaluate(model, loader):
+            with torch.no_grad():
+                return [model(x).detach() for x in loader]
+
+        class Loss:
+            def __init__(self):
+                self.inner = Inner()
+            def __call__(self, p, y):
+                return (p - y).abs().mean(), y.detach()
+    """)
+    again = ModuleSummary.from_json(json.loads(json.dumps(found.to_json())))
+    assert again == found
+
+
+def test_relative_imports_and_reexports_resolve() -> None:
+    m = model(
+        pkg__init__="from .utils.switches import off_switch\n",
+        pkg__utils__init__="",
+        pkg__utils__switches="""
+            import torch
+            def off_switch():
+                return torch.no_grad()
+        """,
+        pkg__engine__eval="""
+            from .. import off_switch
+            from ..utils.switches import off_switch as direct
+        """,
+    )
+    assert m.imports("pkg.engine.eval")["off_switch"] == "pkg.off_switch"
+    assert m.switch_mode("pkg.engine.eval", Switch("off_switch", True)) == "off"
+    assert m.switch_mode("pkg.engine.eval", Switch("direct", True)) == "off"
+    assert m.switch_mode("pkg.engine.eval", Switch("direct", False)) is None  # not a decorator
+
+
+def test_decorators_that_apply_a_switch_or_hand_back_the_function() -> None:
+    m = model(tools="""
+        import torch
+        def smart(new=True):
+            def decorate(fn):
+                if torch.is_inference_mode_enabled():
+                    return fn
+                return (torch.inference_mode if new else torch.no_grad)()(fn)
+            return decorate
+
+        def wrap(fn):
+            def inner(*a):
+                with torch.no_grad():
+                    return fn(*a)
+            return inner
+
+        def mixed(flag):
+            return torch.no_grad() if flag else torch.enable_grad()
+    """)
+    assert m.switch_mode("tools", Switch("smart", True)) == "off"
+    assert m.switch_mode("tools", Switch("wrap", False)) == "off"
+    assert m.switch_mode("tools", Switch("mixed", True)) is None  # the alternatives disagree
+
+
+def test_grad_mode_from_callers_and_runners_and_cycles() -> None:
+    m = model(
+        lib="""
+            import torch
+            def run_quietly(fn, *args):
+                with torch.no_grad():
+                    return fn(*args)
+            def score(model, x):
+                return model(x)
+            def ping(n):
+                return pong(n)
+            def pong(n):
+                return ping(n)
+            def loud(model, x):
+                return model(x)
+        """,
+        main="""
+            import torch
+            from lib import run_quietly, score, ping, loud
+            run_quietly(score, net, batch)
+            ping(3)
+            with torch.no_grad():
+                loud(net, batch)
+            loud(net, batch)
+        """,
+    )
+    functions = {f.qualname: f for f in m.summaries["lib"].functions}
+    assert m.function_mode("lib", functions["score"]) == "off"
+    assert m.function_mode("lib", functions["loud"]) == "on"  # one caller has grad on
+    assert m.function_mode("lib", functions["ping"]) in ("on", "unknown")  # a cycle ends
+
+
+def test_returns_clearing_and_data_helpers() -> None:
+    m = model(
+        util="""
+            def zero_grads(params):
+                for p in params:
+                    p.grad = None
+            def reset(opt):
+                zero_grads(opt.params)
+            def stats(loss):
+                return loss.item(), loss
+            def cycle(loader):
+                while True:
+                    for batch in loader:
+                        yield batch
+            def to_device(batch, device):
+                return {k: v.to(device) for k, v in batch.items()}
+        """,
+        train="""
+            from util import reset, stats, cycle, to_device
+            reset(opt)
+            stats(loss)
+            cycle(loader)
+            to_device(batch, device)
+        """,
+    )
+    view = m.view("train")
+    assert {"reset"} <= view.grad_clearers
+    fact = view.returns_of("stats")
+    assert fact is not None and fact.detached == (True, False) and fact.is_tuple
+    assert view.wrappers["cycle"] == (0, "loader")
+    assert view.movers["to_device"] == ((0, "batch"),)
+
+
+def test_needs_summary_selects_files_with_cross_file_facts() -> None:
+    assert needs_summary(b"def f():\n    return torch.inference_mode()\n")
+    assert needs_summary(b"class L:\n    def __call__(self, x):\n        return x.detach()\n")
+    assert not needs_summary(b"import torch\nx = torch.zeros(3)\n")
+
+
+def test_store_keeps_summaries_and_ignores_a_corrupt_file(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    return 1\n", encoding="utf-8")
+    st = os.stat(source)
+    store = SummaryStore(tmp_path / "cache")
+    store.put(str(source), st, "abc", summary("def f():\n    return 1\n"))
+    assert store.save() is None
+    again = SummaryStore(tmp_path / "cache")
+    assert again.known(str(source), st) == "abc"
+    assert again.summaries["abc"] == store.summaries["abc"]
+    assert again.file is not None
+    again.file.write_text('{"format": 1, "records": {"x": 5}}', encoding="utf-8")
+    assert SummaryStore(tmp_path / "cache").records == {}
+
+
+def test_layout_import_roots_and_package_siblings(tmp_path: Path) -> None:
+    pkg = tmp_path / "repo" / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for path in (pkg / "__init__.py", pkg / "sub" / "__init__.py", pkg / "sub" / "m.py",
+                 pkg / "a.py", tmp_path / "repo" / "script.py"):
+        path.write_text("", encoding="utf-8")
+    root, name = located(pkg / "sub" / "m.py")
+    assert root == tmp_path / "repo" and name == ModuleName("pkg.sub.m", False)
+    assert located(pkg / "__init__.py")[1] == ModuleName("pkg", True)
+    assert located(tmp_path / "repo" / "script.py")[1] == ModuleName("script", False)
+    siblings = {p.name for p in package_files([pkg / "a.py"])}
+    assert siblings == {"__init__.py", "m.py", "a.py"}
+    assert package_files([tmp_path / "repo" / "script.py"]) == []
+    assert package_files([pkg / "a.py"], covered=[pkg]) == []
