@@ -102,11 +102,8 @@ class ResultCache:
         self._load()
 
     def _load(self) -> None:
-        try:
-            data = json.loads(self.file.read_bytes())
-        except (OSError, ValueError):
-            return
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
+        data = read_json(self.file, FORMAT)
+        if data is None:
             return
         files = data.get("files")
         if not isinstance(files, dict):
@@ -149,6 +146,18 @@ class ResultCache:
             return f"cannot write cache in {self.directory}: {exc.strerror or exc}"
         self.dirty = False
         return None
+
+
+def read_json(file: Path, version: int) -> dict[str, Any] | None:
+    """A cache file's content when it is readable JSON of this format version, else None:
+    a missing, corrupt or foreign cache is ignored, never an error."""
+    try:
+        data = json.loads(file.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != version:
+        return None
+    return data
 
 
 def write_json(directory: Path, file: Path, payload: Any) -> None:

@@ -46,6 +46,7 @@ from memlint.analysis.calls import (
 )
 from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.imports import dotted_name
+from memlint.analysis.loops import target_names
 from memlint.analysis.tree import TreeIndex
 from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
 
@@ -710,7 +711,7 @@ class GraphAnalysis:
             if isinstance(anc, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
                 for_in: cst.CompFor | None = anc.for_in
                 while for_in is not None:
-                    if name in _target_names(for_in.target) and not self.tree.is_inside(
+                    if name in target_names(for_in.target) and not self.tree.is_inside(
                         use, for_in.iter
                     ):
                         return for_in.iter
@@ -855,17 +856,6 @@ def _backward_tensors(call: cst.Call) -> cst.BaseExpression | None:
     return None
 
 
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: set[str] = set()
-        for element in target.elements:
-            out |= _target_names(element.value)
-        return out
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
 
 
 def _subscript_key(expr: cst.Subscript) -> str | None:

@@ -21,16 +21,17 @@ from memlint.analysis.calls import is_backward_call, is_optimizer_step
 from memlint.analysis.tree import Loop, TreeIndex
 
 
-def _target_names(target: cst.BaseExpression) -> set[str]:
+def target_names(target: cst.BaseExpression) -> set[str]:
+    """Plain names a loop or comprehension target binds (``i, (x, y)`` -> i, x, y)."""
     if isinstance(target, cst.Name):
         return {target.value}
     if isinstance(target, (cst.Tuple, cst.List)):
         out: set[str] = set()
         for element in target.elements:
-            out |= _target_names(element.value)
+            out |= target_names(element.value)
         return out
     if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
+        return target_names(target.value)
     return set()
 
 
@@ -135,7 +136,7 @@ class LoopAnalysis:
     def loop_targets(self, loop: Loop) -> set[str]:
         """Names the header binds: ``for i, (x, y) in ...`` -> {i, x, y}; walrus names for while."""
         if isinstance(loop, cst.For):
-            return _target_names(loop.target)
+            return target_names(loop.target)
         return {
             n.target.value
             for n in self.tree.walk(loop.test)

@@ -8,13 +8,12 @@ ignored, never an error.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import memlint
-from memlint.cache import write_json
+from memlint.cache import read_json, write_json
 from memlint.project.summary import SCHEMA, ModuleSummary
 
 FORMAT = 1
@@ -41,13 +40,8 @@ class SummaryStore:
         self._load()
 
     def _load(self) -> None:
-        if self.file is None:
-            return
-        try:
-            data = json.loads(self.file.read_bytes())
-        except (OSError, ValueError):
-            return
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
+        data = None if self.file is None else read_json(self.file, FORMAT)
+        if data is None:
             return
         try:
             for path, (mtime_ns, size, digest) in data["records"].items():
