@@ -140,12 +140,10 @@ class ResultCache:
             "project": self.project,
             "files": {path: entry.to_json() for path, entry in sorted(self.entries.items())},
         }
-        try:
-            write_json(self.directory, self.file, payload)
-        except OSError as exc:
-            return f"cannot write cache in {self.directory}: {exc.strerror or exc}"
-        self.dirty = False
-        return None
+        warning = write_json(self.directory, self.file, payload)
+        if warning is None:
+            self.dirty = False
+        return warning
 
 
 def read_json(file: Path, version: int) -> dict[str, Any] | None:
@@ -160,9 +158,18 @@ def read_json(file: Path, version: int) -> dict[str, Any] | None:
     return data
 
 
-def write_json(directory: Path, file: Path, payload: Any) -> None:
+def write_json(directory: Path, file: Path, payload: Any) -> str | None:
     """Write ``payload`` to ``file`` inside the cache ``directory`` atomically (a temporary
-    file, then a rename), marking the directory as a cache first."""
+    file, then a rename), marking the directory as a cache first. Returns a warning instead
+    of failing the run when it cannot."""
+    try:
+        _write_json(directory, file, payload)
+    except OSError as exc:
+        return f"cannot write cache in {directory}: {exc.strerror or exc}"
+    return None
+
+
+def _write_json(directory: Path, file: Path, payload: Any) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
     # Keep the cache out of git and out of backups, as other tools' caches do.
     for name, text in ((".gitignore", "# Created by memlint.\n*\n"),

@@ -81,9 +81,7 @@ class SummaryStore:
             "summaries": {d: None if s is None else s.to_json()
                           for d, s in self.summaries.items() if d in live},
         }
-        try:
-            write_json(self.directory, self.file, payload)
-        except OSError as exc:
-            return f"cannot write cache in {self.directory}: {exc.strerror or exc}"
-        self.dirty = False
-        return None
+        warning = write_json(self.directory, self.file, payload)
+        if warning is None:
+            self.dirty = False
+        return warning
