@@ -8,12 +8,12 @@ from functools import cached_property
 
 import libcst as cst
 
+from memlint.analysis.branches import alternatives, guarding_tests, mentions
 from memlint.analysis.calls import last_name, method_name, receiver
 from memlint.analysis.imports import dotted_name
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, positional_count
 from memlint.rules.base import Fix, Invalid, Rule, Valid
-from memlint.rules.mem011_checkpoint_under_no_grad import alternatives, guarding_tests, mentions
 
 # `training_args.bin`, `self.vocab_file`, f"{run}/config.pt", `label_map.pt`: files of
 # arguments, vocabularies and bookkeeping that hold no tensors worth a device; and
