@@ -183,7 +183,8 @@ def _write_json(directory: Path, file: Path, payload: Any) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, separators=(",", ":"))
+            # json.dumps, not json.dump: only the former uses the C encoder.
+            handle.write(json.dumps(payload, separators=(",", ":")))
         os.replace(tmp, file)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -26,12 +26,22 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from memlint.config import Settings
+    from memlint.project.store import SummaryStore
     from memlint.project.summary import ModuleSummary
     from memlint.rules.spec import RuleSpec
 
 
 # Rules about evaluation code, run on a file the project model shows to hold some.
 _EVALUATION_RULES = frozenset({"MEM002"})
+
+
+def _summarised(store: SummaryStore, path: str) -> str | None:
+    """The content hash whose summary the store holds for ``path``: the scan of an
+    unchanged file need not summarise it again."""
+    record = store.records.get(path)
+    if record is None or store.summaries.get(record.digest) is None:
+        return None
+    return record.digest
 
 
 def _failed(task: Task, message: str) -> FileResult:
@@ -129,7 +139,11 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     scans: list[Task] = []
     for key in keys:
         entry = fresh.get(key)
-        if entry is not None and keep_summary(key, store.known(key, stats[key])):
+        digest = store.known(key, stats[key])
+        if entry is not None and entry.active is not None and digest is not None and (
+                store.summaries[digest] is None):
+            digest = None  # linted now, but stored without a summary: scan it again
+        if entry is not None and keep_summary(key, digest):
             digests[key] = entry.digest
             if entry.active is None:
                 results[key] = FileResult(displays[key], list(entry.for_path(displays[key])),
@@ -139,8 +153,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
             continue
         ignored = settings.ignored_for(root_relative(Path(key), settings.root))
         scans.append(Task(key, displays[key], ignored, phase="scan",
-                          summary_digest=store.records[key].digest
-                          if key in store.records else None))
+                          summary_digest=_summarised(store, key)))
     for key in extra:
         if not keep_summary(key, store.known(key, stats[key])):
             scans.append(Task(key, key, phase="scan", summary_digest=None))

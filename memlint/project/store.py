@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import memlint
 from memlint.cache import read_json, write_json
@@ -36,6 +37,8 @@ class SummaryStore:
         self.records: dict[str, Record] = {}
         # digest -> summary; None: the file needs none (or does not parse)
         self.summaries: dict[str, ModuleSummary | None] = {}
+        # The JSON form of summaries read from disk, written back as it was.
+        self._raw: dict[str, Any] = {}
         self.dirty = False
         self._load()
 
@@ -49,11 +52,13 @@ class SummaryStore:
             for digest, raw in data["summaries"].items():
                 self.summaries[str(digest)] = (
                     None if raw is None else ModuleSummary.from_json(raw))
+                self._raw[str(digest)] = raw
         except (KeyError, TypeError, ValueError, AttributeError):
-            self.records, self.summaries = {}, {}
+            self.records, self.summaries, self._raw = {}, {}, {}
 
     def known(self, path: str, st: os.stat_result | None) -> str | None:
-        """The content hash of an unchanged file whose summary (or its absence) is stored."""
+        """The content hash of an unchanged file whose summary (or that it needed none) is
+        stored."""
         record = self.records.get(path)
         if (record is None or st is None or record.mtime_ns != st.st_mtime_ns
                 or record.size != st.st_size or record.digest not in self.summaries):
@@ -67,8 +72,12 @@ class SummaryStore:
             if self.records.get(path) != record:
                 self.records[path] = record
                 self.dirty = True
-        if digest not in self.summaries or self.summaries[digest] != summary:
+        # A content hash fixes the summary; only a file first stored without one (no rule
+        # needed it then) gains one later.
+        if digest not in self.summaries or (
+                summary is not None and self.summaries[digest] is None):
             self.summaries[digest] = summary
+            self._raw.pop(digest, None)
             self.dirty = True
 
     def save(self) -> str | None:
@@ -78,7 +87,8 @@ class SummaryStore:
         payload = {
             "format": FORMAT,
             "records": {p: [r.mtime_ns, r.size, r.digest] for p, r in sorted(self.records.items())},
-            "summaries": {d: None if s is None else s.to_json()
+            "summaries": {d: self._raw[d] if d in self._raw else (
+                              None if s is None else s.to_json())
                           for d, s in self.summaries.items() if d in live},
         }
         warning = write_json(self.directory, self.file, payload)

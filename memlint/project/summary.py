@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
@@ -148,35 +149,52 @@ def _encode(value: Any) -> Any:
 
 def _decode(kind: Any, data: Any) -> Any:
     """Rebuild ``kind`` (a dataclass or a ``tuple[...]`` annotation string) from lists."""
+    return _decoder(kind)(data)
+
+
+Decoder = Callable[[Any], Any]
+
+
+@cache
+def _decoder(kind: Any) -> Decoder:
+    """A decoder for one type, built once: a store holds thousands of summaries, and
+    re-reading the annotations for each value would cost more than the JSON parse."""
     if isinstance(kind, type) and hasattr(kind, "__dataclass_fields__"):
-        fields = kind.__dataclass_fields__
-        if not isinstance(data, list) or len(data) != len(fields):
-            raise ValueError(f"bad {kind.__name__}")
-        return kind(**{name: _decode(f.type, v)
-                       for (name, f), v in zip(fields.items(), data, strict=True)})
-    if isinstance(kind, str):
-        return _decode_annotation(kind, data)
-    return data
+        fields = list(kind.__dataclass_fields__.values())
+        decoders = [_decoder(f.type) for f in fields]
+        name = kind.__name__
 
-
-def _decode_annotation(annotation: str, data: Any) -> Any:
-    text = annotation.replace(" ", "")
+        def build(data: Any) -> Any:
+            if not isinstance(data, list) or len(data) != len(decoders):
+                raise ValueError(f"bad {name}")
+            return kind(*[d(v) for d, v in zip(decoders, data, strict=True)])
+        return build
+    text = str(kind).replace(" ", "")
     if text.startswith("tuple[") and text.endswith(",...]"):
-        inner = text[len("tuple["):-len(",...]")]
-        if not isinstance(data, list):
-            raise ValueError("bad tuple")
-        return tuple(_decode_annotation(inner, v) for v in data)
+        inner = _decoder(text[len("tuple["):-len(",...]")])
+
+        def many(data: Any) -> Any:
+            if not isinstance(data, list):
+                raise ValueError("bad tuple")
+            return tuple([inner(v) for v in data])
+        return many
     if text.startswith("tuple[") and text.endswith("]"):
-        parts = _split_top(text[len("tuple["):-1])
-        if not isinstance(data, list) or len(data) != len(parts):
-            raise ValueError("bad pair")
-        return tuple(_decode_annotation(p, v) for p, v in zip(parts, data, strict=True))
+        parts = [_decoder(p) for p in _split_top(text[len("tuple["):-1])]
+
+        def fixed(data: Any) -> Any:
+            if not isinstance(data, list) or len(data) != len(parts):
+                raise ValueError("bad pair")
+            return tuple([d(v) for d, v in zip(parts, data, strict=True)])
+        return fixed
     if text in _TYPES:
-        return _decode(_TYPES[text], data)
-    if text in ("str", "int", "bool", "bool|None") and isinstance(
-            data, (str, int, bool, type(None))):
-        return data
-    raise ValueError(f"unexpected {annotation}")
+        return _decoder(_TYPES[text])
+    if text in ("str", "int", "bool", "bool|None"):
+        def scalar(data: Any) -> Any:
+            if not isinstance(data, (str, int, bool, type(None))):
+                raise ValueError(f"unexpected {text}")
+            return data
+        return scalar
+    raise ValueError(f"unexpected {kind}")
 
 
 def _split_top(text: str) -> list[str]:
