@@ -41,7 +41,7 @@ from pytest_gpumem.devices import (
     worker_id,
 )
 from pytest_gpumem.nvml import NvmlReading, NvmlUnavailable, NvmlView, outside_allocator
-from pytest_gpumem.options import read_settings
+from pytest_gpumem.options import option_help, read_settings
 from pytest_gpumem.report import memory_longrepr
 from pytest_gpumem.result import RECORD_KEY
 from pytest_gpumem.units import format_bytes, gib_to_bytes
@@ -111,9 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for opt in _OPTIONS:
         dest = opt.flag.lstrip("-").replace("-", "_")
         action = "store_true" if opt.flag_only else "store"
-        group.addoption(
-            opt.flag, action=action, default=None, dest=dest, help=f"{opt.help} [ini: {opt.ini}]"
-        )
+        group.addoption(opt.flag, action=action, default=None, dest=dest,
+                        help=option_help(opt.help, opt.ini))
         parser.addini(opt.ini, opt.help, default="")
 
 

@@ -196,15 +196,21 @@ _OPTIONS = (
 )
 
 
+def option_help(text: str, ini: str) -> str:
+    """An option's help for ``pytest --help``: argparse %-formats help strings, so a literal
+    ``%`` (``'10%'``) must be doubled or the whole help page fails to print."""
+    return f"{text} [ini: {ini}]".replace("%", "%%")
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpumem", "per-test tensor memory budgets (pytest_gpumem)")
     for opt in _OPTIONS:
         if opt.dest == "gpumem":
             group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest,
-                            help=opt.help + f" [ini: {opt.ini}]")
+                            help=option_help(opt.help, opt.ini))
         else:
             group.addoption(opt.flag, action="store", default=None, dest=opt.dest,
-                            metavar=opt.metavar, help=opt.help + f" [ini: {opt.ini}]")
+                            metavar=opt.metavar, help=option_help(opt.help, opt.ini))
         # Registered as plain strings and parsed here, so every bad value gets one clear line.
         parser.addini(opt.ini, opt.help, default="")
 

@@ -155,3 +155,22 @@ def test_cuda_backend_without_cuda_is_one_line(
     result = run_gpumem("--gpumem", "--gpumem-backend=cuda")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *--gpumem-backend=cuda, but torch.cuda.is_available()*"])
+
+
+def test_pytest_help_lists_every_gpumem_option(pytester: pytest.Pytester) -> None:
+    """argparse %-formats option help: a bare `%` (as in '10%') once broke `pytest --help`."""
+    result = pytester.runpytest_subprocess("--help")
+    assert result.ret == 0, result.stderr.str()
+    text = result.stdout.str()
+    assert "--gpumem-tolerance" in text and "'10%'" in text
+    assert "--gpumem-max-gb" in text
+
+
+def test_option_help_escapes_percent_for_argparse() -> None:
+    import argparse
+
+    from pytest_gpumem.options import option_help
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--x", help=option_help("grow by '10%' at most", "x_ini"))
+    assert "grow by '10%' at most [ini: x_ini]" in " ".join(parser.format_help().split())
