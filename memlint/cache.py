@@ -57,7 +57,7 @@ class Entry:
                         None if skipped is None else str(skipped),
                         None if active is None else tuple(str(a) for a in active),
                         None if view is None else str(view))
-        except (TypeError, ValueError, KeyError, AttributeError):
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
             return None
         return entry
 

@@ -64,8 +64,14 @@ def _positive_int(text: str) -> int:
     return int(_positive(text, whole=True))
 
 
-def _positive_float(text: str) -> float:
-    return _positive(text, whole=False)
+# Longer than this is no limit at all (`inf`, `1e300`): the OS timers cannot represent it.
+_NO_LIMIT = 1e9
+
+
+def _timeout(text: str) -> float | None:
+    """Seconds, or None for no limit (``inf``, or anything past a few decades)."""
+    value = _positive(text, whole=False)
+    return None if value >= _NO_LIMIT else value
 
 
 def check_parser() -> argparse.ArgumentParser:
@@ -112,9 +118,10 @@ def check_parser() -> argparse.ArgumentParser:
     run = parser.add_argument_group("execution")
     run.add_argument("-j", "--jobs", type=_positive_int, default=None,
                      help="worker processes (default: the number of cores)")
-    run.add_argument("--file-timeout", type=_positive_float, default=DEFAULT_FILE_TIMEOUT,
+    run.add_argument("--file-timeout", type=_timeout, default=DEFAULT_FILE_TIMEOUT,
                      metavar="SECONDS",
-                     help="give up on a file after this long (default: %(default)g)")
+                     help="give up on a file after this long; inf for no limit "
+                          "(default: %(default)g)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     run.add_argument("--cache-dir", type=Path, metavar="DIR",
                      help="cache location (default: .memlint_cache in the project root)")
@@ -185,6 +192,18 @@ def _settings(args: argparse.Namespace, rules: Sequence[RuleSpec]) -> Settings:
         raise UsageError(str(exc)) from None
 
 
+def _check_cache_dir(directory: Path, paths: Sequence[Path]) -> None:
+    """The cache marks its folder ignored (a ``.gitignore`` holding ``*``): a cache folder
+    that is, or contains, what is being linted (``--cache-dir .``, an empty variable) would
+    hide the project from git and from memlint itself."""
+    folder = Path(os.path.abspath(directory))
+    for path in paths:
+        target = Path(os.path.abspath(path))
+        if target == folder or folder in target.parents:
+            raise UsageError(f"cache directory {str(directory) or '.'!r} contains the linted "
+                             f"path {str(path)!r}; choose a folder of its own (--cache-dir)")
+
+
 def _warn(message: str, quiet: bool) -> None:
     if not quiet:
         print(f"memlint: warning: {message}", file=sys.stderr)
@@ -236,6 +255,7 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     if not args.no_cache:
         env = os.environ.get("MEMLINT_CACHE_DIR")
         directory = args.cache_dir or (Path(env) if env else settings.root / CACHE_DIR_NAME)
+        _check_cache_dir(Path(directory), args.paths)
         ids = [r.ident for r in known if r.code in settings.enabled]
         cache = ResultCache(Path(directory).absolute(), cache_key(settings.fingerprint(), ids))
     from memlint.project.layout import package_files

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 # Codes the engine and runner emit themselves. They are valid in `select`/`noqa` spellings,
 # but a broken file is always reported: rule selection does not hide it.
@@ -13,6 +13,9 @@ ENGINE_CODES: dict[str, str] = {
     "MEM997": "internal-error",
     "MEM999": "parse-error",
 }
+
+T = TypeVar("T")
+
 
 class FixSafety(enum.Enum):
     """Ruff's model: safe fixes keep runtime behaviour, unsafe ones may change it."""
@@ -55,16 +58,25 @@ class Diagnostic:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Diagnostic:
+        """Rebuild a cached diagnostic; ValueError for anything of the wrong type, so that a
+        damaged cache entry is dropped instead of breaking the run later."""
         fix = data.get("fix")
+        statement_line = data.get("statement_line")
         return cls(
-            path=data["path"],
-            line=data["line"],
-            column=data["column"],
-            end_line=data["end_line"],
-            end_column=data["end_column"],
-            code=data["code"],
-            name=data["name"],
-            message=data["message"],
+            path=_typed(data["path"], str),
+            line=_typed(data["line"], int),
+            column=_typed(data["column"], int),
+            end_line=_typed(data["end_line"], int),
+            end_column=_typed(data["end_column"], int),
+            code=_typed(data["code"], str),
+            name=_typed(data["name"], str),
+            message=_typed(data["message"], str),
             fix=None if fix is None else FixSafety(fix["applicability"]),
-            statement_line=data.get("statement_line"),
+            statement_line=None if statement_line is None else _typed(statement_line, int),
         )
+
+
+def _typed(value: Any, kind: type[T]) -> T:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value

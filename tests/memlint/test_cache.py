@@ -122,3 +122,43 @@ def test_unwritable_cache_is_a_warning_not_a_failure(
     assert run.lines[0] == "a.py:1:1: MEM901 leak() called"
     assert run.err.startswith("memlint: warning: cannot write cache")
     assert len(run.err.splitlines()) == 1
+
+
+def test_cache_entries_with_wrong_field_types_are_dropped(
+        project: Path, cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lint(capsys, project, cache_dir)
+    (path,) = cache_files(cache_dir)
+    pristine = json.loads(path.read_text(encoding="utf-8"))
+    key = next(k for k in pristine["files"] if k.endswith("a.py"))
+
+    def damaged(change: str) -> dict[str, object]:
+        data = json.loads(json.dumps(pristine))
+        entry = data["files"][key]
+        if change == "string line":
+            entry[4][0]["line"] = "1"
+        elif change == "int code":
+            entry[4][0]["code"] = 901
+        else:  # an mtime past any integer: JSON's 1e400 reads as infinity
+            entry[0] = 1e400
+        return data
+
+    for change in ("string line", "int code", "huge mtime"):
+        path.write_text(json.dumps(damaged(change)), encoding="utf-8")
+        run = run_cli(capsys, project, "--cache-dir", str(cache_dir))
+        assert run.rc == 1 and run.err == "", change
+        assert run.lines[0] == "a.py:1:1: MEM901 leak() called", change
+
+
+@pytest.mark.parametrize("directory", ["", ".", "proj"])
+def test_cache_dir_holding_the_project_is_refused(
+        tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, directory: str) -> None:
+    # `--cache-dir "$UNSET"` or `--cache-dir .` would write a `*` .gitignore over the project.
+    monkeypatch.chdir(project if directory != "proj" else tmp_path)
+    capsys.readouterr()
+    from memlint.cli import main
+
+    code = main(["--cache-dir", directory, str(project)])
+    err = capsys.readouterr().err
+    assert code == 2 and "choose a folder of its own" in err
+    assert not (project / ".gitignore").exists() and not (project / "CACHEDIR.TAG").exists()

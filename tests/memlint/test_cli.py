@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import memlint
+from memlint.cli import main
 from tests.memlint.cli_support import FlagDrip, FlagLeak, run_cli, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -207,3 +208,18 @@ def test_an_empty_selection_warns_instead_of_passing_silently(
     assert "no Python files found" in run.err
     assert "no Python files found" not in run_cli(capsys, tmp_path, "--no-cache",
                                                     "--no-respect-gitignore", "vendored").err
+
+
+@pytest.mark.parametrize("seconds", ["inf", "1e300"])
+def test_file_timeout_without_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    seconds: str) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
+    code = main(["--no-cache", "--file-timeout", seconds, str(tmp_path / "a.py")])
+    assert code == 0 and "error" not in capsys.readouterr().err
+
+
+def test_file_timeout_must_be_a_positive_number(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("nan", "0", "-1"):
+        assert main(["--file-timeout", bad, str(tmp_path)]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
