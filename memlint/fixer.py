@@ -205,14 +205,24 @@ def unified_diff(result: FixResult) -> str:
 
 
 def write_if_unchanged(path: Path, original: bytes, new: bytes) -> None:
-    """Replace ``path`` with ``new`` atomically, unless it no longer holds ``original``.
+    """Replace ``path`` with ``new``, unless it no longer holds ``original``.
 
-    The temporary file lives next to the target (``os.replace`` is atomic only within one
-    file system) and takes the target's permission bits. A symlink is followed, so the
-    link stays a link.
+    The file keeps what makes it the user's: a file without write permission is left alone
+    (root can write it, but its owner asked not to), and a file with other hard links, or
+    one whose owner a new file could not keep, is rewritten in place so every link and the
+    ownership stay. Otherwise the new content goes to a temporary file next to the target
+    (``os.replace`` is atomic only within one file system) with the target's permission
+    bits and owner, and replaces it atomically. A symlink is followed, so the link stays a
+    link.
     """
     target = Path(os.path.realpath(path))
-    mode = stat.S_IMODE(target.stat().st_mode)
+    st = target.stat()
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
+        raise FileChangedError("not writable; left untouched")
+    if st.st_nlink > 1:
+        _write_in_place(target, original, new)
+        return
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".memlint")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -220,6 +230,14 @@ def write_if_unchanged(path: Path, original: bytes, new: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp_name, mode)
+        tmp = os.stat(tmp_name)
+        if (tmp.st_uid, tmp.st_gid) != (st.st_uid, st.st_gid):
+            try:
+                os.chown(tmp_name, st.st_uid, st.st_gid)
+            except OSError:
+                os.unlink(tmp_name)
+                _write_in_place(target, original, new)
+                return
         if target.read_bytes() != original:
             raise FileChangedError("changed on disk while fixing; left untouched")
         os.replace(tmp_name, target)
@@ -227,6 +245,18 @@ def write_if_unchanged(path: Path, original: bytes, new: bytes) -> None:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
         raise
+
+
+def _write_in_place(target: Path, original: bytes, new: bytes) -> None:
+    """Overwrite the file itself (its inode, links and owner stay), as black and ruff do."""
+    with open(target, "r+b") as handle:
+        if handle.read() != original:
+            raise FileChangedError("changed on disk while fixing; left untouched")
+        handle.seek(0)
+        handle.write(new)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def fix_file(

@@ -288,3 +288,53 @@ def test_fix_that_breaks_the_file_is_refused(tmp_path: Path) -> None:
     assert result.problem == "a fix produced code that does not parse"
     assert path.read_bytes() == b"target = 1\n"
     assert [d.code for d in result.remaining] == ["MEM900"]
+
+
+# -- what --fix keeps of the user's file --------------------------------------------------
+
+def _fixable(tmp_path: Path) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text("import torch\nscaler = torch.cuda.amp.GradScaler()\n", encoding="utf-8")
+    return path
+
+
+def _fix(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    from memlint.cli import main
+
+    capsys.readouterr()
+    main(["--no-cache", "--isolated", "--fix", str(path)])
+    return capsys.readouterr().err
+
+
+def test_fix_leaves_a_read_only_file_alone(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = _fixable(tmp_path)
+    before = path.read_bytes()
+    path.chmod(0o444)
+    try:
+        err = _fix(path, capsys)
+        assert path.read_bytes() == before
+        assert "not writable" in err
+    finally:
+        path.chmod(0o644)
+
+
+def test_fix_keeps_hard_links(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _fixable(tmp_path)
+    other = tmp_path / "linked.py"
+    os.link(path, other)
+    inode = path.stat().st_ino
+    _fix(path, capsys)
+    assert b"torch.amp.GradScaler" in path.read_bytes()
+    assert other.read_bytes() == path.read_bytes()
+    assert path.stat().st_ino == inode and path.stat().st_nlink == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="changing a file's owner needs root")
+def test_fix_keeps_the_owner(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _fixable(tmp_path)
+    os.chown(path, 4321, 4321)
+    _fix(path, capsys)
+    assert b"torch.amp.GradScaler" in path.read_bytes()
+    assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4321)
