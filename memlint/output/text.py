@@ -10,8 +10,18 @@ from memlint.diagnostics import Diagnostic
 from memlint.output.ruledoc import RuleInfo
 
 
+def printable(path: str) -> str:
+    """A path as one printable line: control and line-separator characters (``\n``, ``\r``,
+    U+2028, U+0085) and undecodable bytes (surrogate escapes) are written as escapes, so one
+    finding is always one line and any encoding can print it."""
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in path)
+
+
 def line(d: Diagnostic) -> str:
-    return f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}"
+    return f"{printable(d.path)}:{d.line}:{d.column}: {d.code} {d.message}"
 
 
 def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:

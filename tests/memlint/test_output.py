@@ -115,3 +115,19 @@ def test_sarif_validates_against_the_official_2_1_0_schema(tmp_path: Path) -> No
     jsonschema.validate(log, json.loads(schema_text))
     results = log["runs"][0]["results"]
     assert [r["properties"]["fix"] for r in results] == ["safe", None]
+
+
+@pytest.mark.parametrize("name", ["a\nb.py", "c\rd.py", "e\u2028f.py", "g\x85h.py"])
+def test_quiet_text_keeps_every_finding_whatever_the_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """One finding is one line: a line break in a file name must not split or drop it."""
+    from memlint.cli import main
+    from tests.memlint.cli_support import FlagLeak
+
+    (tmp_path / name).write_text("leak()\n", encoding="utf-8")
+    (tmp_path / "z.py").write_text("leak()\n", encoding="utf-8")
+    capsys.readouterr()
+    code = main(["--no-cache", "-q", str(tmp_path)], rules=[FlagLeak])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert len(lines) == 2 and all("MEM901" in line for line in lines)
