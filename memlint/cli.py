@@ -167,9 +167,19 @@ def _config_start(paths: Sequence[Path]) -> Path:
 
 def _settings(args: argparse.Namespace, rules: Sequence[RuleSpec]) -> Settings:
     from memlint.config import ConfigError, Layer, build_settings, parse_per_file_ignores
+    from memlint.diagnostics import ENGINE_CODES
 
     if args.config is not None and not args.config.is_file():
         raise UsageError(f"config file does not exist: {args.config}")
+    if args.config is not None and args.isolated:
+        raise UsageError("--isolated ignores every configuration file; drop --config or it")
+    if args.select is not None and not _split(args.select):
+        raise UsageError("--select needs at least one rule code (or ALL)")
+    unsuppressible = sorted(
+        code for code in (_split(args.ignore) or ()) if code.upper() in ENGINE_CODES)
+    if unsuppressible:
+        raise UsageError(f"{unsuppressible[0]} reports a file memlint could not check and "
+                         "cannot be ignored")
     try:
         cli = Layer(
             select=_split(args.select),

@@ -101,10 +101,12 @@ def find_config(start: Path) -> Path | None:
 
 
 def _has_memlint_table(path: Path) -> bool:
+    """A found ``pyproject.toml`` that cannot be read is an error, as with ``--config``:
+    silently running the default rules instead of the configured ones would hide it."""
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
     # Cheap check first: most pyproject files have no memlint section and need no parsing.
     if "memlint" not in text:
         return False
@@ -168,7 +170,8 @@ def parse_per_file_ignores(entries: Iterable[str]) -> dict[str, tuple[str, ...]]
         pattern, sep, codes = entry.rpartition(":")
         if not sep or not pattern:
             raise ConfigError(f"--per-file-ignores expects PATTERN:CODES, got {entry!r}")
-        out[pattern] = tuple(c for c in split_codes(codes))
+        # Repeating a pattern adds codes, as repeating the option does everywhere else.
+        out[pattern] = (*out.get(pattern, ()), *split_codes(codes))
     return out
 
 

@@ -223,3 +223,37 @@ def test_file_timeout_must_be_a_positive_number(tmp_path: Path,
     for bad in ("nan", "0", "-1"):
         assert main(["--file-timeout", bad, str(tmp_path)]) == 2
         assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--select", ",,"], "at least one rule code"),
+    (["--ignore", "MEM999"], "cannot be ignored"),
+    (["--isolated", "--config", "pyproject.toml"], "--isolated"),
+])
+def test_settings_that_would_be_ignored_are_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        argv: list[str], says: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.memlint]\n", encoding="utf-8")
+    (tmp_path / "a.py").write_text("leak()\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main([*argv, "a.py"], rules=[FlagLeak]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+
+
+def test_repeated_per_file_ignores_add_up(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "a.py", "leak()\ndrip()\n")
+    run = run_cli(capsys, tmp_path, "--per-file-ignores", "a.py:MEM901",
+                  "--per-file-ignores", "a.py:MEM902")
+    assert run.rc == 0, run.lines
+
+
+def test_unreadable_discovered_pyproject_is_an_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "a.py", "leak()\n")
+    config = tmp_path / "pyproject.toml"
+    config.write_bytes(b"[tool.memlint]\nselect = [\"MEM901\"]\n\xff\xfe")
+    run = run_cli(capsys, tmp_path)
+    assert run.rc == 2 and "cannot read" in run.err
