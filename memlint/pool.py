@@ -17,6 +17,7 @@ import contextlib
 import faulthandler
 import gc
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -45,6 +46,22 @@ def _warm_up() -> None:
         del memlint
 
 
+def _die_with_parent() -> None:
+    """End this worker when the parent dies, however it dies (SIGKILL from a CI timeout or
+    the OOM killer included): workers forked later hold copies of this worker's pipe, so
+    it would never see end-of-file and would wait forever. Linux only; elsewhere the pipe
+    closing is the signal."""
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def _serve(conn: Connection, warm: bool) -> None:
     """A worker's loop: the rules first, then one task in, one result out, until None.
 
@@ -53,6 +70,7 @@ def _serve(conn: Connection, warm: bool) -> None:
     """
     # Ctrl-C reaches the whole process group; the parent alone decides what to do.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     # A crash is reported by the parent as one line; no C-level traceback dump on stderr.
     faulthandler.disable()
     # libcst builds hundreds of thousands of short-lived nodes per file, and the default
