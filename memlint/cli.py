@@ -241,6 +241,7 @@ def check(argv: Sequence[str], rules: Rules | None = None) -> int:
 
 def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     from memlint.cache import CACHE_DIR_NAME, ResultCache, cache_key
+    from memlint.diagnostics import ENGINE_CODES
     from memlint.discovery import discover
     from memlint.output import render
     from memlint.output.ruledoc import catalogue
@@ -284,9 +285,18 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
             _warn(warning, args.quiet)
         if args.diff:
             _emit(fixed.diff(), args.output_file)
+            # A file memlint could not check (syntax, encoding, unreadable) would otherwise
+            # vanish from a --diff run: say so, and do not claim that nothing needs fixing.
+            unchecked = [d for d in result.diagnostics if d.code in ENGINE_CODES]
+            for d in unchecked:
+                print(f"memlint: error: {d.path}:{d.line}:{d.column}: {d.code} {d.message}",
+                      file=sys.stderr)
+            for file in result.files:
+                if file.skipped:
+                    _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
             if not args.quiet:
                 print(f"memlint: {fixed.applied} fix(es) would be applied", file=sys.stderr)
-            return EXIT_FINDINGS if fixed.changed else EXIT_CLEAN
+            return EXIT_FINDINGS if fixed.changed or unchecked else EXIT_CLEAN
         if fixed.changed:
             if not args.quiet:
                 print(f"memlint: fixed {fixed.applied} problem(s) in {len(fixed.changed)} "

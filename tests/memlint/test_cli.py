@@ -257,3 +257,13 @@ def test_unreadable_discovered_pyproject_is_an_error(
     config.write_bytes(b"[tool.memlint]\nselect = [\"MEM901\"]\n\xff\xfe")
     run = run_cli(capsys, tmp_path)
     assert run.rc == 2 and "cannot read" in run.err
+
+
+def test_diff_reports_a_file_it_could_not_check(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "bad.py", "def f(:\n")
+    (tmp_path / "blob.py").write_bytes(b"\x00\x01")
+    run = run_cli(capsys, tmp_path, "--diff")
+    assert run.rc == 1 and run.out == ""
+    assert "bad.py:1:1: MEM999" in run.err
+    assert "blob.py: skipped: binary file" in run.err
