@@ -85,7 +85,9 @@ class Settings:
     def fingerprint(self) -> str:
         """A stable description of everything that changes a file's result, for the cache."""
         pfi = ";".join(f"{p}={','.join(sorted(c))}" for p, c in self.per_file_ignores)
-        return f"enabled={','.join(sorted(self.enabled))}|pfi={pfi}"
+        # Per-file-ignores patterns are relative to the root: one shared cache folder
+        # (MEMLINT_CACHE_DIR) must not serve one project's results to another.
+        return f"root={self.root}|enabled={','.join(sorted(self.enabled))}|pfi={pfi}"
 
 
 def find_config(start: Path) -> Path | None:

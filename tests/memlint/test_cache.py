@@ -162,3 +162,21 @@ def test_cache_dir_holding_the_project_is_refused(
     err = capsys.readouterr().err
     assert code == 2 and "choose a folder of its own" in err
     assert not (project / ".gitignore").exists() and not (project / "CACHEDIR.TAG").exists()
+
+
+def test_cached_results_are_kept_per_project_root(
+        tmp_path: Path, cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The same per-file-ignores text means different files under different roots.
+    root = tmp_path / "repo"
+    write(root, "a.py", "leak()\n")
+    write(root, "sub/a.py", "leak()\n")
+    table = '[tool.memlint]\nper-file-ignores = {"/a.py" = ["MEM901"]}\n'
+    (root / "pyproject.toml").write_text(table, encoding="utf-8")
+    (root / "sub" / "pyproject.toml").write_text(table, encoding="utf-8")
+    first = run_cli(capsys, root, "--cache-dir", str(cache_dir), ".")
+    assert first.lines[0] == "sub/a.py:1:1: MEM901 leak() called"
+    # Rooted at sub/, its a.py is the ignored one: a result cached under the other root
+    # must not be served.
+    second = run_cli(capsys, root, "--cache-dir", str(cache_dir),
+                     "--config", "sub/pyproject.toml", "sub")
+    assert second.rc == 0, second.lines
