@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memlint.cache import Entry, ResultCache
+from memlint.cache import Entry, ResultCache, prune_missing
 from memlint.diagnostics import Diagnostic
 from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
@@ -239,6 +239,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
         if cache.project != state:
             cache.project = state
             cache.dirty = True
+        prune_missing(cache, keys)
     if pool is None:
         work.close()
     warning = (cache.save() if cache is not None else None) or store.save()

@@ -180,3 +180,14 @@ def test_cached_results_are_kept_per_project_root(
     second = run_cli(capsys, root, "--cache-dir", str(cache_dir),
                      "--config", "sub/pyproject.toml", "sub")
     assert second.rc == 0, second.lines
+
+
+def test_entries_of_deleted_files_are_pruned(project: Path, cache_dir: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    lint(capsys, project, cache_dir)
+    (path,) = cache_files(cache_dir)
+    assert any(k.endswith("b.py") for k in json.loads(path.read_text("utf-8"))["files"])
+    (project / "b.py").unlink()
+    lint(capsys, project, cache_dir)
+    files = json.loads(path.read_text("utf-8"))["files"]
+    assert not any(k.endswith("b.py") for k in files) and any(k.endswith("a.py") for k in files)
