@@ -23,15 +23,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
+# ruff's default excludes, plus build output and caches.
 DEFAULT_EXCLUDE: tuple[str, ...] = (
-    ".git",
-    ".venv",
-    "venv",
-    "build",
-    "dist",
-    ".tox",
-    "__pycache__",
-    "node_modules",
+    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints",
+    ".memlint_cache", ".mypy_cache", ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype",
+    ".ruff_cache", ".svn", ".tox", ".venv", ".vscode", "__pycache__", "__pypackages__",
+    "_build", "buck-out", "build", "dist", "node_modules", "site-packages", "venv",
 )
 
 LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")

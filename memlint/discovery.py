@@ -9,6 +9,7 @@ prune whole directories. Explicitly named files are linted even when excluded, u
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -47,12 +48,38 @@ def _git_root(start: Path) -> Path | None:
     return None
 
 
+def _global_excludes_file() -> Path | None:
+    """git's ``core.excludesFile`` from the user's configuration, else its default path.
+
+    Read from the config files directly (the common ``[core] excludesFile = PATH`` form):
+    starting ``git`` for one setting would cost more than the rest of a small run.
+    """
+    home = Path(os.path.expanduser("~"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    for config in (xdg / "git" / "config", home / ".gitconfig"):
+        try:
+            text = config.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        section = ""
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line.startswith("["):
+                section = line.strip("[]").strip().lower()
+            elif section == "core" and "=" in line:
+                key, _, value = line.partition("=")
+                if key.strip().lower() == "excludesfile":
+                    return Path(os.path.expanduser(value.strip().strip('"')))
+    return xdg / "git" / "ignore"
+
+
 class GitignoreRules:
     """The ``.gitignore`` files that apply to a path, loaded once per directory."""
 
     def __init__(self) -> None:
         self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
         self._roots: dict[Path, Path] = {}
+        self._repo_specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
 
     def _spec(self, directory: Path) -> pathspec.GitIgnoreSpec | None:
         if directory not in self._specs:
@@ -71,10 +98,33 @@ class GitignoreRules:
             self._roots[directory] = _git_root(directory) or directory
         return self._roots[directory]
 
+    def _repository_spec(self, top: Path) -> pathspec.GitIgnoreSpec | None:
+        """The repository's own ``.git/info/exclude`` and the user's global excludes file
+        (``core.excludesFile``, else ``$XDG_CONFIG_HOME/git/ignore``), as git reads them:
+        below every ``.gitignore`` in precedence."""
+        if top in self._repo_specs:
+            return self._repo_specs[top]
+        lines: list[str] = []
+        if (top / ".git").exists():
+            for source in (_global_excludes_file(), top / ".git" / "info" / "exclude"):
+                if source is None:
+                    continue
+                with contextlib.suppress(OSError, UnicodeDecodeError):
+                    lines += source.read_text(encoding="utf-8").splitlines()
+        spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        self._repo_specs[top] = spec
+        return spec
+
     def ignored(self, path: Path, is_dir: bool, top: Path) -> bool:
         """Deeper ``.gitignore`` files override shallower ones, as git resolves them."""
         chain = [path.parent, *path.parent.parents]
         verdict = False
+        base = self._repository_spec(top)
+        if base is not None and (path == top or top in path.parents):
+            rel = path.relative_to(top).as_posix() + ("/" if is_dir else "")
+            result = base.check_file(rel)
+            if result.include is not None:
+                verdict = result.include
         for directory in reversed(chain):
             if directory != top and top not in directory.parents:
                 continue

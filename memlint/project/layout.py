@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-# Folders never searched for a package's modules (the discovery defaults, plus data).
-_SKIP_DIRS = frozenset({
-    ".git", ".venv", "venv", "build", "dist", ".tox", "__pycache__", "node_modules",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".memlint_cache", "site-packages",
-})
+from memlint.config import DEFAULT_EXCLUDE
+
+# Folders never searched for a package's modules: the discovery defaults.
+_SKIP_DIRS = frozenset(DEFAULT_EXCLUDE)
 # A package too large to index for a one-file run is indexed no further than this.
 MAX_PACKAGE_FILES = 5000
 

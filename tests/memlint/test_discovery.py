@@ -92,3 +92,26 @@ def test_force_exclude_in_cli_for_pre_commit(tmp_path: Path,
     assert run_cli(capsys, tmp_path, "--no-cache", "vendored/lib.py").rc == 1
     run = run_cli(capsys, tmp_path, "--no-cache", "--force-exclude", "vendored/lib.py")
     assert (run.rc, run.out) == (0, "All checks passed.\n")
+
+
+def test_git_info_exclude_and_global_excludes_file_are_honoured(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memlint.config import DEFAULT_EXCLUDE
+    from memlint.discovery import discover
+
+    repo = tmp_path / "repo"
+    (repo / ".git" / "info").mkdir(parents=True)
+    (repo / ".git" / "info" / "exclude").write_text("local_scratch.py\n", encoding="utf-8")
+    home = tmp_path / "home"
+    (home / "cfg").mkdir(parents=True)
+    (home / ".gitconfig").write_text(
+        f"[core]\n\texcludesFile = {home / 'cfg' / 'ignore'}\n", encoding="utf-8")
+    (home / "cfg" / "ignore").write_text("*_personal.py\n", encoding="utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    for name in ("train.py", "local_scratch.py", "notes_personal.py",
+                 ".ipynb_checkpoints/train-checkpoint.py", "_build/gen.py", ".nox/x.py"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text("x = 1\n", encoding="utf-8")
+    found = discover([repo], root=repo, exclude=DEFAULT_EXCLUDE)
+    assert [p.name for p in found.files] == ["train.py"]
