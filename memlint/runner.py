@@ -23,7 +23,7 @@ from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
 
     from memlint.config import Settings
     from memlint.project.store import SummaryStore
@@ -82,11 +82,11 @@ def _stat(path: Path) -> os.stat_result | None:
         return None
 
 
-def _state(paths: Iterable[str], stats: dict[str, os.stat_result | None]) -> str:
+def _state(stats: dict[str, os.stat_result | None]) -> str:
     """What the project model read, as of this run: every path with its size and mtime."""
     material = "\n".join(
         f"{p}\0{s.st_size}\0{s.st_mtime_ns}" if (s := stats[p]) is not None else f"{p}\0-"
-        for p in sorted(paths))
+        for p in sorted(stats))
     return hashlib.blake2b(material.encode("utf-8", "surrogateescape"),
                            digest_size=16).hexdigest()
 
@@ -105,7 +105,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     extra = [str(p) for p in context if str(p) not in linted]
     stats = {key: _stat(Path(key)) for key in [*keys, *extra]}
     displays = {key: display_path(Path(key), here) for key in keys}
-    state = _state(stats, stats)
+    state = _state(stats)
     fresh: dict[str, Entry] = {}
     if cache is not None:
         for key in keys:
@@ -124,7 +124,6 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     work = pool or Pool()
     results: dict[str, FileResult] = {}
     active: dict[str, tuple[str, ...]] = {}
-    digests: dict[str, str] = {}
     summaries: dict[str, ModuleSummary] = {}
 
     def keep_summary(key: str, digest: str | None) -> bool:
@@ -144,7 +143,6 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
                 store.summaries[digest] is None):
             digest = None  # linted now, but stored without a summary: scan it again
         if entry is not None and keep_summary(key, digest):
-            digests[key] = entry.digest
             if entry.active is None:
                 results[key] = FileResult(displays[key], list(entry.for_path(displays[key])),
                                           entry.skipped, entry.digest)
@@ -168,7 +166,6 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
             store.put(key, stats.get(key), result.digest, summary)
             if summary is not None:
                 summaries[key] = summary
-            digests[key] = result.digest
         if key not in linted:
             continue
         if result.active is None:

@@ -455,7 +455,6 @@ class EvalWithoutNoGrad(Rule):
                 return False
         return False
 
-
     def _region_of(self, call: cst.Call) -> Region | None:
         """The evaluation region ``call`` runs in: its eval-named function, else an eval block."""
         tree = self.context.analysis.tree
