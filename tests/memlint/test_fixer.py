@@ -338,3 +338,38 @@ def test_fix_keeps_the_owner(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     _fix(path, capsys)
     assert b"torch.amp.GradScaler" in path.read_bytes()
     assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4321)
+
+
+# -- fixes keep every comment, and leave no dangling comma or blank line ------------------
+
+ZERO_GRAD = "import torch\ndef f(opt, loader, model):\n    for x in loader:\n{call}\n"
+
+
+@pytest.mark.parametrize(("call", "fixed"), [
+    ("        opt.zero_grad(\n            set_to_none=False,  # keep grads allocated\n        )",
+     "        opt.zero_grad(\n            # keep grads allocated\n        )"),
+    ("        opt.zero_grad(set_to_none=False  # why\n        )",
+     "        opt.zero_grad(  # why\n        )"),
+    ("        opt.zero_grad(\n            # reason\n            set_to_none=False\n        )",
+     "        opt.zero_grad(\n            # reason\n        )"),
+    ("        opt.zero_grad(\n            set_to_none=False,\n        )",
+     "        opt.zero_grad()"),
+])
+def test_mem009_fix_keeps_comments(call: str, fixed: str) -> None:
+    result = fix_source("t.py", ZERO_GRAD.format(call=call).encode(), all_rules(), unsafe=True)
+    assert result.fixed.decode() == ZERO_GRAD.format(call=fixed)
+
+
+@pytest.mark.parametrize(("source", "fixed"), [
+    ("state = torch.load(\n    path  # the checkpoint\n)\n",
+     'state = torch.load(\n    path,  # the checkpoint\n    map_location="cpu"\n)\n'),
+    ("state = torch.load(\n    path,  # the checkpoint\n)\n",
+     'state = torch.load(\n    path,  # the checkpoint\n    map_location="cpu",\n)\n'),
+    ("mask = torch.zeros(\n    n,  # rows\n    n  # cols\n).cuda()\n",
+     'mask = torch.zeros(\n    n,  # rows\n    n,  # cols\n    device="cuda"\n)\n'),
+    ("mask = torch.zeros(\n    n,\n    n,  # cols\n).cuda()\n",
+     'mask = torch.zeros(\n    n,\n    n,  # cols\n    device="cuda",\n)\n'),
+])
+def test_appended_arguments_keep_comments_with_their_argument(source: str, fixed: str) -> None:
+    result = fix_source("t.py", ("import torch\n" + source).encode(), all_rules(), unsafe=True)
+    assert result.fixed.decode() == "import torch\n" + fixed
