@@ -39,6 +39,8 @@ class Diagnostic:
     fix: FixSafety | None = None
     # The line of the enclosing statement's start, so a noqa comment there also applies.
     statement_line: int | None = field(default=None, compare=False)
+    # Set by --fix/--diff when the fix this diagnostic offers could not be made: why.
+    fix_problem: str | None = field(default=None, compare=False)
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.code)
@@ -53,7 +55,11 @@ class Diagnostic:
             "code": self.code,
             "name": self.name,
             "message": self.message,
-            "fix": None if self.fix is None else {"applicability": self.fix.value},
+            "fix": None if self.fix is None else {
+                "applicability": self.fix.value,
+                **({} if self.fix_problem is None
+                   else {"applied": False, "problem": self.fix_problem}),
+            },
         }
 
     @classmethod

@@ -11,17 +11,21 @@ it while memlint was working.
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 import os
+import re
 import stat
+import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 
 from memlint.config import Settings
 from memlint.context import FileContext
@@ -34,10 +38,12 @@ from memlint.rules.spec import RuleSpec, as_specs
 from memlint.runner import RunResult, display_path, root_relative
 from memlint.suppression import index_for
 
+if TYPE_CHECKING:
+    from memlint.project.view import ModuleView
+
 # Enough for fixes that uncover further fixes; a rule whose fix keeps re-firing stops here.
 MAX_PASSES = 10
 
-NodeT = TypeVar("NodeT", bound=cst.CSTNode)
 Pair = tuple[Finding, Diagnostic]
 # Decides which findings of a file stand; by default, what a lint run would report.
 FindingFilter = Callable[[FileContext, list[Pair]], list[Pair]]
@@ -69,28 +75,15 @@ class FixResult:
     fixed: bytes
     applied: int = 0
     remaining: list[Diagnostic] = field(default_factory=list)
-    # Why fixing stopped early (a fix that would not parse, an internal error), if it did.
+    # Why fixing stopped early (an internal error), if it did.
     problem: str | None = None
+    # Diagnostics whose fix could not be made, each with the reason (``fix_problem``).
+    failed: list[Diagnostic] = field(default_factory=list)
     encoding: str = "utf-8"
 
     @property
     def changed(self) -> bool:
         return self.fixed != self.original
-
-
-class _ApplyReplacements(cst.CSTTransformer):
-    def __init__(self, replacements: Mapping[cst.CSTNode, cst.CSTNode | cst.RemovalSentinel]):
-        super().__init__()
-        self.replacements = replacements
-
-    def on_leave(
-        self, original_node: NodeT, updated_node: NodeT
-    ) -> NodeT | cst.RemovalSentinel | cst.FlattenSentinel[NodeT]:
-        replacement = self.replacements.get(original_node)
-        if replacement is None:
-            return updated_node
-        # A rule's replacement stands where the original stood; libcst checks the type.
-        return cast(NodeT, replacement)
 
 
 def allowed(fix: Fix, unsafe: bool) -> bool:
@@ -127,18 +120,206 @@ def _compiles(source: bytes) -> bool:
         warnings.simplefilter("ignore", SyntaxWarning)
         try:
             ast.parse(source)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return False
     return True
 
 
-def _still_valid(original: bytes, candidate: bytes) -> bool:
-    """The candidate parses with libcst, and with CPython too if the original did."""
+def _parses(source: bytes) -> bool:
     try:
-        parse(candidate)
+        parse(source)
     except Exception:  # any failure means the fix broke the file
         return False
-    return _compiles(candidate) or not _compiles(original)
+    return True
+
+
+NOT_LOCATED = "the code to replace could not be located in the file"
+
+
+def _not_compiling() -> str:
+    return (f"the fixed code would not compile under Python "
+            f"{sys.version_info.major}.{sys.version_info.minor}")
+
+
+@dataclass(frozen=False)
+class _SpanRecorder(CodegenState):
+    """Renders a module as libcst does, noting where the wanted nodes' code starts and ends
+    and the indentation in force there (what a multi-line replacement must continue with)."""
+
+    wanted: frozenset[cst.CSTNode] = frozenset()
+    position: int = 0
+    spans: dict[cst.CSTNode, tuple[int, int, tuple[str, ...]]] = field(default_factory=dict)
+    starts: list[int] = field(default_factory=list)
+
+    def add_indent_tokens(self) -> None:
+        super().add_indent_tokens()
+        self.position += sum(len(t) for t in self.indent_tokens)
+
+    def add_token(self, value: str) -> None:
+        super().add_token(value)
+        self.position += len(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self.starts.append(self.position)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self.starts.pop()
+        if node in self.wanted and node not in self.spans:
+            self.spans[node] = (start, self.position, tuple(self.indent_tokens))
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class _LineMap:
+    """Offsets in libcst's rendering of a module to offsets in the file's own text.
+
+    libcst does not reproduce every file byte for byte (a form feed in an indentation, the
+    last carriage return of a CR-only file), so edits are made on the file's text, not on a
+    regenerated module: where a line differs only in its indentation, columns shift by the
+    difference; anything else cannot be mapped.
+    """
+
+    def __init__(self, rendered: str, original: str) -> None:
+        self.rendered, self.original = rendered, original
+        self.r_starts = self._starts(rendered)
+        self.o_starts = self._starts(original)
+
+    @staticmethod
+    def _starts(text: str) -> list[int]:
+        return [0, *(m.end() for m in _NEWLINE.finditer(text))]
+
+    @staticmethod
+    def _content(text: str, starts: list[int], line: int) -> str:
+        end = starts[line + 1] if line + 1 < len(starts) else len(text)
+        return text[starts[line]:end].rstrip("\r\n")
+
+    def map(self, offset: int) -> int | None:
+        line = bisect.bisect_right(self.r_starts, offset) - 1
+        if line >= len(self.o_starts):
+            return len(self.original) if offset == len(self.rendered) else None
+        col = offset - self.r_starts[line]
+        r_line = self._content(self.rendered, self.r_starts, line)
+        o_line = self._content(self.original, self.o_starts, line)
+        r_lead = len(r_line) - len(r_line.lstrip(" \t\f"))
+        o_lead = len(o_line) - len(o_line.lstrip(" \t\f"))
+        if r_line == o_line:
+            return self.o_starts[line] + col
+        if r_line[r_lead:] != o_line[o_lead:]:
+            return None
+        if col == 0:
+            return self.o_starts[line]
+        if col < r_lead:
+            return None
+        return self.o_starts[line] + o_lead + col - r_lead
+
+
+Edit = tuple[int, int, str]
+
+
+def _fix_edits(module: cst.Module, text: str, fixes: Sequence[Fix]) -> list[list[Edit] | str]:
+    """Each fix as text edits on the file's own text, or why it cannot be made.
+
+    A node's replacement is rendered with the indentation in force where the node stands, and
+    the node's own code must be found, unchanged, where its position says it is.
+    """
+    wanted = frozenset(n for fix in fixes for n in fix.replacements)
+    state = _SpanRecorder(default_indent=module.default_indent,
+                          default_newline=module.default_newline, wanted=wanted)
+    module._codegen(state)
+    rendered = "".join(state.tokens)
+    lines = _LineMap(rendered, text)
+    out: list[list[Edit] | str] = []
+    for fix in fixes:
+        edits: list[Edit] = []
+        for node, replacement in fix.replacements.items():
+            span = state.spans.get(node)
+            if span is None:
+                break
+            r_start, r_end, indents = span
+            start, end = lines.map(r_start), lines.map(r_end)
+            if start is None or end is None or text[start:end] != rendered[r_start:r_end]:
+                break
+            if isinstance(replacement, cst.RemovalSentinel):
+                edits.append((start, end, ""))
+                continue
+            render = CodegenState(default_indent=module.default_indent,
+                                  default_newline=module.default_newline,
+                                  indent_tokens=[t.replace("\f", "") for t in indents])
+            replacement._codegen(render)
+            edits.append((start, end, "".join(render.tokens)))
+        else:
+            out.append(edits)
+            continue
+        out.append(NOT_LOCATED)
+    return out
+
+
+def _splice(text: str, edits: Sequence[Edit]) -> str:
+    pieces: list[str] = []
+    cursor = 0
+    for start, end, new in sorted(edits):
+        pieces += [text[cursor:start], new]
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def _apply_verified(module: cst.Module, current: bytes, original: bytes,
+                    fixes: Sequence[Fix]) -> tuple[bytes, list[Fix], dict[int, str]]:
+    """The fixes that can be made and keep the file valid, applied together; the others,
+    by index, with the reason. One fix that would break the file costs no other fix.
+
+    A fix is kept when the result parses, and compiles under the running Python whenever
+    the file did before (a fix must not turn a working file into one that cannot run).
+    """
+    try:
+        text = current.decode(module.encoding)
+    except (LookupError, UnicodeDecodeError):
+        return current, [], dict.fromkeys(range(len(fixes)), NOT_LOCATED)
+    bom = ""
+    if text.startswith("\ufeff") and not module.code.startswith("\ufeff"):
+        bom, text = "\ufeff", text[1:]
+    failed: dict[int, str] = {}
+    ready: list[tuple[int, list[Edit]]] = []
+    for index, edits in enumerate(_fix_edits(module, text, fixes)):
+        if isinstance(edits, str):
+            failed[index] = edits
+            continue
+        try:
+            for _, _, new in edits:
+                new.encode(module.encoding)
+        except UnicodeEncodeError:
+            failed[index] = f"the fix cannot be written in the file's encoding ({module.encoding})"
+            continue
+        ready.append((index, edits))
+    must_compile = _compiles(original)
+
+    def build(chosen: Sequence[tuple[int, list[Edit]]]) -> bytes:
+        edits = [e for _, fix_edits in chosen for e in fix_edits]
+        return (bom + _splice(text, edits)).encode(module.encoding)
+
+    def problem(candidate: bytes) -> str | None:
+        if not _parses(candidate):
+            return "the fixed code would not parse"
+        if must_compile and not _compiles(candidate):
+            return _not_compiling()
+        return None
+
+    candidate = build(ready)
+    if ready and problem(candidate) is not None:
+        # Some fix breaks the file: keep the fixes one by one, each checked with the ones
+        # kept before it.
+        kept: list[tuple[int, list[Edit]]] = []
+        for item in ready:
+            reason = problem(build([*kept, item]))
+            if reason is None:
+                kept.append(item)
+            else:
+                failed[item[0]] = reason
+        ready = kept
+        candidate = build(ready)
+    return candidate, [fixes[i] for i, _ in ready], failed
 
 
 def fix_source(
@@ -148,8 +329,13 @@ def fix_source(
     *,
     unsafe: bool = False,
     keep: FindingFilter = standing_findings,
+    project: ModuleView | None = None,
 ) -> FixResult:
-    """Fix ``source`` in memory; the result says what changed and which diagnostics remain."""
+    """Fix ``source`` in memory; the result says what changed and which diagnostics remain.
+
+    Every fix is an edit of the file's own text, so bytes outside the fixed code never
+    change; a fix that cannot be made is reported on its diagnostic and skipped alone.
+    """
     result = FixResult(path=path, original=source, fixed=source)
     current = source
     for pass_number in range(MAX_PASSES + 1):
@@ -159,32 +345,36 @@ def fix_source(
         try:
             module = parse(current)
             result.encoding = module.encoding
-            context = FileContext(path=path, source=module.code, module=module)
+            context = FileContext(path=path, source=module.code, module=module,
+                                  project=project)
             findings, diagnostics = lint_module(context, active)
             pairs = keep(context, list(zip(findings, diagnostics, strict=True)))
         except Exception:  # lint_source reports it as MEM999/MEM997
-            result.remaining = lint_source(path, current, rules)
+            result.remaining = lint_source(path, current, rules, project)
             return result
-        fixes = [f.fix for f, _ in pairs if f.fix is not None and allowed(f.fix, unsafe)]
-        if not fixes or pass_number == MAX_PASSES:
+        offered = [(f.fix, d) for f, d in pairs if f.fix is not None and allowed(f.fix, unsafe)]
+        if not offered or pass_number == MAX_PASSES:
             result.remaining = sorted((d for _, d in pairs), key=Diagnostic.sort_key)
             return result
-        chosen = non_overlapping(context, fixes)
-        replacements: dict[cst.CSTNode, cst.CSTNode | cst.RemovalSentinel] = {}
-        for fix in chosen:
-            replacements.update(fix.replacements)
+        chosen = non_overlapping(context, [fix for fix, _ in offered])
         try:
-            candidate = module.visit(_ApplyReplacements(replacements)).bytes
+            candidate, applied, failed = _apply_verified(module, current, source, chosen)
         except Exception as exc:  # a broken fix must not lose the file
-            candidate, result.problem = current, f"a fix could not be applied: {exc}"
-        if candidate != current and not _still_valid(source, candidate):
-            candidate, result.problem = current, "a fix produced code that does not parse"
-        if candidate == current:
-            result.remaining = sorted((d for _, d in pairs), key=Diagnostic.sort_key)
+            candidate, applied, failed = current, [], {}
+            result.problem = f"a fix could not be applied: {type(exc).__name__}: {exc}"
+        by_fix = {id(fix): d for fix, d in offered}
+        problems = {id(by_fix[id(chosen[i])]): reason for i, reason in failed.items()}
+        result.failed = sorted((replace(d, fix_problem=problems[id(d)])
+                                for _, d in pairs if id(d) in problems),
+                               key=Diagnostic.sort_key)
+        if not applied or candidate == current:
+            result.remaining = sorted(
+                (replace(d, fix_problem=problems[id(d)]) if id(d) in problems else d
+                 for _, d in pairs), key=Diagnostic.sort_key)
             return result
         current = candidate
         result.fixed = current
-        result.applied += len(chosen)
+        result.applied += len(applied)
     return result  # pragma: no cover - the loop always returns
 
 

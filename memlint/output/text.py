@@ -21,7 +21,8 @@ def printable(path: str) -> str:
 
 
 def line(d: Diagnostic) -> str:
-    return f"{printable(d.path)}:{d.line}:{d.column}: {d.code} {d.message}"
+    note = "" if d.fix_problem is None else f" (fix not applied: {d.fix_problem})"
+    return f"{printable(d.path)}:{d.line}:{d.column}: {d.code} {d.message}{note}"
 
 
 def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import sys
 import textwrap
 from pathlib import Path
 
@@ -285,9 +287,11 @@ def test_fix_that_breaks_the_file_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"target = 1\n")
     result = fix_file(path, [_BreaksCode])
     assert not result.changed
-    assert result.problem == "a fix produced code that does not parse"
+    assert [(d.code, d.fix_problem) for d in result.failed] == [
+        ("MEM900", "the fixed code would not parse")]
     assert path.read_bytes() == b"target = 1\n"
-    assert [d.code for d in result.remaining] == ["MEM900"]
+    assert [(d.code, d.fix_problem) for d in result.remaining] == [
+        ("MEM900", "the fixed code would not parse")]
 
 
 # -- what --fix keeps of the user's file --------------------------------------------------
@@ -373,3 +377,53 @@ def test_mem009_fix_keeps_comments(call: str, fixed: str) -> None:
 def test_appended_arguments_keep_comments_with_their_argument(source: str, fixed: str) -> None:
     result = fix_source("t.py", ("import torch\n" + source).encode(), all_rules(), unsafe=True)
     assert result.fixed.decode() == "import torch\n" + fixed
+
+
+# -- fixes are edits of the file's own text ----------------------------------------------
+
+@pytest.mark.parametrize(("source", "fixed"), [
+    # A form feed in one line's indentation stays on that line, and nowhere else.
+    (b"import torch\ndef f():\n    a = 1\n\x0c    state = torch.load(p)\n    b = 2\n",
+     b'import torch\ndef f():\n    a = 1\n\x0c    state = torch.load(p, map_location="cpu")\n'
+     b"    b = 2\n"),
+    (b"import torch\ndef f():\n\x0c    a = torch.load(p)\n    b = torch.load(\n        q)\n",
+     b'import torch\ndef f():\n\x0c    a = torch.load(p, map_location="cpu")\n'
+     b'    b = torch.load(\n        q,\n        map_location="cpu")\n'),
+    # A file with old-Mac line endings keeps its final CR.
+    (b"import torch\rstate = torch.load(p)\rx = 1\r",
+     b'import torch\rstate = torch.load(p, map_location="cpu")\rx = 1\r'),
+    # A UTF-8 byte order mark stays.
+    (b"\xef\xbb\xbfimport torch\nstate = torch.load(p)\n",
+     b'\xef\xbb\xbfimport torch\nstate = torch.load(p, map_location="cpu")\n'),
+])
+def test_bytes_outside_the_fixed_code_never_change(source: bytes, fixed: bytes) -> None:
+    result = fix_source("t.py", source, all_rules(), unsafe=True)
+    assert result.fixed == fixed
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12 accepts nested quotes")
+def test_a_fix_that_would_not_compile_costs_no_other_fix() -> None:
+    source = (b'import torch\nprint(f"{torch.zeros(3).cuda()}")\n'
+              b"state = torch.load(p)\n")
+    result = fix_source("t.py", source, all_rules(), unsafe=True)
+    assert result.fixed == (b'import torch\nprint(f"{torch.zeros(3).cuda()}")\n'
+                            b'state = torch.load(p, map_location="cpu")\n')
+    assert [(d.code, d.line, d.fix_problem) for d in result.failed] == [
+        ("MEM010", 2, "the fixed code would not compile under Python 3.11")]
+
+
+def test_cli_marks_a_fix_that_could_not_be_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "a.py"
+    path.write_bytes(b"target = 1\n")
+    capsys.readouterr()
+    assert main(["--isolated", "--no-cache", "--fix", "--output-format", "json", str(path)],
+                rules=[_BreaksCode]) == 1
+    captured = capsys.readouterr()
+    [finding] = json.loads(captured.out)
+    assert finding["fix"] == {"applicability": "safe", "applied": False,
+                              "problem": "the fixed code would not parse"}
+    assert main(["--isolated", "--no-cache", "--fix", str(path)], rules=[_BreaksCode]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith(
+        "MEM900 rename (fix not applied: the fixed code would not parse)")
