@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import memlint
 from memlint.output import FORMATS
-from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
+from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, PoolError
 
 # Everything else is imported inside the functions, after the first worker process has been
 # forked (see memlint.pool): a one-file pre-commit run then imports libcst in parallel.
@@ -232,6 +232,12 @@ def _emit(text: str, output_file: Path | None) -> None:
 
 def check(argv: Sequence[str], rules: Rules | None = None) -> int:
     args = check_parser().parse_args(list(argv))
+    try:
+        os.getcwd()
+    except OSError:
+        # Relative paths, the project root and the cache all start from here.
+        raise UsageError("the current directory no longer exists (deleted?); "
+                         "cd into the project again") from None
     pool = Pool.start()
     try:
         return _check(args, rules, pool)
@@ -280,7 +286,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         from memlint.fixer import apply_fixes
 
         fixed = apply_fixes(found.files, result, settings, known, unsafe=args.unsafe_fixes,
-                            write=not args.diff)
+                            write=not args.diff, pool=pool, jobs=args.jobs or default_jobs(),
+                            file_timeout=args.file_timeout)
         for warning in fixed.warnings:
             _warn(warning, args.quiet)
         if args.diff:
@@ -302,7 +309,7 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
                 print(f"memlint: fixed {fixed.applied} problem(s) in {len(fixed.changed)} "
                       "file(s)", file=sys.stderr)
             result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
-                                cache=cache, file_timeout=args.file_timeout,
+                                cache=cache, file_timeout=args.file_timeout, pool=pool,
                                 context=context)
     for file in result.files:
         if file.skipped:
@@ -310,6 +317,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     if result.cache_warning:
         _warn(result.cache_warning, args.quiet)
     diagnostics = result.diagnostics
+    if args.fix:
+        diagnostics = fixed.mark(diagnostics)
     if args.statistics:
         from memlint.output.json_format import render_statistics as json_statistics
         from memlint.output.text import render_statistics as text_statistics
@@ -381,7 +390,7 @@ def main(argv: Sequence[str] | None = None, *, rules: Rules | None = None) -> in
         if args and args[0] == "check":
             args = args[1:]
         return check(args, rules)
-    except UsageError as exc:
+    except (UsageError, PoolError) as exc:
         print(f"memlint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except SystemExit as exc:  # --help and --version

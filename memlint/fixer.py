@@ -35,6 +35,8 @@ from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Fix, Rule
 from memlint.rules.mem998_unused_noqa import resolve_unused_findings
 from memlint.rules.spec import RuleSpec, as_specs
+from memlint.filecheck import FileResult, Task
+from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
 from memlint.runner import RunResult, display_path, root_relative
 from memlint.suppression import index_for
 
@@ -488,6 +490,14 @@ class FixRun:
     def diff(self) -> str:
         return "".join(unified_diff(r) for r in self.changed)
 
+    def mark(self, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
+        """The diagnostics, those whose fix could not be made saying why."""
+        problems = {(d.path, d.line, d.column, d.code): d.fix_problem
+                    for r in self.results for d in r.failed}
+        return [replace(d, fix_problem=problems[key])
+                if (key := (d.path, d.line, d.column, d.code)) in problems else d
+                for d in diagnostics]
+
 
 def apply_fixes(
     files: Sequence[Path],
@@ -498,17 +508,21 @@ def apply_fixes(
     unsafe: bool,
     write: bool,
     cwd: Path | None = None,
+    pool: Pool | None = None,
+    jobs: int = 1,
+    file_timeout: float | None = DEFAULT_FILE_TIMEOUT,
 ) -> FixRun:
     """Fix the files whose lint results offer an applicable fix.
 
-    Only those files are parsed again, in this process: the lint run, which isolates
-    crashes in worker processes, has already shown that they parse. Each file gets the
-    rules enabled for it, per-file ignores included.
+    The fixes are computed in worker processes, in parallel and under ``--file-timeout``,
+    as linting is: a file that crashes the parser costs that file, never the run. This
+    process only writes the results, each file atomically and only if it is unchanged.
+    Each file gets the rules enabled for it, per-file ignores included.
     """
     here = cwd or Path.cwd()
     by_display = {display_path(path, here): path for path in files}
-    enabled = [spec.load() for spec in as_specs(rules) if spec.code in settings.enabled]
-    run = FixRun()
+    specs = [spec for spec in as_specs(rules) if spec.code in settings.enabled]
+    tasks: dict[str, Task] = {}
     for file in lint.files:
         if not any(d.fix is not None and (d.fix is FixSafety.SAFE or unsafe)
                    for d in file.diagnostics):
@@ -517,14 +531,36 @@ def apply_fixes(
         if path is None:
             continue
         ignored = settings.ignored_for(root_relative(path, settings.root))
-        active = [rule for rule in enabled if rule.code not in ignored]
-        try:
-            result = fix_file(path, active, unsafe=unsafe, write=write)
-        except (OSError, FileChangedError) as exc:
-            run.warnings.append(f"{file.path}: not fixed: {exc}")
+        tasks[file.path] = Task(str(path), file.path, ignored, phase="fix", unsafe=unsafe)
+    run = FixRun()
+    work = pool or Pool()
+    try:
+        outcomes = list(work.run(list(tasks.values()), specs, jobs, file_timeout,
+                                 lambda task, why: FileResult(task.display, skipped=why),
+                                 keep=pool is not None))
+    finally:
+        if pool is None:
+            work.close()
+    order = {display: i for i, display in enumerate(tasks)}
+    for outcome in sorted(outcomes, key=lambda o: order[o.path]):
+        result = outcome.fix
+        if result is None:
+            reason = outcome.skipped or (outcome.diagnostics[0].message
+                                         if outcome.diagnostics else "unknown failure")
+            run.warnings.append(f"{outcome.path}: not fixed: {reason}")
             continue
-        result.path = file.path
+        if write and result.changed:
+            try:
+                write_if_unchanged(Path(tasks[outcome.path].path), result.original,
+                                   result.fixed)
+            except (OSError, FileChangedError) as exc:
+                reason = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
+                run.warnings.append(f"{outcome.path}: not fixed: {reason}")
+                continue
         if result.problem is not None:
-            run.warnings.append(f"{file.path}: {result.problem}")
+            run.warnings.append(f"{outcome.path}: {result.problem}")
+        if not write:
+            run.warnings += [f"{d.path}:{d.line}:{d.column}: {d.code} fix not applied: "
+                             f"{d.fix_problem}" for d in result.failed]
         run.results.append(result)
     return run
