@@ -219,13 +219,23 @@ def _warn(message: str, quiet: bool) -> None:
         print(f"memlint: warning: {message}", file=sys.stderr)
 
 
-def _emit(text: str, output_file: Path | None) -> None:
+def _emit(text: str | bytes, output_file: Path | None) -> None:
+    """Write the report; ``bytes`` (a diff, in the files' own encodings) are written as is."""
     if output_file is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        if isinstance(text, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
         return
     try:
-        output_file.write_text(text, encoding="utf-8")
+        # Rendered in full before the file is opened: an error never leaves it empty.
+        if isinstance(text, bytes):
+            output_file.write_bytes(text)
+        else:
+            output_file.write_text(text, encoding="utf-8", errors="backslashreplace")
     except OSError as exc:
         raise UsageError(f"cannot write {output_file}: {exc.strerror or exc}") from None
 

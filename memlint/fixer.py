@@ -380,18 +380,21 @@ def fix_source(
     return result  # pragma: no cover - the loop always returns
 
 
-def unified_diff(result: FixResult) -> str:
-    """The fix as a unified diff, ``a/`` and ``b/`` prefixed like git's."""
-    def lines(data: bytes) -> list[str]:
-        out = data.decode(result.encoding, errors="replace").splitlines(keepends=True)
-        if out and not out[-1].endswith(("\n", "\r")):
-            out[-1] += "\n\\ No newline at end of file\n"
+def unified_diff(result: FixResult) -> bytes:
+    """The fix as a unified diff, ``a/`` and ``b/`` prefixed like git's, in the file's own
+    bytes (as git prints it): a latin-1 file's diff is latin-1, so that ``patch`` and
+    ``git apply`` accept it. Lines end where Python's tokenizer ends them (LF, CRLF, CR)."""
+    def lines(data: bytes) -> list[bytes]:
+        out = data.splitlines(keepends=True)
+        if out and not out[-1].endswith((b"\n", b"\r")):
+            out[-1] += b"\n\\ No newline at end of file\n"
         return out
 
-    return "".join(
-        difflib.unified_diff(
-            lines(result.original), lines(result.fixed),
-            fromfile=f"a/{result.path}", tofile=f"b/{result.path}",
+    name = os.fsencode(result.path)
+    return b"".join(
+        difflib.diff_bytes(
+            difflib.unified_diff, lines(result.original), lines(result.fixed),
+            fromfile=b"a/" + name, tofile=b"b/" + name,
         )
     )
 
@@ -487,8 +490,8 @@ class FixRun:
     def changed(self) -> list[FixResult]:
         return [r for r in self.results if r.changed]
 
-    def diff(self) -> str:
-        return "".join(unified_diff(r) for r in self.changed)
+    def diff(self) -> bytes:
+        return b"".join(unified_diff(r) for r in self.changed)
 
     def mark(self, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
         """The diagnostics, those whose fix could not be made saying why."""

@@ -155,7 +155,7 @@ def test_diff_mode_writes_nothing(tmp_path: Path) -> None:
     path.write_bytes(AMP)
     result = fix_file(path, [DeprecatedAmpApi], write=False)
     assert path.read_bytes() == AMP
-    diff = unified_diff(result)
+    diff = unified_diff(result).decode()
     assert diff.startswith(f"--- a/{path}\n+++ b/{path}\n")
     assert '-scaler = torch.cuda.amp.GradScaler()  # keep me' in diff
     assert '+scaler = torch.amp.GradScaler("cuda")  # keep me' in diff
@@ -427,3 +427,16 @@ def test_cli_marks_a_fix_that_could_not_be_made(
     out = capsys.readouterr().out
     assert out.splitlines()[0].endswith(
         "MEM900 rename (fix not applied: the fixed code would not parse)")
+
+
+def test_diff_of_a_latin1_file_is_in_latin1(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[bytes]) -> None:
+    """As git prints it: the diff carries the file's own bytes, so `patch` applies it."""
+    path = tmp_path / "train.py"
+    path.write_bytes("# -*- coding: latin-1 -*-\nimport torch\nname = 'déjà'  # é\n"
+                     "state = torch.load(p)  # café\n".encode("latin-1"))
+    result = fix_file(path, [LoadWithoutMapLocation], unsafe=True, write=False)
+    diff = unified_diff(result)
+    assert "-state = torch.load(p)  # café\n".encode("latin-1") in diff
+    assert '+state = torch.load(p, map_location="cpu")  # café\n'.encode("latin-1") in diff
+    assert "é".encode() not in diff
