@@ -149,6 +149,14 @@ def _serve(conn: Connection, warm: bool) -> None:
         conn.send(lint_task(task, rules, imports_ready=imports_ready))
 
 
+def timeout_message(seconds: float) -> str:
+    return f"gave up after {seconds:g} s (--file-timeout); the file is too complex to parse"
+
+
+def is_timeout(message: str) -> bool:
+    return message.startswith("gave up after ") and "(--file-timeout)" in message
+
+
 def crash_message(code: int | None) -> str:
     """Why a worker died, as far as its exit status tells."""
     how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
@@ -193,8 +201,7 @@ class _Worker:
         task, self.task = self.task, None
         self.process.kill()
         self.process.join()
-        return failed(task, f"gave up after {seconds:g} s (--file-timeout); "
-                            "the file is too complex to parse")
+        return failed(task, timeout_message(seconds))
 
     def collect(self, failed: Callable[[Task, str], FileResult]) -> tuple[FileResult, bool]:
         """The finished task's result, and whether this worker died producing it."""
