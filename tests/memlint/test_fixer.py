@@ -440,3 +440,19 @@ def test_diff_of_a_latin1_file_is_in_latin1(tmp_path: Path,
     assert "-state = torch.load(p)  # café\n".encode("latin-1") in diff
     assert '+state = torch.load(p, map_location="cpu")  # café\n'.encode("latin-1") in diff
     assert "é".encode() not in diff
+
+
+def test_one_finding_is_one_fix() -> None:
+    """`hist[len(hist)] = loss, out` keeps two graphs in one store: one finding, whose one
+    fix detaches both (the report and the fix agree)."""
+    from memlint.rules.mem001_loss_kept_with_graph import LossKeptWithGraph
+
+    source = (b"import torch\nhist = []\nfor x, y in loader:\n    out = model(x)\n"
+              b"    loss = criterion(out, y)\n    loss.backward()\n"
+              b"    hist[len(hist)] = loss, out\n")
+    found = lint_source("t.py", source, [LossKeptWithGraph])
+    assert [(d.code, d.message.split(" still")[0]) for d in found] == [
+        ("MEM001", "`loss`, `out`")]
+    result = fix_source("t.py", source, [LossKeptWithGraph], unsafe=True)
+    assert result.applied == len(found) == 1
+    assert result.fixed.endswith(b"    hist[len(hist)] = loss.detach(), out.detach()\n")
