@@ -46,14 +46,16 @@ def _column(call: cst.Call) -> cst.SimpleWhitespace:
     return cst.SimpleWhitespace("    ")
 
 
-def merge_gaps(gaps: Sequence[Gap], column: cst.SimpleWhitespace) -> Gap:
+def merge_gaps(gaps: Sequence[Gap], column: cst.SimpleWhitespace, *,
+               closing: bool = False) -> Gap:
     """One gap that stands for several consecutive ones (the tokens between them removed):
     it starts as the first multi-line gap starts, ends as the last one ends (so the next
     token keeps its indentation), and keeps every comment in order; a trailing comment of
-    a later gap moves to a line of its own at ``column``."""
+    a later gap moves to a line of its own at ``column``. On one line, the first gap stays
+    (``f(a, c)``), or the last one where the gap leads to the ``closing`` bracket."""
     lines = [g for g in gaps if isinstance(g, cst.ParenthesizedWhitespace)]
     if not lines:
-        return gaps[-1] if gaps else cst.SimpleWhitespace("")
+        return (gaps[-1] if closing else gaps[0]) if gaps else cst.SimpleWhitespace("")
     empty = list(lines[0].empty_lines)
     for gap in lines[1:]:
         if gap.first_line.comment is not None:
@@ -101,7 +103,7 @@ def append_arg(call: cst.Call, arg: cst.Arg) -> cst.Call:
     *head, last = call.args
     trailing = last.comma
     closing = merge_gaps(_after(last)[1:] if isinstance(trailing, cst.Comma)
-                         else _after(last), _column(call))
+                         else _after(last), _column(call), closing=True)
     separator: Gap = argument_separator(call)
     if has_comment(closing):
         assert isinstance(closing, cst.ParenthesizedWhitespace)
@@ -142,22 +144,23 @@ def remove_arg(call: cst.Call, dropped: cst.Arg) -> cst.Call:
     removed = _after(dropped)
     if index == 0:
         # The gap after the opening bracket absorbs the removed argument's.
-        merged = merge_gaps([call.whitespace_before_args, *removed], column)
         rest = args[1:]
+        merged = merge_gaps([call.whitespace_before_args, *removed], column, closing=not rest)
         if not rest and not has_comment(merged):
             merged = cst.SimpleWhitespace("")
         return call.with_changes(whitespace_before_args=merged, args=rest)
     previous = args[index - 1]
-    assert isinstance(previous.comma, cst.Comma)
-    before = [previous.comma.whitespace_after, previous.whitespace_after_arg]
+    comma = previous.comma
+    assert isinstance(comma, cst.Comma)  # an argument follows it
+    before = [comma.whitespace_after, previous.whitespace_after_arg]
     if index + 1 < len(args) or isinstance(dropped.comma, cst.Comma):
         # The previous comma stays: it leads to the next argument, or is now the trailing one.
-        gap = merge_gaps([*before, *removed], column)
+        gap = merge_gaps([*before, *removed], column, closing=index + 1 == len(args))
         previous = previous.with_changes(
-            comma=previous.comma.with_changes(whitespace_after=gap),
+            comma=comma.with_changes(whitespace_after=gap),
             whitespace_after_arg=cst.SimpleWhitespace(""))
     else:
-        gap = merge_gaps([previous.comma.whitespace_before, *before, *removed], column)
+        gap = merge_gaps([comma.whitespace_before, *before, *removed], column, closing=True)
         previous = previous.with_changes(comma=cst.MaybeSentinel.DEFAULT,
                                          whitespace_after_arg=gap)
     return call.with_changes(args=[*args[:index - 1], previous, *args[index + 1:]])

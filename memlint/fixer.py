@@ -31,12 +31,12 @@ from memlint.config import Settings
 from memlint.context import FileContext
 from memlint.diagnostics import ENGINE_CODES, Diagnostic, FixSafety
 from memlint.engine import lint_module, lint_source, parse
+from memlint.filecheck import FileResult, Task
+from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
 from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Fix, Rule
 from memlint.rules.mem998_unused_noqa import resolve_unused_findings
 from memlint.rules.spec import RuleSpec, as_specs
-from memlint.filecheck import FileResult, Task
-from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
 from memlint.runner import RunResult, display_path, root_relative
 from memlint.suppression import index_for
 

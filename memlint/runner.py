@@ -54,7 +54,8 @@ def _gave_up(result: FileResult) -> bool:
     return len(result.diagnostics) == 1 and is_timeout(result.diagnostics[0].message)
 
 
-_REMEMBERED = " (remembered from an earlier run: a longer --file-timeout, or --no-cache, tries again)"
+_REMEMBERED = (" (remembered from an earlier run: a longer --file-timeout, or --no-cache, "
+               "tries again)")
 
 
 def _remembered(d: Diagnostic) -> Diagnostic:

@@ -456,3 +456,26 @@ def test_one_finding_is_one_fix() -> None:
     result = fix_source("t.py", source, [LossKeptWithGraph], unsafe=True)
     assert result.applied == len(found) == 1
     assert result.fixed.endswith(b"    hist[len(hist)] = loss.detach(), out.detach()\n")
+
+
+@pytest.mark.parametrize(("source", "index", "expected"), [
+    ("f(a, b, c)", 1, "f(a, c)"),
+    ("f(a, b)", 1, "f(a)"),
+    ("f(a, b,)", 1, "f(a,)"),
+    ("f(a, b)", 0, "f(b)"),
+    ("f( a )", 0, "f()"),
+    ("f(\n    a,\n    b,  # bee\n)", 1, "f(\n    a,\n    # bee\n)"),
+    ("f(\n    a,  # ay\n    b\n)", 1, "f(\n    a  # ay\n)"),
+    ("f(a,  # ay\n  b,\n  c)", 1, "f(a,  # ay\n  c)"),
+])
+def test_remove_arg_keeps_comments_and_valid_commas(source: str, index: int,
+                                                    expected: str) -> None:
+    from memlint.edits import remove_arg
+
+    module = cst.parse_module(source + "\n")
+    statement = module.body[0]
+    assert isinstance(statement, cst.SimpleStatementLine)
+    expr = statement.body[0]
+    assert isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
+    call = expr.value
+    assert module.code_for_node(remove_arg(call, call.args[index])) == expected
