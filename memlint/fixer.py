@@ -81,6 +81,8 @@ class FixResult:
     problem: str | None = None
     # Diagnostics whose fix could not be made, each with the reason (``fix_problem``).
     failed: list[Diagnostic] = field(default_factory=list)
+    # Each pass's edits of the text it started from: (start, end, new text), in characters.
+    passes: list[list[tuple[int, int, str]]] = field(default_factory=list)
     encoding: str = "utf-8"
 
     @property
@@ -268,7 +270,7 @@ def _splice(text: str, edits: Sequence[Edit]) -> str:
 
 
 def _apply_verified(module: cst.Module, current: bytes, original: bytes,
-                    fixes: Sequence[Fix]) -> tuple[bytes, list[Fix], dict[int, str]]:
+                    fixes: Sequence[Fix]) -> tuple[bytes, list[Fix], dict[int, str], list[Edit]]:
     """The fixes that can be made and keep the file valid, applied together; the others,
     by index, with the reason. One fix that would break the file costs no other fix.
 
@@ -278,7 +280,7 @@ def _apply_verified(module: cst.Module, current: bytes, original: bytes,
     try:
         text = current.decode(module.encoding)
     except (LookupError, UnicodeDecodeError):
-        return current, [], dict.fromkeys(range(len(fixes)), NOT_LOCATED)
+        return current, [], dict.fromkeys(range(len(fixes)), NOT_LOCATED), []
     bom = ""
     if text.startswith("\ufeff") and not module.code.startswith("\ufeff"):
         bom, text = "\ufeff", text[1:]
@@ -321,7 +323,7 @@ def _apply_verified(module: cst.Module, current: bytes, original: bytes,
                 failed[item[0]] = reason
         ready = kept
         candidate = build(ready)
-    return candidate, [fixes[i] for i, _ in ready], failed
+    return candidate, [fixes[i] for i, _ in ready], failed, [e for _, es in ready for e in es]
 
 
 def fix_source(
@@ -360,9 +362,9 @@ def fix_source(
             return result
         chosen = non_overlapping(context, [fix for fix, _ in offered])
         try:
-            candidate, applied, failed = _apply_verified(module, current, source, chosen)
+            candidate, applied, failed, edits = _apply_verified(module, current, source, chosen)
         except Exception as exc:  # a broken fix must not lose the file
-            candidate, applied, failed = current, [], {}
+            candidate, applied, failed, edits = current, [], {}, []
             result.problem = f"a fix could not be applied: {type(exc).__name__}: {exc}"
         by_fix = {id(fix): d for fix, d in offered}
         problems = {id(by_fix[id(chosen[i])]): reason for i, reason in failed.items()}
@@ -377,6 +379,7 @@ def fix_source(
         current = candidate
         result.fixed = current
         result.applied += len(applied)
+        result.passes.append(sorted(edits))
     return result  # pragma: no cover - the loop always returns
 
 

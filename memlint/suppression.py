@@ -127,7 +127,8 @@ def _comments(text: str) -> Iterator[tuple[int, int, str, bool]]:
     lines_with_code: set[int] = set()
     f_string_lines: set[int] = set()
     found: list[tuple[int, int, str]] = []
-    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    # Universal newlines: a CR-only file has lines, as Python reads it, not one long comment.
+    tokens = tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
     try:
         for tok in tokens:
             if tok.type == tokenize.COMMENT:

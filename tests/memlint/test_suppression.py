@@ -118,3 +118,9 @@ def test_text_inside_a_newer_f_string_is_no_comment() -> None:
         (2, "noqa", frozenset({"MEM001"})), (3, "file", frozenset({"MEM002"}))]
     result = lint_bytes("t.py", b'leak(f"{d["# noqa"]}")\n', [FlagLeak])
     assert [d.code for d in result.diagnostics] == ["MEM901"]
+
+
+def test_comments_of_a_cr_only_file_are_found_line_by_line() -> None:
+    source = "# memlint: noqa: MEM002\rx = 1  # noqa: MEM001\ry = 2\r"
+    assert [(s.line, s.kind, s.codes) for s in parse_suppressions(source)] == [
+        (1, "file", frozenset({"MEM002"})), (2, "noqa", frozenset({"MEM001"}))]
