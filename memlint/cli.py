@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -240,8 +241,28 @@ def _emit(text: str | bytes, output_file: Path | None) -> None:
         raise UsageError(f"cannot write {output_file}: {exc.strerror or exc}") from None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI timeout, ``kill``): handled as Ctrl-C is, so files being written are
+    finished, the workers stop and the exit is one line with status 2."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def check(argv: Sequence[str], rules: Rules | None = None) -> int:
     args = check_parser().parse_args(list(argv))
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        return _checked(args, rules)
+    try:
+        return _checked(args, rules)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _checked(args: argparse.Namespace, rules: Rules | None) -> int:
     try:
         os.getcwd()
     except OSError:
@@ -300,6 +321,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
                             file_timeout=args.file_timeout)
         for warning in fixed.warnings:
             _warn(warning, args.quiet)
+        for error in fixed.errors:
+            print(f"memlint: error: {error}", file=sys.stderr)
         if args.diff:
             _emit(fixed.diff(), args.output_file)
             # A file memlint could not check (syntax, encoding, unreadable) would otherwise
@@ -313,6 +336,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
                     _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
             if not args.quiet:
                 print(f"memlint: {fixed.applied} fix(es) would be applied", file=sys.stderr)
+            if fixed.errors:
+                return EXIT_ERROR
             return EXIT_FINDINGS if fixed.changed or unchecked else EXIT_CLEAN
         if fixed.changed:
             if not args.quiet:
@@ -340,6 +365,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         if args.quiet and args.output_format == "text":
             text = "".join(line + "\n" for line in text.splitlines()[: len(diagnostics)])
     _emit(text, args.output_file)
+    if args.fix and fixed.errors:
+        return EXIT_ERROR  # a fix that was asked for was not made (said on stderr)
     return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
 
 
@@ -405,8 +432,9 @@ def main(argv: Sequence[str] | None = None, *, rules: Rules | None = None) -> in
         return EXIT_ERROR
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_CLEAN
-    except KeyboardInterrupt:
-        print("memlint: error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"memlint: error: {how}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # the last line of defence: no traceback
         print(f"memlint: error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import ast
 import bisect
+import contextlib
 import difflib
 import os
 import re
+import signal
 import stat
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -413,7 +415,27 @@ def write_if_unchanged(path: Path, original: bytes, new: bytes) -> None:
     bits and owner, and replaces it atomically. A symlink is followed, so the link stays a
     link.
     """
-    target = Path(os.path.realpath(path))
+    with _signals_held():
+        _write_if_unchanged(Path(os.path.realpath(path)), original, new)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C or SIGTERM waits until the file is written: a file is either as it was or
+    fully fixed, never half-written (an in-place write truncates after writing)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # not on this platform
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _write_if_unchanged(target: Path, original: bytes, new: bytes) -> None:
     st = target.stat()
     mode = stat.S_IMODE(st.st_mode)
     if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
@@ -484,6 +506,9 @@ class FixRun:
 
     results: list[FixResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Files that offered fixes but were left as they were (unwritable, changed meanwhile,
+    # a crashed worker): the run asked for a fix it did not get, which is an error.
+    errors: list[str] = field(default_factory=list)
 
     @property
     def applied(self) -> int:
@@ -541,32 +566,38 @@ def apply_fixes(
     run = FixRun()
     work = pool or Pool()
     try:
-        outcomes = list(work.run(list(tasks.values()), specs, jobs, file_timeout,
-                                 lambda task, why: FileResult(task.display, skipped=why),
-                                 keep=pool is not None))
+        # Each file is written as soon as its fixes arrive: an interrupted run keeps them.
+        for outcome in work.run(list(tasks.values()), specs, jobs, file_timeout,
+                                lambda task, why: FileResult(task.display, skipped=why),
+                                keep=pool is not None):
+            _take(run, outcome, Path(tasks[outcome.path].path), write)
     finally:
         if pool is None:
             work.close()
     order = {display: i for i, display in enumerate(tasks)}
-    for outcome in sorted(outcomes, key=lambda o: order[o.path]):
-        result = outcome.fix
-        if result is None:
-            reason = outcome.skipped or (outcome.diagnostics[0].message
-                                         if outcome.diagnostics else "unknown failure")
-            run.warnings.append(f"{outcome.path}: not fixed: {reason}")
-            continue
-        if write and result.changed:
-            try:
-                write_if_unchanged(Path(tasks[outcome.path].path), result.original,
-                                   result.fixed)
-            except (OSError, FileChangedError) as exc:
-                reason = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
-                run.warnings.append(f"{outcome.path}: not fixed: {reason}")
-                continue
-        if result.problem is not None:
-            run.warnings.append(f"{outcome.path}: {result.problem}")
-        if not write:
-            run.warnings += [f"{d.path}:{d.line}:{d.column}: {d.code} fix not applied: "
-                             f"{d.fix_problem}" for d in result.failed]
-        run.results.append(result)
+    run.results.sort(key=lambda r: order[r.path])
+    run.errors.sort(key=lambda e: order.get(e.partition(": not fixed: ")[0], len(order)))
     return run
+
+
+def _take(run: FixRun, outcome: FileResult, path: Path, write: bool) -> None:
+    """Record one file's fix outcome, writing the fixed content unless ``--diff``."""
+    result = outcome.fix
+    if result is None:
+        reason = outcome.skipped or (outcome.diagnostics[0].message
+                                     if outcome.diagnostics else "unknown failure")
+        run.errors.append(f"{outcome.path}: not fixed: {reason}")
+        return
+    if write and result.changed:
+        try:
+            write_if_unchanged(path, result.original, result.fixed)
+        except (OSError, FileChangedError) as exc:
+            reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+            run.errors.append(f"{outcome.path}: not fixed: {reason}")
+            return
+    if result.problem is not None:
+        run.warnings.append(f"{outcome.path}: {result.problem}")
+    if not write:
+        run.warnings += [f"{d.path}:{d.line}:{d.column}: {d.code} fix not applied: "
+                         f"{d.fix_problem}" for d in result.failed]
+    run.results.append(result)

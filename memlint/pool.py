@@ -111,6 +111,7 @@ def _serve(conn: Connection, warm: bool) -> None:
     """
     # Ctrl-C reaches the whole process group; the parent alone decides what to do.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler
     _die_with_parent()
     # A crash is reported by the parent as one line; no C-level traceback dump on stderr,
     # nor the parser's own "memory allocation failed" lines when the ceiling is hit.
@@ -160,7 +161,10 @@ def is_timeout(message: str) -> bool:
 def crash_message(code: int | None) -> str:
     """Why a worker died, as far as its exit status tells."""
     how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-    if code is not None and -code in (signal.SIGABRT, signal.SIGKILL):
+    if code == -signal.SIGKILL:
+        return (f"the linter process was killed on this file ({how}), perhaps by the "
+                "system's out-of-memory killer")
+    if code == -signal.SIGABRT:  # the parser's allocation failed under the ceiling
         megabytes = worker_memory_mb()
         limit = "" if megabytes is None else (f"; the limit is {megabytes} MB per worker, "
                                               "MEMLINT_WORKER_MEMORY_MB")

@@ -143,7 +143,7 @@ def _comments(text: str) -> Iterator[tuple[int, int, str, bool]]:
     if _OLD_TOKENIZER and any(line in f_string_lines for line, _, _ in found) and (
             not _compiles(text)):
         # Before 3.12, tokenize splits an f-string that reuses its quotes inside
-        # (``f"{d["# noqa"]}"``, valid since 3.12) and takes its rest for a comment.
+        # (``f"{d["#..."]}"``, valid since 3.12) and takes its rest for a comment.
         yield from _tree_comments(text)
         return
     for line, col, comment in found:
