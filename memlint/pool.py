@@ -34,9 +34,10 @@ if TYPE_CHECKING:
 # Generous: the slowest real file seen (a 200k-element literal) parses in a few seconds.
 DEFAULT_FILE_TIMEOUT = 120.0
 
-# The address space one worker may use. libcst needs about 0.7 GB per MB of ordinary code,
-# but a giant literal (a 2.5M-element list) can take 10 GB: past this, that file fails alone
-# (MEM997) instead of the machine swapping or the OOM killer picking a process.
+# The address space one worker may add to what it starts with. libcst needs about 0.7 GB per
+# MB of ordinary code, but a giant literal (a 2.5M-element list) can take 10 GB: past this,
+# that file fails alone (MEM997) instead of the machine swapping or the OOM killer picking a
+# process.
 # MEMLINT_WORKER_MEMORY_MB overrides it.
 DEFAULT_WORKER_MEMORY_MB = 6144
 
@@ -59,6 +60,15 @@ def worker_memory_mb() -> int | None:
     return value if value > 0 else None
 
 
+def _mapped() -> int:
+    """This process's address space in bytes (0 where /proc cannot tell)."""
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _limit_memory() -> None:
     """Cap this worker's address space (never raising a lower limit the user set)."""
     megabytes = worker_memory_mb()
@@ -67,7 +77,9 @@ def _limit_memory() -> None:
 
         if megabytes is None:
             return
-        wanted = megabytes * 1024 * 1024
+        # On top of what the worker maps already (a fork of a large process, such as a test
+        # run that imported torch, starts big).
+        wanted = _mapped() + megabytes * 1024 * 1024
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         if soft == resource.RLIM_INFINITY or soft > wanted:
             if hard != resource.RLIM_INFINITY:
