@@ -1,11 +1,13 @@
 """Apply the fixes rules computed, ruff's way: safe by default, unsafe on request.
 
-Fixes are node replacements on the libcst tree, applied by a transformer, so comments,
-formatting, the coding cookie and line endings survive untouched. Each pass applies every
-fix that does not overlap an earlier one, then lints the result again; passes repeat until
-nothing is left to fix (bounded), which makes a second ``--fix`` a no-op. A result that no
-longer parses is never kept, and a file is replaced atomically and only if nobody changed
-it while memlint was working.
+Rules compute fixes as node replacements on the libcst tree; each becomes an edit of the
+file's own text where the replaced node stands, so every byte outside the fixed code stays
+(libcst itself does not round-trip every file byte for byte). Each pass applies every fix
+that does not overlap an earlier one and keeps the file valid (a fix that would not is
+skipped alone and reported), then lints the result again; passes repeat until nothing is
+left to fix (bounded), which makes a second ``--fix`` a no-op. Fixes are computed in the
+workers (:mod:`memlint.filecheck`); this process writes each file atomically and only if
+nobody changed it while memlint was working.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libcst as cst
+# libcst's own renderer: no public API tells both where a node's code lies and which
+# indentation is in force there (what a multi-line replacement must continue with).
 from libcst._nodes.internal import CodegenState
 
 from memlint.config import Settings
