@@ -29,9 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libcst as cst
-# libcst's own renderer: no public API tells both where a node's code lies and which
-# indentation is in force there (what a multi-line replacement must continue with).
-from libcst._nodes.internal import CodegenState
+from libcst._nodes.internal import CodegenState  # see _SpanRecorder
 
 from memlint.config import Settings
 from memlint.context import FileContext
@@ -154,7 +152,8 @@ def _not_compiling() -> str:
 @dataclass(frozen=False)
 class _SpanRecorder(CodegenState):
     """Renders a module as libcst does, noting where the wanted nodes' code starts and ends
-    and the indentation in force there (what a multi-line replacement must continue with)."""
+    and the indentation in force there (what a multi-line replacement must continue with).
+    libcst's renderer is private API, but no public one tells both."""
 
     wanted: frozenset[cst.CSTNode] = frozenset()
     position: int = 0
