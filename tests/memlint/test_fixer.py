@@ -479,3 +479,25 @@ def test_remove_arg_keeps_comments_and_valid_commas(source: str, index: int,
     assert isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
     call = expr.value
     assert module.code_for_node(remove_arg(call, call.args[index])) == expected
+
+
+def test_the_main_process_never_parses_while_fixing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fixes are computed in the workers: code nested deeply enough to crash the parser
+    costs that file's worker, never the main process (and the other files' fixes)."""
+    parent = os.getpid()
+    real = cst.parse_module
+
+    def workers_only(*args: object, **kwargs: object) -> cst.Module:
+        if os.getpid() == parent:
+            raise RuntimeError("the main process parsed a file")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cst, "parse_module", workers_only)
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_bytes(AMP)
+    assert main(["--isolated", "--no-cache", "-j", "2", "--fix", str(tmp_path)]) == 0
+    assert "internal error" not in capsys.readouterr().err
+    for name in ("a.py", "b.py"):
+        assert b'torch.amp.GradScaler("cuda")' in (tmp_path / name).read_bytes()
