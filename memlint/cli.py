@@ -255,7 +255,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     known = _known_rules(rules)
     settings = _settings(args, known)
     found = discover(args.paths, root=settings.root, exclude=settings.exclude,
-                     force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore)
+                     force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
+                     include=settings.include)
     for skipped in found.skipped:
         _warn(f"{skipped.path}: skipped: {skipped.reason}", args.quiet)
     if not found.files:
@@ -289,7 +290,7 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
             # vanish from a --diff run: say so, and do not claim that nothing needs fixing.
             unchecked = [d for d in result.diagnostics if d.code in ENGINE_CODES]
             for d in unchecked:
-                print(f"memlint: error: {d.path}:{d.line}:{d.column}: {d.code} {d.message}",
+                print(f"memlint: error: {d.path}:{d.location}: {d.code} {d.message}",
                       file=sys.stderr)
             for file in result.files:
                 if file.skipped:

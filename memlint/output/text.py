@@ -21,7 +21,7 @@ def printable(path: str) -> str:
 
 
 def line(d: Diagnostic) -> str:
-    return f"{printable(d.path)}:{d.line}:{d.column}: {d.code} {d.message}"
+    return f"{printable(d.path)}:{d.location}: {d.code} {d.message}"
 
 
 def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:
