@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from memlint.measured import Measured
 
 # Codes the engine and runner emit themselves. They are valid in `select`/`noqa` spellings,
 # but a broken file is always reported: rule selection does not hide it.
@@ -42,6 +45,8 @@ class Diagnostic:
     # In a notebook: the 1-based number of the cell (among all its cells), and the lines
     # and columns above are within that cell. None for a plain Python file.
     cell: int | None = None
+    # Memory a pytest-gpumem report measured behind this finding (--gpumem-report); never cached.
+    measured: Measured | None = field(default=None, compare=False)
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -66,6 +71,8 @@ class Diagnostic:
         }
         if self.cell is not None:  # lines and columns are then within this cell
             data["cell"] = self.cell
+        if self.measured is not None:
+            data["measured"] = self.measured.to_json()
         return data
 
     @classmethod
