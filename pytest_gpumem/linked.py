@@ -81,7 +81,7 @@ class Linker:
 
 def _problem(file: str, exc: BaseException) -> str:
     if isinstance(exc, ImportError):
-        return f"memlint findings not linked: {exc} (pip install memlint[lint] brings libcst)"
+        return f"memlint findings not linked: {exc} (memlint needs libcst: pip install libcst)"
     return f"memlint could not lint {_shown(file)}: {type(exc).__name__}: {exc}"
 
 
