@@ -232,6 +232,7 @@ def notebook_program(display: str, source: bytes) -> Notebook | FileResult:
         notebook = read_notebook(source)
     except NotebookError as exc:
         return FileResult(display, [file_diagnostic(display, PARSE_ERROR, str(exc))])
-    if notebook.language not in (None, "python"):
+    if notebook.language is not None and not notebook.language.lower().lstrip("i").startswith(
+            "python"):  # python, python3, ipython3 ...
         return FileResult(display, skipped=f"a {notebook.language} notebook, not Python")
     return notebook
