@@ -3,10 +3,13 @@ place without touching a byte outside the fixed cell sources."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -164,6 +167,9 @@ def test_directories_pick_up_notebooks_as_configured(
     write(tmp_path, "x.py", "leak()\n")
     run = run_cli(capsys, tmp_path, "--no-cache", ".")
     assert run.lines == ["x.py:1:1: MEM901 leak() called", "Found 1 problem."]
+    write(tmp_path, "pyproject.toml", '[tool.memlint]\ninclude = ["sub/*.ipynb"]\n')
+    run = run_cli(capsys, tmp_path, "--no-cache", ".")
+    assert [line.split(":")[0] for line in run.lines[:-1]] == [str(Path("sub/b.ipynb"))]
     # A notebook named on the command line is linted whatever `include` says.
     assert run_cli(capsys, tmp_path, "--no-cache", "a.ipynb").lines[0].startswith("a.ipynb:cell 1")
 
@@ -273,3 +279,33 @@ def test_a_fixed_program_that_lost_its_cells_is_refused() -> None:
         notebook.split(notebook.program.replace("# <<memlint notebook cell 2>>\n", ""))
     with pytest.raises(NotebookError, match="IPython"):
         notebook.split(notebook.program.replace("pass  # ipython-escape", "pass"))
+
+
+def _bench() -> ModuleType:
+    """bench/lint_speed.py, whose script-to-notebook conversion the benchmark times."""
+    if "lint_speed" in sys.modules:
+        return sys.modules["lint_speed"]
+    spec = importlib.util.spec_from_file_location(
+        "lint_speed", Path(__file__).parents[2] / "bench" / "lint_speed.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_corpus_scripts_as_notebooks_give_the_same_findings(tmp_path: Path) -> None:
+    """Each corpus script, split into cells as bench/lint_speed.py does, yields the script's
+    findings, at the same places once cell lines are counted back into script lines."""
+    as_notebook = _bench().as_notebook
+    corpus = sorted((Path(__file__).parent / "corpus").glob("*.py"))
+    for script in corpus:
+        notebook = write(tmp_path, script.stem + ".ipynb", as_notebook(script.read_text("utf-8")))
+        offsets, total = {}, 0
+        for number, cell in enumerate(json.loads(notebook.read_text())["cells"], start=1):
+            offsets[number] = total
+            total += len(cell["source"])
+        as_cells = {(offsets[cell or 0] + line, column, code)
+                    for cell, line, column, code in lint(notebook)}
+        assert as_cells == {(line, column, code) for _, line, column, code in lint(script)}, (
+            script.name)
