@@ -19,6 +19,7 @@ indentation, key order, metadata, outputs, final newline) stays as it was.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -359,7 +360,7 @@ class _Walker:
 
     _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
     _SPACE = re.compile(r"[ \t\n\r]*")
-    _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+    _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -381,8 +382,11 @@ class _Walker:
         """Skips the value at ``i``; returns the index after it."""
         i = self.ws(i)
         ch = self.text[i]
-        if ch == '"':
-            return self.string(i)[1]
+        if ch == '"':  # a value: only its end matters (outputs can be megabytes)
+            match = self._STRING.match(self.text, i)
+            if match is None:  # pragma: no cover - json.loads accepted the text
+                raise NotebookError("invalid notebook JSON")
+            return match.end()
         if ch == "{":
             i = self.ws(i + 1)
             if self.text[i] == "}":
@@ -429,31 +433,35 @@ class _Walker:
 
 
 def _source_spans(text: str) -> tuple[dict[int, tuple[int, int]], dict[int, list[tuple[int, int]]]]:
+    """Where each cell's ``source`` value (and its list items) lies in the text."""
     walker = _Walker(text)
     try:
         walker.value(0, ())
     except (IndexError, ValueError, RecursionError) as exc:
         raise NotebookError(f"invalid notebook JSON: {exc}") from None
-    # Only the top-level "cells" list: path[0] == "cells" at depth 1.
     return walker.spans, walker.items
 
 
-_READ: dict[str, Notebook | None] = {}
+_READ: dict[tuple[str, int, int], Notebook | None] = {}
 
 
 def region_in_file(d: Diagnostic) -> tuple[int, int, int, int] | None:
     """A notebook diagnostic's region in the notebook file (start line and column, end line
     and column), for formats that point into files; None when it is no cell diagnostic or
-    the notebook cannot be read again. Each notebook is read once per process."""
+    the notebook cannot be read again. Each version of a notebook is read once per process."""
     if d.cell is None:
         return None
-    if d.path not in _READ:
-        try:
+    try:
+        st = os.stat(d.path)
+        key = (os.path.realpath(d.path), st.st_mtime_ns, st.st_size)
+        if key not in _READ:
             with open(d.path, "rb") as handle:
-                _READ[d.path] = read_notebook(handle.read())
-        except (OSError, NotebookError):
-            _READ[d.path] = None
-    notebook = _READ[d.path]
+                _READ[key] = read_notebook(handle.read())
+    except OSError:
+        return None
+    except NotebookError:
+        _READ[key] = None
+    notebook = _READ[key]
     if notebook is None:
         return None
     start = notebook.file_position(d.cell, d.line, d.column)
