@@ -36,6 +36,9 @@ MASK_TAG = "# ipython-escape"
 _MARKER = "# <<memlint notebook cell {}>>"
 _MARKER_LINE = re.compile(r"# <<memlint notebook cell (\d+)>>")
 
+# Lines as Python counts them: ended by \n, \r\n or \r only (str.splitlines also splits at
+# \f, \x1c, \u2028, ..., which Python source treats as ordinary characters).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _CELL_MAGIC = re.compile(r"[ \t]*%%(\w*)")
 _ESCAPE = re.compile(r"(?P<indent>[ \t]*)(?:[%!?]|[\w.]+\?\??[ \t]*$)")
 _ASSIGN_ESCAPE = re.compile(r"(?P<target>[ \t]*[\w.,\[\] \t*]+?=[ \t]*)[%!]")
@@ -142,7 +145,7 @@ class Notebook:
         parts: dict[int, list[str]] = {}
         current: list[str] | None = None
         order: list[int] = []
-        for line in program.splitlines(keepends=True):
+        for line in lines_of(program):
             match = _MARKER_LINE.fullmatch(line.rstrip("\r\n"))
             if match is not None:
                 number = int(match.group(1))
@@ -265,9 +268,14 @@ def _statement_starts(lines: Sequence[str]) -> list[bool]:
     return starts
 
 
+def lines_of(text: str) -> list[str]:
+    """The text's lines with their line endings, split where Python splits source lines."""
+    return _LINE.findall(text)
+
+
 def mask(source: str) -> tuple[str, tuple[str, ...]]:
     """The cell's text with IPython escapes replaced, and the replaced lines."""
-    lines = source.splitlines(keepends=True)
+    lines = lines_of(source)
     texts = [line.rstrip("\r\n") for line in lines]
     masked: list[str] = []
     out: list[str] = []
@@ -343,7 +351,7 @@ def read_notebook(data: bytes) -> Notebook:
         masked_text, masked = mask(source)
         if masked_text and not masked_text.endswith(("\n", "\r")):
             masked_text += "\n"
-        count = len(masked_text.splitlines())
+        count = len(lines_of(masked_text))
         program.append(_MARKER.format(number) + "\n")
         program.append(masked_text)
         notebook.cells.append(Cell(number, source, line + 1, count, masked))

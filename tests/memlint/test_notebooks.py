@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memlint.cli import main
 from memlint.filecheck import Task, lint_task
@@ -309,3 +311,35 @@ def test_corpus_scripts_as_notebooks_give_the_same_findings(tmp_path: Path) -> N
                     for cell, line, column, code in lint(notebook)}
         assert as_cells == {(line, column, code) for _, line, column, code in lint(script)}, (
             script.name)
+
+
+_LINE = st.text(alphabet=st.sampled_from(list("ab(=)[]'\"#%!?; é\\\t\r\u2603\u2028")),
+                max_size=12)
+_SOURCE = st.lists(_LINE, max_size=5).map("\n".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sources=st.lists(_SOURCE, min_size=1, max_size=4), indent=st.sampled_from([None, 1, 2]),
+       as_string=st.booleans(), data=st.data())
+def test_any_cells_survive_the_program_and_the_splice(
+        sources: list[str], indent: int | None, as_string: bool, data: st.DataObject) -> None:
+    """Splitting the program gives back every cell source (masked lines restored), and
+    writing new sources changes those values and no other character."""
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+              "source": s if as_string else s.splitlines(keepends=True)} for s in sources]
+    text = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+                      indent=indent, ensure_ascii=data.draw(st.booleans())) + "\n"
+    notebook = read_notebook(text.encode())
+    linted = {c.number: c.source for c in notebook.cells}
+    assert notebook.split(notebook.program) == linted
+    new = {n: data.draw(_SOURCE) for n in linted}
+    spliced = notebook.with_sources(new)
+    after = json.loads(spliced)
+    for number, source in new.items():
+        value = after["cells"][number - 1]["source"]
+        assert ("".join(value) if isinstance(value, list) else value) == source
+        after["cells"][number - 1]["source"] = cells[number - 1]["source"]
+    assert after == json.loads(text)
+    old_rest, _ = _outside_sources(text)
+    new_rest, _ = _outside_sources(spliced)
+    assert new_rest == old_rest
