@@ -150,3 +150,33 @@ def test_without_libcst_the_failure_report_says_so_in_one_line(
     result.stdout.fnmatch_lines(["*still alive after teardown*",
                                  "memlint findings not linked: *libcst*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_peak_failure_names_the_rules_of_the_allocating_function(
+        pytester: pytest.Pytester, run_gpumem: RunGpumem) -> None:
+    pytester.makepyfile(buffers="""
+import torch
+
+
+def scratch(device):
+    a = torch.zeros(1024, 1024).to(device)
+    return a + 1
+""", test_peak="""
+import pytest
+
+from buffers import scratch
+
+
+@pytest.mark.gpu_mem(max_gb=0.001)
+def test_scratch(gpumem_device):
+    assert scratch(gpumem_device).shape == (1024, 1024)
+""")
+    result = run_gpumem("--gpumem", "--gpumem-json=report.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "largest allocations alive at the peak:",
+        "  * buffers.py:5 in scratch",
+        "  * \u2190 MEM010 at buffers.py:5: tensor is created on the CPU and then copied*",
+    ])
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert {f["code"] for s in test["peak_sites"] for f in s.get("memlint", [])} == {"MEM010"}
