@@ -162,12 +162,12 @@ class Includer:
         suffixes = [p[1:] for p in patterns if p.startswith("*.") and "/" not in p
                     and not any(c in p[2:] for c in "*?[")]
         self.suffixes = tuple(suffixes) if len(suffixes) == len(patterns) else None
-        self.excluder = Excluder(patterns, root)
+        self.patterns = Excluder(patterns, root)  # the same gitignore-style matching
 
     def included(self, path: Path, name: str) -> bool:
         if self.suffixes is not None:
             return name.endswith(self.suffixes)
-        return self.excluder.excluded(path, False)
+        return self.patterns.excluded(path, False)
 
 
 def discover(

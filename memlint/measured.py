@@ -99,27 +99,38 @@ def load_report(path: Path) -> Report:
     return Report(sites)
 
 
-def _functions(file: str) -> list[tuple[int, int]]:
+def function_spans(source: bytes) -> list[tuple[int, int]]:
+    """(first, last) line of every function in a module; empty if it does not parse. Both
+    directions of the link (here and in pytest_gpumem.linked) match findings and allocation
+    sites by the function around them."""
     try:
-        tree = ast.parse(Path(file).read_bytes())
-    except (OSError, SyntaxError, ValueError, RecursionError):
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
         return []
     return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
 
 
-def _innermost(functions: Iterable[tuple[int, int]], line: int) -> tuple[int, int] | None:
+def enclosing(spans: Iterable[tuple[int, int]], line: int) -> tuple[int, int] | None:
+    """The innermost function span around a line; None at module level."""
     best: tuple[int, int] | None = None
-    for first, last in functions:
+    for first, last in spans:
         if first <= line <= last and (best is None or first >= best[0]):
             best = (first, last)
     return best
 
 
+def _functions(file: str) -> list[tuple[int, int]]:
+    try:
+        return function_spans(Path(file).read_bytes())
+    except OSError:
+        return []
+
+
 def measured_for(report: Report, file: str, line: int,
                  functions: Sequence[tuple[int, int]]) -> Measured | None:
     """The memory behind a finding at ``file:line`` (``file`` resolved), if any."""
-    span = _innermost(functions, line)
+    span = enclosing(functions, line)
     per_test: dict[tuple[str, str], int] = {}
     scope = "function"
     for test, kind, nbytes, frames in report.sites:

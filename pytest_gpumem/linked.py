@@ -11,7 +11,6 @@ bad configuration) becomes one line in the report instead of breaking it.
 
 from __future__ import annotations
 
-import ast
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -62,11 +61,15 @@ class Linker:
         found: list[LintFinding] = []
         problems: list[str] = []
         for file, line, _function in site.frames:
+            if not file.endswith(".py"):  # <string>, a notebook's cell: no file memlint reads
+                continue
             linted = self._lint(file)
             if linted.problem is not None:
                 problems.append(linted.problem)
                 continue
-            first, last = _enclosing(linted.functions, line)
+            from memlint.measured import enclosing
+
+            first, last = enclosing(linted.functions, line) or (line, line)
             found += [f for f in linted.findings if first <= f.line <= last and f not in found]
         return found, problems
 
@@ -89,18 +92,10 @@ def _shown(file: str) -> str:
     return os.path.relpath(file) if os.path.isabs(file) else file
 
 
-def _enclosing(functions: Iterable[tuple[int, int]], line: int) -> tuple[int, int]:
-    """The innermost function around a line; the line alone at module level."""
-    best = (line, line)
-    for first, last in functions:
-        if first <= line <= last and (best == (line, line) or first >= best[0]):
-            best = (first, last)
-    return best
-
-
 def _lint_file(file: str) -> _Linted:
     from memlint.config import ConfigError, Layer, build_settings
     from memlint.filecheck import lint_bytes
+    from memlint.measured import function_spans
     from memlint.rules import rule_specs
 
     source = Path(file).read_bytes()
@@ -121,11 +116,8 @@ def _lint_file(file: str) -> _Linted:
     broken = [d for d in result.diagnostics if d.code in ("MEM999", "MEM997", "MEM996")]
     if broken:
         return _Linted(problem=f"memlint could not lint {_shown(file)}: {broken[0].message}")
-    functions = [(node.lineno, node.end_lineno or node.lineno)
-                 for node in ast.walk(ast.parse(source))
-                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
     return _Linted([LintFinding(file, d.line, d.code, d.message) for d in result.diagnostics
-                    if d.code not in _NOT_FINDINGS], functions)
+                    if d.code not in _NOT_FINDINGS], function_spans(source))
 
 
 def link_sites(linker: Linker, sites: Iterable[Site]) -> tuple[dict[int, list[LintFinding]],
