@@ -11,7 +11,7 @@ import ast
 import io
 import tokenize
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from memlint.cache import content_digest
@@ -217,7 +217,11 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
                                 imports_ready=imports_ready, view=task.view,
                                 active_codes=task.active)
         if notebook is not None:
-            result.diagnostics = [notebook.to_cells(d) for d in result.diagnostics]
+            result.diagnostics = [notebook.to_cells(d) for d in result.diagnostics] + [
+                replace(file_diagnostic(task.display, PARSE_ERROR,
+                                        f"{message} (cell left out, the others linted)",
+                                        line, column), cell=cell)
+                for cell, line, column, message in notebook.broken]
     except Exception as exc:  # one file's failure must not stop the run
         result = FileResult(task.display, [file_diagnostic(
             task.display, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")])

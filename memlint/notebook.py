@@ -18,9 +18,11 @@ indentation, key order, metadata, outputs, final newline) stays as it was.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -78,6 +80,8 @@ class Notebook:
     items: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     skipped_cells: int = 0
     language: str | None = None
+    # Code cells left out because they do not parse: (cell number, line, column, message).
+    broken: list[tuple[int, int, int, str]] = field(default_factory=list)
 
     @property
     def program_bytes(self) -> bytes:
@@ -294,6 +298,21 @@ def mask(source: str) -> tuple[str, tuple[str, ...]]:
     return "".join(out), tuple(masked)
 
 
+def _syntax_error(text: str) -> tuple[int, int, str] | None:
+    """Where and why a (masked) cell is not Python, by CPython's fast parser; top-level
+    ``await`` is allowed, as IPython runs it."""
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an invalid escape is the user's business
+            compile(text, "<cell>", "exec", flags=flags, dont_inherit=True)
+    except SyntaxError as exc:
+        return exc.lineno or 1, exc.offset or 1, f"cannot parse: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return 1, 1, f"cannot parse: {type(exc).__name__}: {exc}"
+    return None
+
+
 def _source_text(value: Any, number: int) -> str:
     if isinstance(value, str):
         return value
@@ -349,6 +368,10 @@ def read_notebook(data: bytes) -> Notebook:
             notebook.skipped_cells += 1
             continue
         masked_text, masked = mask(source)
+        error = _syntax_error(masked_text)
+        if error is not None:  # a scratch cell that does not parse: the others still count
+            notebook.broken.append((number, *error))
+            continue
         if masked_text and not masked_text.endswith(("\n", "\r")):
             masked_text += "\n"
         count = len(lines_of(masked_text))

@@ -343,3 +343,20 @@ def test_any_cells_survive_the_program_and_the_splice(
     old_rest, _ = _outside_sources(text)
     new_rest, _ = _outside_sources(spliced)
     assert new_rest == old_rest
+
+
+def test_a_cell_that_does_not_parse_is_left_out_and_the_rest_is_linted_and_fixed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "nb.ipynb", _notebook([
+        "import torch\nm = torch.zeros(3).cuda()\n", "def f(:\n    pass\n",
+        "await fetch()\nx = torch.ones(2).cuda()\n"]))
+    before = path.read_text()
+    run = run_cli(capsys, tmp_path, "--no-cache", "nb.ipynb", rules=None)
+    assert [line.split(" ")[:2] for line in run.lines[:-1]] == [
+        ["nb.ipynb:cell", "1:2:5:"], ["nb.ipynb:cell", "2:1:7:"], ["nb.ipynb:cell", "3:2:5:"]]
+    assert run.lines[1].endswith("MEM999 cannot parse: invalid syntax (cell left out, the "
+                                 "others linted)")
+    assert run_cli(capsys, tmp_path, "--no-cache", "--fix", "nb.ipynb", rules=None).rc == 1
+    fixed = before.replace("torch.zeros(3).cuda()", 'torch.zeros(3, device=\\"cuda\\")')
+    assert path.read_text() == fixed.replace("torch.ones(2).cuda()",
+                                             'torch.ones(2, device=\\"cuda\\")')
