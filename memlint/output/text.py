@@ -21,7 +21,8 @@ def printable(path: str) -> str:
 
 
 def line(d: Diagnostic) -> str:
-    return f"{printable(d.path)}:{d.line}:{d.column}: {d.code} {d.message}"
+    measured = "" if d.measured is None else f" [{d.measured.describe()}]"
+    return f"{printable(d.path)}:{d.location}: {d.code} {d.message}{measured}"
 
 
 def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:
