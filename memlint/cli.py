@@ -23,6 +23,7 @@ from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, PoolError
 # forked (see memlint.pool): a one-file pre-commit run then imports libcst in parallel.
 if TYPE_CHECKING:
     from memlint.config import Settings
+    from memlint.measured import Report
     from memlint.rules.base import Rule
     from memlint.rules.spec import RuleSpec
 
@@ -114,6 +115,12 @@ def check_parser() -> argparse.ArgumentParser:
     out.add_argument("--statistics", action="store_true",
                      help="print the number of findings per rule instead of each finding")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    out.add_argument("--gpumem-report", type=Path, metavar="REPORT_JSON",
+                     help="mark findings with the memory a pytest-gpumem JSON report "
+                          "(--gpumem-json) measured at their line or in their function")
+    out.add_argument("--sort", choices=["location", "measured"], default="location",
+                     help="order of findings: by file and line, or most measured memory "
+                          "first (needs --gpumem-report)")
     out.add_argument("-q", "--quiet", action="store_true",
                      help="print findings only: no summary, no warnings about skipped files")
     run = parser.add_argument_group("execution")
@@ -250,6 +257,21 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _gpumem_report(args: argparse.Namespace) -> Report | None:
+    """The pytest-gpumem report to mark findings with, read before linting: a bad path is
+    a usage error at once."""
+    if args.gpumem_report is None:
+        if args.sort == "measured":
+            raise UsageError("--sort=measured needs --gpumem-report REPORT_JSON")
+        return None
+    from memlint.measured import ReportError, load_report
+
+    try:
+        return load_report(args.gpumem_report)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def check(argv: Sequence[str], rules: Rules | None = None) -> int:
     args = check_parser().parse_args(list(argv))
     try:
@@ -289,10 +311,12 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     missing = [p for p in args.paths if not os.path.lexists(p)]
     if missing:
         raise UsageError(f"path does not exist: {missing[0]}")
+    report = _gpumem_report(args)
     known = _known_rules(rules)
     settings = _settings(args, known)
     found = discover(args.paths, root=settings.root, exclude=settings.exclude,
-                     force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore)
+                     force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
+                     include=settings.include)
     for skipped in found.skipped:
         _warn(f"{skipped.path}: skipped: {skipped.reason}", args.quiet)
     if not found.files:
@@ -329,7 +353,7 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
             # vanish from a --diff run: say so, and do not claim that nothing needs fixing.
             unchecked = [d for d in result.diagnostics if d.code in ENGINE_CODES]
             for d in unchecked:
-                print(f"memlint: error: {d.path}:{d.line}:{d.column}: {d.code} {d.message}",
+                print(f"memlint: error: {d.path}:{d.location}: {d.code} {d.message}",
                       file=sys.stderr)
             for file in result.files:
                 if file.skipped:
@@ -354,6 +378,12 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     diagnostics = result.diagnostics
     if args.fix:
         diagnostics = fixed.mark(diagnostics)
+    if report is not None:
+        from memlint.measured import by_measured, mark
+
+        diagnostics = mark(diagnostics, report, Path.cwd())
+        if args.sort == "measured":
+            diagnostics = by_measured(diagnostics)
     if args.statistics:
         from memlint.output.json_format import render_statistics as json_statistics
         from memlint.output.text import render_statistics as text_statistics

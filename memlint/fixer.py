@@ -36,6 +36,7 @@ from memlint.context import FileContext
 from memlint.diagnostics import ENGINE_CODES, Diagnostic, FixSafety
 from memlint.engine import lint_module, lint_source, parse
 from memlint.filecheck import FileResult, Task
+from memlint.notebook import is_notebook
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
 from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Fix, Rule
@@ -88,6 +89,8 @@ class FixResult:
     # Each pass's edits of the text it started from: (start, end, new text), in characters.
     passes: list[list[tuple[int, int, str]]] = field(default_factory=list)
     encoding: str = "utf-8"
+    # A notebook: (cell number, old source, new source) of each changed cell, for the diff.
+    cells: list[tuple[int, str, str]] | None = None
 
     @property
     def changed(self) -> bool:
@@ -392,6 +395,11 @@ def unified_diff(result: FixResult) -> bytes:
     """The fix as a unified diff, ``a/`` and ``b/`` prefixed like git's, in the file's own
     bytes (as git prints it): a latin-1 file's diff is latin-1, so that ``patch`` and
     ``git apply`` accept it. Lines end where Python's tokenizer ends them (LF, CRLF, CR)."""
+    if result.cells is not None:  # a notebook (UTF-8 JSON): the changed cells, not the JSON
+        from memlint.notebook_fix import cell_diff
+
+        return cell_diff(result.path, result.cells).encode("utf-8", "surrogateescape")
+
     def lines(data: bytes) -> list[bytes]:
         out = data.splitlines(keepends=True)
         if out and not out[-1].endswith((b"\n", b"\r")):
@@ -482,6 +490,18 @@ def _write_in_place(target: Path, original: bytes, new: bytes) -> None:
         os.fsync(handle.fileno())
 
 
+def fix_bytes(path: str, data: bytes, rules: Sequence[type[Rule]], *, unsafe: bool = False,
+              keep: FindingFilter = standing_findings, display: str | None = None) -> FixResult:
+    """One file's fixes in memory: a notebook's code cells, or Python source. ``display``
+    names the file in the result (``path`` by default)."""
+    name = path if display is None else display
+    if is_notebook(path):
+        from memlint.notebook_fix import fix_notebook
+
+        return fix_notebook(name, data, rules, unsafe=unsafe, keep=keep)
+    return fix_source(name, data, rules, unsafe=unsafe, keep=keep)
+
+
 def fix_file(
     path: Path,
     rules: Sequence[type[Rule]],
@@ -497,7 +517,7 @@ def fix_file(
     should it differ from that by the time the fix is ready.
     """
     data = path.read_bytes() if source is None else source
-    result = fix_source(str(path), data, rules, unsafe=unsafe, keep=keep)
+    result = fix_bytes(str(path), data, rules, unsafe=unsafe, keep=keep)
     if write and result.changed:
         write_if_unchanged(path, data, result.fixed)
     return result
@@ -526,10 +546,10 @@ class FixRun:
 
     def mark(self, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
         """The diagnostics, those whose fix could not be made saying why."""
-        problems = {(d.path, d.line, d.column, d.code): d.fix_problem
+        problems = {(d.path, d.cell, d.line, d.column, d.code): d.fix_problem
                     for r in self.results for d in r.failed}
         return [replace(d, fix_problem=problems[key])
-                if (key := (d.path, d.line, d.column, d.code)) in problems else d
+                if (key := (d.path, d.cell, d.line, d.column, d.code)) in problems else d
                 for d in diagnostics]
 
 

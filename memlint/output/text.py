@@ -27,8 +27,9 @@ def printable(path: str) -> str:
 
 
 def line(d: Diagnostic) -> str:
+    measured = "" if d.measured is None else f" [{d.measured.describe()}]"
     note = "" if d.fix_problem is None else f" (fix not applied: {d.fix_problem})"
-    return f"{printable(d.path)}:{d.line}:{d.column}: {d.code} {d.message}{note}"
+    return f"{printable(d.path)}:{d.location}: {d.code} {d.message}{measured}{note}"
 
 
 def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:
