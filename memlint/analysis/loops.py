@@ -42,6 +42,7 @@ class LoopAnalysis:
     def __init__(self, tree: TreeIndex) -> None:
         self.tree = tree
         self._calls: dict[Loop, list[cst.Call]] = {}
+        self._training_callers: dict[cst.FunctionDef, list[cst.Call]] = {}
 
     def loop_calls(self, loop: Loop) -> list[cst.Call]:
         """Calls in the loop's body and header, nested functions and classes excluded."""
@@ -125,13 +126,17 @@ class LoopAnalysis:
         return func in self._backprop[0]
 
     def training_callers(self, func: cst.FunctionDef) -> list[cst.Call]:
-        """Same-file calls of ``func`` that run inside a training loop."""
-        return [
-            call
-            for call in self.tree.calls_by_name.get(func.name.value, ())
-            if not self.tree.is_inside(call, func)
-            and any(self.is_training_loop(loop) for loop in self.tree.enclosing_loops(call))
-        ]
+        """Same-file calls of ``func`` that run inside a training loop (kept per function:
+        every statement of a long function may ask)."""
+        known = self._training_callers.get(func)
+        if known is None:
+            known = self._training_callers[func] = [
+                call
+                for call in self.tree.calls_by_name.get(func.name.value, ())
+                if not self.tree.is_inside(call, func)
+                and any(self.is_training_loop(loop) for loop in self.tree.enclosing_loops(call))
+            ]
+        return known
 
     def loop_targets(self, loop: Loop) -> set[str]:
         """Names the header binds: ``for i, (x, y) in ...`` -> {i, x, y}; walrus names for while."""

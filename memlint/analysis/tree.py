@@ -100,6 +100,9 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
 _SCOPE_TYPES: frozenset[type[cst.CSTNode]] = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
+_UNKNOWN = object()
+
+
 class TreeIndex:
     def __init__(self, module: cst.Module) -> None:
         self.module = module
@@ -115,6 +118,8 @@ class TreeIndex:
         # a file is walked once.
         self.preorder: list[cst.CSTNode] = []
         self.subtree_end: list[int] = []
+        # enclosing_function's answers: analyses ask it for the same nodes again and again.
+        self._functions: dict[cst.CSTNode, cst.FunctionDef | None] = {}
         self._build(module)
 
     def _build(self, root: cst.CSTNode) -> None:
@@ -180,13 +185,16 @@ class TreeIndex:
             current = self.parents.get(current)
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        known = self._functions.get(node, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]  # a FunctionDef or None
         parents = self.parents
         current = parents.get(node)
-        while current is not None:
-            if type(current) is cst.FunctionDef:
-                return current
+        while current is not None and type(current) is not cst.FunctionDef:
             current = parents.get(current)
-        return None
+        assert current is None or isinstance(current, cst.FunctionDef)
+        self._functions[node] = current
+        return current
 
     def qualname(self, node: cst.FunctionDef | cst.ClassDef) -> str:
         """``Cls.method``, ``outer.inner``: the name the project model knows it by."""
