@@ -31,7 +31,7 @@ from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Fix, Rule
 from memlint.rules.mem998_unused_noqa import resolve_unused_findings
 from memlint.rules.spec import RuleSpec, as_specs
-from memlint.runner import RunResult, display_path, root_relative
+from memlint.runner import RunResult, display_path
 from memlint.suppression import index_for
 
 # Enough for fixes that uncover further fixes; a rule whose fix keeps re-firing stops here.
@@ -326,7 +326,7 @@ def apply_fixes(
         path = by_display.get(file.path)
         if path is None:
             continue
-        ignored = settings.ignored_for(root_relative(path, settings.root))
+        ignored = settings.ignored_for(path)
         active = [rule for rule in enabled if rule.code not in ignored]
         try:
             result = fix_file(path, active, unsafe=unsafe, write=write)
