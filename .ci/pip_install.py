@@ -28,6 +28,8 @@ def reachable(url: str, timeout: float = 5.0) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--reachable"]:  # for scripts: exit 0 when the CPU index answers
+        return 0 if reachable(CPU_INDEX) else 1
     extra = ["--extra-index-url", CPU_INDEX] if reachable(CPU_INDEX) else []
     if not extra:
         print(f"pip_install: {CPU_INDEX or 'the CPU index'} not reachable; using the "

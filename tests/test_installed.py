@@ -58,4 +58,5 @@ def test_not_the_source_tree_where_an_installed_copy_is_expected() -> None:
     assert _editable_source() is None, "an editable install is not the installed package"
     for module in (memlint, pytest_gpumem):
         path = Path(module.__file__).resolve()
-        assert CHECKOUT not in path.parents, f"{module.__name__} imported from {path}"
+        assert path.parent != CHECKOUT / module.__name__, f"{module.__name__} from the source"
+        assert "site-packages" in path.parts, f"{module.__name__} imported from {path}"
