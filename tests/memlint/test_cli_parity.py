@@ -159,3 +159,29 @@ def test_well_formed_noqa_still_silences(tmp_path: Path, capsys: pytest.CaptureF
     write(tmp_path, "m.py", f"leak()  {comment}\n")
     run = run_cli(capsys, tmp_path, "--no-cache", ".")
     assert (run.rc, run.lines, run.err) == (0, ["All checks passed."], "")
+
+
+def test_editing_a_nested_config_invalidates_cached_results(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "pkgA/m.py", "leak()\n")
+    write(tmp_path, "pkgB/m.py", "leak()\n")
+    config = write(tmp_path, "pkgB/memlint.toml", "ignore = ['MEM901']\n")
+    cache = ["--cache-dir", str(tmp_path.parent / f"{tmp_path.name}-cache")]
+    first = run_cli(capsys, tmp_path, *cache, "pkgA/m.py", "pkgB/m.py")
+    assert first.lines == ["pkgA/m.py:1:1: MEM901 leak() called", "Found 1 problem."]
+    again = run_cli(capsys, tmp_path, *cache, "pkgA/m.py", "pkgB/m.py")
+    assert again.lines == first.lines
+    config.write_text("ignore = []\n", encoding="utf-8")
+    edited = run_cli(capsys, tmp_path, *cache, "pkgA/m.py", "pkgB/m.py")
+    assert edited.lines[:2] == ["pkgA/m.py:1:1: MEM901 leak() called",
+                                "pkgB/m.py:1:1: MEM901 leak() called"]
+
+
+def test_a_broken_nested_config_is_a_one_line_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "pkg/m.py", "leak()\n")
+    write(tmp_path, "pkg/memlint.toml", "selec = ['MEM901']\n")
+    run = run_cli(capsys, tmp_path, "--no-cache", ".")
+    assert run.rc == 2
+    assert run.err.startswith("memlint: error: ") and "unknown key 'selec'" in run.err
+    assert len(run.err.splitlines()) == 1
