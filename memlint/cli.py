@@ -105,8 +105,9 @@ def check_parser() -> argparse.ArgumentParser:
     files.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false",
                        help="lint files that .gitignore excludes")
     config = parser.add_argument_group("configuration")
-    config.add_argument("--config", type=Path, metavar="PYPROJECT",
-                        help="read [tool.memlint] from this file instead of searching upward")
+    config.add_argument("--config", type=Path, metavar="FILE",
+                        help="use this pyproject.toml ([tool.memlint]) or memlint.toml for "
+                             "every file, instead of each file's nearest one")
     config.add_argument("--isolated", action="store_true", help="ignore all configuration files")
     config.add_argument("--show-settings", action="store_true",
                         help="print the settings that apply to the first file, and exit")
