@@ -3,7 +3,8 @@
 Blocks are read from the README itself. An HTML comment just before a block says how to
 run it: ``<!-- snippet: skip (why) -->``, ``venv`` (a fresh virtual environment, with the
 wheel built from this checkout where pip would look for ``torch-memlint``, since the test
-cannot publish it), ``exit N`` (the expected status; default 0). Shell blocks run with
+cannot publish it), ``exit N`` (the expected status; default 0), ``torch`` (skipped where torch is not
+installed: the tox ``notorch`` environments). Shell blocks run with
 ``bash -e`` in a copy of the source tree; a Python block whose first line is ``# NAME.py``
 is written there under that name first; a TOML block must be a configuration memlint
 accepts; YAML blocks are CI and pre-commit recipes (the pre-commit one runs in
@@ -106,6 +107,8 @@ def test_readme_snippet_runs(snippet: Snippet, tmp_path: Path,
                              request: pytest.FixtureRequest) -> None:
     if snippet.skipped is not None:
         pytest.skip(snippet.skipped)
+    if "torch" in snippet.how.split(", "):
+        pytest.importorskip("torch", reason="this snippet runs the plugin with torch")
     if snippet.in_venv:
         fresh, links = request.getfixturevalue("fresh")
         # The variable replaces the machine's own find-links: keep them.
