@@ -292,9 +292,9 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         settings = tree.settings_for(directory)
         return settings.root, settings.exclude
 
-    if stdin:
-        return _check_stdin(args, known, tree)
     try:
+        if stdin:
+            return _check_stdin(args, known, tree)
         found = discover(args.paths, root=base.root, exclude=base.exclude,
                          force_exclude=args.force_exclude,
                          respect_gitignore=args.respect_gitignore,
@@ -481,9 +481,8 @@ def _check_stdin(args: argparse.Namespace, known: Sequence[RuleSpec], tree: Conf
             sys.stdout.buffer.write(source)
         return EXIT_CLEAN
     display = str(name)
-    ignored = settings.ignored_for(path) | frozenset(
-        r.code for r in known if r.code not in settings.own)
-    enabled = [r for r in known if r.code in settings.own]
+    ignored = settings.ignored_for(path)
+    enabled = [r for r in known if r.code in settings.enabled]
     result = lint_bytes(display, source, enabled, ignored)
     if result.skipped:
         _warn(f"{display}: skipped: {result.skipped}", args.quiet)
