@@ -3,8 +3,8 @@
 Blocks are read from the README itself. An HTML comment just before a block says how to
 run it: ``<!-- snippet: skip (why) -->``, ``venv`` (a fresh virtual environment, with the
 wheel built from this checkout where pip would look for ``torch-memlint``, since the test
-cannot publish it), ``exit N`` (the expected status; default 0), ``torch`` (skipped where torch is not
-installed: the tox ``notorch`` environments). Shell blocks run with
+cannot publish it), ``exit N`` (the expected status; default 0), ``torch`` (skipped where
+torch is not installed: the tox ``notorch`` environments). Shell blocks run with
 ``bash -e`` in a copy of the source tree; a Python block whose first line is ``# NAME.py``
 is written there under that name first; a TOML block must be a configuration memlint
 accepts; YAML blocks are CI and pre-commit recipes (the pre-commit one runs in

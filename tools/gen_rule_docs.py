@@ -1,8 +1,9 @@
 """Regenerate what is derived from the rule classes: docs, the rule tables, the rule index.
 
 The rule classes are the single source: their docstrings give docs/rules/*.md, the full rule
-table in docs/rules/README.md and the README's short table of the main rules (as in ruff), and their codes, defaults and triggers give memlint/rules/index.py,
-which lets the command line run without importing libcst. This script only copies them out;
+table in docs/rules/README.md and the README's short table of the main rules (as in ruff),
+and their codes, defaults and triggers give memlint/rules/index.py, which lets the command
+line run without importing libcst. This script only copies them out;
 ``--check`` exits 1 when a generated file is stale, for tests and CI.
 """
 
