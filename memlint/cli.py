@@ -24,6 +24,7 @@ from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
 if TYPE_CHECKING:
     from memlint.config import ConfigTree
     from memlint.diagnostics import Diagnostic
+    from memlint.measured import Report
     from memlint.rules.base import Rule
     from memlint.rules.spec import RuleSpec
 
@@ -126,6 +127,12 @@ def check_parser() -> argparse.ArgumentParser:
     out.add_argument("--statistics", action="store_true",
                      help="print the number of findings per rule instead of each finding")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    out.add_argument("--gpumem-report", type=Path, metavar="REPORT_JSON",
+                     help="mark findings with the memory a pytest-gpumem JSON report "
+                          "(--gpumem-json) measured at their line or in their function")
+    out.add_argument("--sort", choices=["location", "measured"], default="location",
+                     help="order of findings: by file and line, or most measured memory "
+                          "first (needs --gpumem-report)")
     out.add_argument("-q", "--quiet", action="store_true",
                      help="print findings only: no summary, no warnings about skipped files")
     run = parser.add_argument_group("execution")
@@ -254,6 +261,21 @@ def _emit(text: str, output_file: Path | None) -> None:
         raise UsageError(f"cannot write {output_file}: {exc.strerror or exc}") from None
 
 
+def _gpumem_report(args: argparse.Namespace) -> Report | None:
+    """The pytest-gpumem report to mark findings with, read before linting: a bad path is
+    a usage error at once."""
+    if args.gpumem_report is None:
+        if args.sort == "measured":
+            raise UsageError("--sort=measured needs --gpumem-report REPORT_JSON")
+        return None
+    from memlint.measured import ReportError, load_report
+
+    try:
+        return load_report(args.gpumem_report)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def check(argv: Sequence[str], rules: Rules | None = None) -> int:
     args = check_parser().parse_args(list(argv))
     pool = Pool.start()
@@ -284,6 +306,7 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         raise UsageError(f"path does not exist: {missing[0]}")
     if args.add_noqa and (args.fix or args.diff):
         raise UsageError("--add-noqa cannot be combined with --fix or --diff")
+    report = _gpumem_report(args)
     known = _known_rules(rules)
     tree = _settings(args, known)
     base = tree.base
@@ -298,7 +321,7 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         found = discover(args.paths, root=base.root, exclude=base.exclude,
                          force_exclude=args.force_exclude,
                          respect_gitignore=args.respect_gitignore,
-                         exclude_source=exclude_source)
+                         include=base.include, exclude_source=exclude_source)
         settings = tree.for_files(found.files)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
@@ -354,7 +377,7 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
             # vanish from a --diff run: say so, and do not claim that nothing needs fixing.
             unchecked = [d for d in result.diagnostics if d.code in ENGINE_CODES]
             for d in unchecked:
-                print(f"memlint: error: {d.path}:{d.line}:{d.column}: {d.code} {d.message}",
+                print(f"memlint: error: {d.path}:{d.location}: {d.code} {d.message}",
                       file=sys.stderr)
             for file in result.files:
                 if file.skipped:
@@ -371,7 +394,7 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
                 print(f"memlint: fixed {fixed.applied} problem(s) in {len(fixed.changed)} "
                       "file(s)", file=sys.stderr)
             result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
-                                cache=cache, file_timeout=args.file_timeout,
+                                cache=cache, file_timeout=args.file_timeout, pool=pool,
                                 context=context)
         if args.show_fixes:
             sys.stderr.write(_fixes_listing(_gone(before, result.diagnostics)))
@@ -380,7 +403,14 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
             _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
     if result.cache_warning:
         _warn(result.cache_warning, args.quiet)
-    return _report(args, _lint_findings(result.diagnostics, args.quiet), known)
+    diagnostics = _lint_findings(result.diagnostics, args.quiet)
+    if report is not None:
+        from memlint.measured import by_measured, mark
+
+        diagnostics = mark(diagnostics, report, Path.cwd())
+        if args.sort == "measured":
+            diagnostics = by_measured(diagnostics)
+    return _report(args, diagnostics, known)
 
 
 def _display(path: Path) -> str:
@@ -435,7 +465,7 @@ def _lint_findings(diagnostics: Sequence[Diagnostic], quiet: bool) -> list[Diagn
 
     for d in diagnostics:
         if d.code == INVALID_NOQA[0]:
-            _warn(f"{d.path}:{d.line}:{d.column}: {d.message}", quiet)
+            _warn(f"{d.path}:{d.location}: {d.message}", quiet)
     return [d for d in diagnostics if d.code != INVALID_NOQA[0]]
 
 

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from memlint.context import FileContext
 from memlint.diagnostics import Diagnostic, FixSafety
 from memlint.dispatch import visit_batched
 from memlint.filecheck import INTERNAL_ERROR, PARSE_ERROR, file_diagnostic
+from memlint.positions import finding_positions
 from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Rule
 
@@ -61,9 +61,9 @@ def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding
 
 
 def position_findings(context: FileContext, findings: Sequence[Finding]) -> list[Diagnostic]:
-    wrapper = MetadataWrapper(context.module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
     tree = context.analysis.tree
+    positions = finding_positions(context.module, context.source, tree,
+                                  [f.node for f in findings])
     out: list[Diagnostic] = []
     for f in findings:
         pos = positions[f.node]

@@ -11,11 +11,12 @@ import ast
 import io
 import tokenize
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from memlint.cache import content_digest
 from memlint.diagnostics import ENGINE_CODES, Diagnostic
+from memlint.notebook import Notebook, NotebookError, is_notebook, read_notebook
 from memlint.prefilter import applicable_rules
 from memlint.rules.spec import RuleSpec, as_specs
 from memlint.suppression import index_for, invalid_noqa_diagnostics
@@ -197,16 +198,46 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
     digest = content_digest(source)
     if task.phase == "lint" and digest == task.known_digest:
         return FileResult(task.display, digest=digest, unchanged=True)
+    notebook: Notebook | None = None
     try:
+        if is_notebook(task.path):
+            # A notebook is linted as the program of its code cells, then mapped back.
+            read = notebook_program(task.display, source)
+            if isinstance(read, FileResult):
+                read.digest = digest
+                return read
+            notebook = read
+            source = notebook.program_bytes
         if task.phase == "scan":
+            # A notebook is no importable module: the project model needs no summary of it.
             result = scan_bytes(task.display, source, rules, task.ignored,
-                                digest == task.summary_digest, imports_ready)
+                                digest == task.summary_digest or notebook is not None,
+                                imports_ready)
         else:
             result = lint_bytes(task.display, source, rules, task.ignored,
                                 imports_ready=imports_ready, view=task.view,
                                 active_codes=task.active)
+        if notebook is not None:
+            result.diagnostics = [notebook.to_cells(d) for d in result.diagnostics] + [
+                replace(file_diagnostic(task.display, PARSE_ERROR,
+                                        f"{message} (cell left out, the others linted)",
+                                        line, column), cell=cell)
+                for cell, line, column, message in notebook.broken]
     except Exception as exc:  # one file's failure must not stop the run
         result = FileResult(task.display, [file_diagnostic(
             task.display, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")])
     result.digest = digest
     return result
+
+
+def notebook_program(display: str, source: bytes) -> Notebook | FileResult:
+    """The notebook read from its bytes, or the result that says why it is not linted: a
+    MEM999 for a file that is not an nbformat 4 notebook, a skip for another language."""
+    try:
+        notebook = read_notebook(source)
+    except NotebookError as exc:
+        return FileResult(display, [file_diagnostic(display, PARSE_ERROR, str(exc))])
+    if notebook.language is not None and not notebook.language.lower().lstrip("i").startswith(
+            "python"):  # python, python3, ipython3 ...
+        return FileResult(display, skipped=f"a {notebook.language} notebook, not Python")
+    return notebook

@@ -27,6 +27,7 @@ from memlint.config import Settings
 from memlint.context import FileContext
 from memlint.diagnostics import ENGINE_CODES, Diagnostic, FixSafety
 from memlint.engine import lint_module, lint_source, parse
+from memlint.notebook import is_notebook
 from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Fix, Rule
 from memlint.rules.mem998_unused_noqa import resolve_unused_findings
@@ -72,6 +73,8 @@ class FixResult:
     # Why fixing stopped early (a fix that would not parse, an internal error), if it did.
     problem: str | None = None
     encoding: str = "utf-8"
+    # A notebook: (cell number, old source, new source) of each changed cell, for the diff.
+    cells: list[tuple[int, str, str]] | None = None
 
     @property
     def changed(self) -> bool:
@@ -190,6 +193,11 @@ def fix_source(
 
 def unified_diff(result: FixResult) -> str:
     """The fix as a unified diff, ``a/`` and ``b/`` prefixed like git's."""
+    if result.cells is not None:  # a notebook: the changed cells, not the JSON
+        from memlint.notebook_fix import cell_diff
+
+        return cell_diff(result.path, result.cells)
+
     def lines(data: bytes) -> list[str]:
         out = data.decode(result.encoding, errors="replace").splitlines(keepends=True)
         if out and not out[-1].endswith(("\n", "\r")):
@@ -274,7 +282,12 @@ def fix_file(
     should it differ from that by the time the fix is ready.
     """
     data = path.read_bytes() if source is None else source
-    result = fix_source(str(path), data, rules, unsafe=unsafe, keep=keep)
+    if is_notebook(str(path)):
+        from memlint.notebook_fix import fix_notebook
+
+        result = fix_notebook(str(path), data, rules, unsafe=unsafe, keep=keep)
+    else:
+        result = fix_source(str(path), data, rules, unsafe=unsafe, keep=keep)
     if write and result.changed:
         write_if_unchanged(path, data, result.fixed)
     return result

@@ -101,9 +101,16 @@ def add_noqa(files: Sequence[Path], diagnostics: Sequence[Diagnostic],
     here = cwd or Path.cwd()
     by_display = {display_path(path, here): path for path in files}
     grouped: dict[str, list[Diagnostic]] = {}
+    notebooks: set[str] = set()
     for d in diagnostics:
+        if d.cell is not None:  # positions within a cell, not lines of the .ipynb file
+            notebooks.add(d.path)
+            continue
         grouped.setdefault(d.path, []).append(d)
     total, warnings = 0, []
+    for display in sorted(notebooks):
+        warnings.append(f"{display}: no noqa added: add `# noqa: CODE` in the notebook's "
+                        "cells themselves")
     for display, found in sorted(grouped.items()):
         path = by_display.get(display)
         if path is None:

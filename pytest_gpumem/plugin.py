@@ -21,6 +21,7 @@ from _pytest.terminal import TerminalReporter
 from pytest_gpumem.backends import require_torch
 from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
+from pytest_gpumem.linked import link_measurement
 from pytest_gpumem.marker import MARKER_HELP, MarkerError, marker_spec
 from pytest_gpumem.options import add_options, read_settings
 from pytest_gpumem.report import failure_text, headline, memory_longrepr
@@ -195,6 +196,7 @@ class GpumemHooks:
             if failed_memory and m.peak is not None and not m.peak.sites:
                 m.peak = replace(m.peak, sites=run.tracker.explain_peak())
             if failed_memory:
+                link_measurement(self.state.linker, m)
                 backend = self.state.backend
                 if backend is not None and backend.has_snapshots:
                     snapshot = backend.dump_snapshot(self._snapshot_path(m.nodeid))

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_gpumem.backends import make_backend
 from pytest_gpumem.backends.base import Backend, TestTracker
+from pytest_gpumem.linked import Linker
 from pytest_gpumem.marker import MarkerSpec
 from pytest_gpumem.options import Settings, limits_for
 from pytest_gpumem.result import TestMeasurement
@@ -37,6 +38,7 @@ class GpumemSession:
     current: TestRun | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     notes: set[str] = field(default_factory=set)  # one-line remarks for the terminal summary
+    linker: Linker = field(default_factory=Linker)  # memlint's findings, per file linted
 
     @property
     def enabled(self) -> bool:

@@ -32,8 +32,9 @@ class _Sources:
 
 
 def snippet(d: Diagnostic, lines: Sequence[str]) -> str:
-    """The flagged lines with a gutter of line numbers, and carets under the span."""
-    if not 1 <= d.line <= len(lines):
+    """The flagged lines with a gutter of line numbers, and carets under the span (none for a
+    notebook finding, whose lines count within its cell, not the .ipynb file)."""
+    if d.cell is not None or not 1 <= d.line <= len(lines):
         return ""
     last = min(max(d.end_line, d.line), len(lines), d.line + MAX_LINES - 1)
     width = len(str(last))

@@ -29,7 +29,8 @@ def _fingerprint(d: Diagnostic, seen: dict[str, int]) -> str:
 
 def issue(d: Diagnostic, fingerprint: str) -> dict[str, Any]:
     return {
-        "description": f"{d.code} {d.message}",
+        "description": (f"{d.code} {d.message}" if d.cell is None
+                        else f"{d.code} (cell {d.cell}) {d.message}"),
         "check_name": f"{d.code} {d.name}",
         "fingerprint": fingerprint,
         "severity": "blocker" if d.code in ENGINE_CODES else "major",

@@ -36,6 +36,6 @@ def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], bas
                                  file=name, line=str(d.line))
             failure = ET.SubElement(case, "failure", message=_xml_text(d.message),
                                     type=d.code)
-            failure.text = _xml_text(f"{name}:{d.line}:{d.column}: {d.code} {d.message}")
+            failure.text = _xml_text(f"{name}:{d.location}: {d.code} {d.message}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -28,7 +28,8 @@ def fixable(d: Diagnostic, unsafe_fixes: bool) -> bool:
 
 def line(d: Diagnostic, unsafe_fixes: bool = False) -> str:
     mark = "[*] " if fixable(d, unsafe_fixes) else ""
-    return f"{printable(d.path)}:{d.line}:{d.column}: {d.code} {mark}{d.message}"
+    measured = "" if d.measured is None else f" [{d.measured.describe()}]"
+    return f"{printable(d.path)}:{d.location}: {d.code} {mark}{d.message}{measured}"
 
 
 def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
