@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import memlint
 from memlint.output import FORMATS
-from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
+from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, PoolError
 
 # Everything else is imported inside the functions, after the first worker process has been
 # forked (see memlint.pool): a one-file pre-commit run then imports libcst in parallel.
@@ -250,15 +251,34 @@ def _warn(message: str, quiet: bool) -> None:
         print(f"memlint: warning: {message}", file=sys.stderr)
 
 
-def _emit(text: str, output_file: Path | None) -> None:
+def _emit(text: str | bytes, output_file: Path | None) -> None:
+    """Write the report; ``bytes`` (a diff, in the files' own encodings) are written as is."""
     if output_file is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        if isinstance(text, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
         return
     try:
-        output_file.write_text(text, encoding="utf-8")
+        # Rendered in full before the file is opened: an error never leaves it empty.
+        if isinstance(text, bytes):
+            output_file.write_bytes(text)
+        else:
+            output_file.write_text(text, encoding="utf-8", errors="backslashreplace")
     except OSError as exc:
         raise UsageError(f"cannot write {output_file}: {exc.strerror or exc}") from None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI timeout, ``kill``): handled as Ctrl-C is, so files being written are
+    finished, the workers stop and the exit is one line with status 2."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def _gpumem_report(args: argparse.Namespace) -> Report | None:
@@ -278,6 +298,23 @@ def _gpumem_report(args: argparse.Namespace) -> Report | None:
 
 def check(argv: Sequence[str], rules: Rules | None = None) -> int:
     args = check_parser().parse_args(list(argv))
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        return _checked(args, rules)
+    try:
+        return _checked(args, rules)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _checked(args: argparse.Namespace, rules: Rules | None) -> int:
+    try:
+        os.getcwd()
+    except OSError:
+        # Relative paths, the project root and the cache all start from here.
+        raise UsageError("the current directory no longer exists (deleted?); "
+                         "cd into the project again") from None
     pool = Pool.start()
     try:
         return _check(args, rules, pool)
@@ -368,9 +405,12 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
 
         before = result.diagnostics
         fixed = apply_fixes(found.files, result, settings, known, unsafe=args.unsafe_fixes,
-                            write=not args.diff)
+                            write=not args.diff, pool=pool, jobs=args.jobs or default_jobs(),
+                            file_timeout=args.file_timeout)
         for warning in fixed.warnings:
             _warn(warning, args.quiet)
+        for error in fixed.errors:
+            print(f"memlint: error: {error}", file=sys.stderr)
         if args.diff:
             _emit(fixed.diff(), args.output_file)
             # A file memlint could not check (syntax, encoding, unreadable) would otherwise
@@ -388,6 +428,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
                      and d.fix is not None and _applies(d, args.unsafe_fixes)]))
             if not args.quiet:
                 print(f"memlint: {fixed.applied} fix(es) would be applied", file=sys.stderr)
+            if fixed.errors:
+                return EXIT_ERROR
             return EXIT_FINDINGS if fixed.changed or unchecked else EXIT_CLEAN
         if fixed.changed:
             if not args.quiet:
@@ -404,13 +446,18 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     if result.cache_warning:
         _warn(result.cache_warning, args.quiet)
     diagnostics = _lint_findings(result.diagnostics, args.quiet)
+    if args.fix:
+        diagnostics = fixed.mark(diagnostics)
     if report is not None:
         from memlint.measured import by_measured, mark
 
         diagnostics = mark(diagnostics, report, Path.cwd())
         if args.sort == "measured":
             diagnostics = by_measured(diagnostics)
-    return _report(args, diagnostics, known)
+    status = _report(args, diagnostics, known)
+    if args.fix and fixed.errors:
+        return EXIT_ERROR  # a fix that was asked for was not made (said on stderr)
+    return status
 
 
 def _display(path: Path) -> str:
@@ -599,13 +646,14 @@ def main(argv: Sequence[str] | None = None, *, rules: Rules | None = None) -> in
         if args and args[0] == "check":
             args = args[1:]
         return check(args, rules)
-    except UsageError as exc:
+    except (UsageError, PoolError) as exc:
         print(f"memlint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_CLEAN
-    except KeyboardInterrupt:
-        print("memlint: error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"memlint: error: {how}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # the last line of defence: no traceback
         print(f"memlint: error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)

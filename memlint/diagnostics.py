@@ -47,6 +47,8 @@ class Diagnostic:
     cell: int | None = None
     # Memory a pytest-gpumem report measured behind this finding (--gpumem-report); never cached.
     measured: Measured | None = field(default=None, compare=False)
+    # Set by --fix/--diff when the fix this diagnostic offers could not be made: why.
+    fix_problem: str | None = field(default=None, compare=False)
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -67,7 +69,11 @@ class Diagnostic:
             "code": self.code,
             "name": self.name,
             "message": self.message,
-            "fix": None if self.fix is None else {"applicability": self.fix.value},
+            "fix": None if self.fix is None else {
+                "applicability": self.fix.value,
+                **({} if self.fix_problem is None
+                   else {"applied": False, "problem": self.fix_problem}),
+            },
         }
         if self.cell is not None:  # lines and columns are then within this cell
             data["cell"] = self.cell

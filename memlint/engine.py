@@ -35,7 +35,7 @@ def parse_or_report(path: str, source: bytes) -> cst.Module | Diagnostic:
     except cst.ParserSyntaxError as exc:
         return file_diagnostic(path, PARSE_ERROR, f"cannot parse: {exc.message}",
                                exc.raw_line, exc.raw_column + 1)
-    except (RecursionError, MemoryError, ValueError, UnicodeDecodeError, SyntaxError) as exc:
+    except (RecursionError, ValueError, UnicodeDecodeError, SyntaxError) as exc:
         return file_diagnostic(path, PARSE_ERROR, f"cannot parse: {type(exc).__name__}: {exc}")
 
 
@@ -119,6 +119,8 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
         _, diagnostics = lint_module(context, active)
     except RecursionError:
         return [file_diagnostic(path, INTERNAL_ERROR, "file is nested too deeply to analyse")]
+    except MemoryError:
+        raise  # the worker reports it (memlint.filecheck)
     except Exception as exc:
         return [file_diagnostic(path, INTERNAL_ERROR,
                                 f"internal error while linting: {type(exc).__name__}: {exc}")]

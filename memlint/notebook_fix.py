@@ -31,6 +31,7 @@ def fix_notebook(path: str, data: bytes, rules: Sequence[type[Rule]], *, unsafe:
     result.problem = program.problem
     if not program.changed:
         result.remaining = [notebook.to_cells(d) for d in program.remaining]
+        result.failed = [notebook.to_cells(d) for d in program.failed]
         return result
     try:
         sources = notebook.split(program.fixed.decode("utf-8"))
@@ -42,6 +43,7 @@ def fix_notebook(path: str, data: bytes, rules: Sequence[type[Rule]], *, unsafe:
     result.fixed = fixed
     result.applied = program.applied
     result.remaining = [after.to_cells(d) for d in program.remaining]
+    result.failed = [after.to_cells(d) for d in program.failed]
     result.cells = [(cell.number, cell.source, sources[cell.number])
                     for cell in notebook.cells if sources[cell.number] != cell.source]
     return result

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from memlint.diagnostics import Diagnostic
 from memlint.output.ruledoc import RuleInfo
+from memlint.output.text import printable
 
 
 def _data(text: str) -> str:
@@ -20,7 +21,7 @@ def _prop(text: str) -> str:
 
 
 def annotation(d: Diagnostic) -> str:
-    path = Path(d.path).as_posix()
+    path = printable(Path(d.path).as_posix())
     line, column, end_line, end_column = d.line, d.column, d.end_line, d.end_column
     message = f"{d.code} {d.message}"
     if d.cell is not None:

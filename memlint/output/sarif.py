@@ -27,8 +27,9 @@ def _uri(path: str, base: Path) -> str:
     try:
         rel = absolute.relative_to(base).as_posix()
     except ValueError:
-        return absolute.as_uri()
-    return quote(rel)
+        # A URI names the bytes of a path: an undecodable byte is percent-encoded as itself.
+        return "file://" + quote(os.fsencode(absolute.as_posix()))
+    return quote(os.fsencode(rel))
 
 
 def _rule(item: RuleInfo) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], bas
                                  else RuleInfo(d.code, d.name, d.message, "", True, None))
     ordered = sorted(catalogue.values(), key=lambda r: r.code)
     index = {item.code: i for i, item in enumerate(ordered)}
-    base_uri = base.resolve().as_uri().rstrip("/") + "/"
+    base_uri = "file://" + quote(os.fsencode(base.resolve().as_posix())).rstrip("/") + "/"
     log = {
         "$schema": SCHEMA,
         "version": "2.1.0",

@@ -11,25 +11,35 @@ from memlint.diagnostics import Diagnostic, FixSafety
 from memlint.output.ruledoc import RuleInfo
 
 
+def _escape(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":  # an undecodable byte of the name, kept by os.fsdecode
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+
+
 def printable(path: str) -> str:
-    """A path as one printable line: control and line-separator characters (``\n``, ``\r``,
-    U+2028, U+0085) and undecodable bytes (surrogate escapes) are written as escapes, so one
-    finding is always one line and any encoding can print it."""
+    """A path as one printable line of valid Unicode, for every output format: control and
+    line-separator characters (``\n``, ``\r``, U+2028, U+0085) are written as escapes, and
+    so are the bytes of a name that is not valid UTF-8 (``caf\xe9.py``), so that one finding
+    is always one line and any encoding (JSON, SARIF, a terminal) can carry it."""
     if path.isprintable():
         return path
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in path)
+    return "".join(_escape(c) for c in path)
 
 
 def fixable(d: Diagnostic, unsafe_fixes: bool) -> bool:
-    """Whether ``--fix`` (with ``--unsafe-fixes`` when given) would fix this finding."""
+    """Whether ``--fix`` (with ``--unsafe-fixes`` when given) would fix this finding; not
+    when a fix was tried and could not be made."""
+    if d.fix_problem is not None:
+        return False
     return d.fix is FixSafety.SAFE or (d.fix is FixSafety.UNSAFE and unsafe_fixes)
 
 
 def line(d: Diagnostic, unsafe_fixes: bool = False) -> str:
     mark = "[*] " if fixable(d, unsafe_fixes) else ""
     measured = "" if d.measured is None else f" [{d.measured.describe()}]"
-    return f"{printable(d.path)}:{d.location}: {d.code} {mark}{d.message}{measured}"
+    note = "" if d.fix_problem is None else f" (fix not applied: {d.fix_problem})"
+    return f"{printable(d.path)}:{d.location}: {d.code} {mark}{d.message}{measured}{note}"
 
 
 def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
