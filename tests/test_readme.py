@@ -70,7 +70,7 @@ def files_to_write() -> dict[str, str]:
 
 def test_the_readme_is_short_and_keeps_its_two_commands() -> None:
     lines = README.read_text(encoding="utf-8").splitlines()
-    assert len(lines) <= 170
+    assert len(lines) <= 180  # a five-minute read; references live in docs/
     bodies = [s.body for s in snippets()]
     assert "bash .ci/run\n" in bodies
     assert any("pip install -e . && memlint examples/" in b for b in bodies)
