@@ -1,8 +1,9 @@
 """The ``memlint`` command: ruff's conventions, so users' habits and CI recipes carry over.
 
-``memlint [check] [PATHS]`` lints; ``memlint rule CODE`` / ``memlint rule --all`` explain
-rules. Exit status: 0 no findings, 1 findings (parse errors included), 2 usage or internal
-error. Every usage error is one ``memlint: error: ...`` line on stderr, never a traceback.
+``memlint [check] [PATHS]`` lints (``-`` reads stdin, named by ``--stdin-filename``);
+``memlint rule CODE`` / ``memlint rule --all`` explain rules. Exit status: 0 no findings,
+1 findings (parse errors included), 2 usage or internal error. Every usage error is one
+``memlint: error: ...`` line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, PoolError
 # Everything else is imported inside the functions, after the first worker process has been
 # forked (see memlint.pool): a one-file pre-commit run then imports libcst in parallel.
 if TYPE_CHECKING:
-    from memlint.config import Settings
+    from memlint.config import ConfigTree
+    from memlint.diagnostics import Diagnostic
     from memlint.measured import Report
     from memlint.rules.base import Rule
     from memlint.rules.spec import RuleSpec
@@ -83,7 +85,7 @@ def check_parser() -> argparse.ArgumentParser:
         epilog="Explain a rule with `memlint rule MEM001`; list rules with `memlint rule --all`.",
     )
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                        help="files or directories to lint (default: .)")
+                        help="files or directories to lint (default: .); - reads stdin")
     parser.add_argument("--version", action="version", version=f"memlint {memlint.__version__}")
     rules = parser.add_argument_group("rule selection (comma-separated codes or prefixes, ALL)")
     rules.add_argument("--select", action="append", metavar="CODES",
@@ -105,11 +107,22 @@ def check_parser() -> argparse.ArgumentParser:
     files.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false",
                        help="lint files that .gitignore excludes")
     config = parser.add_argument_group("configuration")
-    config.add_argument("--config", type=Path, metavar="PYPROJECT",
-                        help="read [tool.memlint] from this file instead of searching upward")
+    config.add_argument("--config", type=Path, metavar="FILE",
+                        help="use this pyproject.toml ([tool.memlint]) or memlint.toml for "
+                             "every file, instead of each file's nearest one")
     config.add_argument("--isolated", action="store_true", help="ignore all configuration files")
+    config.add_argument("--show-settings", action="store_true",
+                        help="print the settings that apply to the first file, and exit")
+    config.add_argument("--show-files", action="store_true",
+                        help="print the files that would be linted, and exit")
     out = parser.add_argument_group("output")
-    out.add_argument("--output-format", choices=sorted(FORMATS), default="text")
+    out.add_argument("--output-format", choices=sorted(FORMATS), default="text",
+                     metavar="FORMAT",
+                     help=f"one of {', '.join(sorted(FORMATS))} (default: text, which is "
+                          "concise; full adds source lines)")
+    out.add_argument("--stdin-filename", type=Path, metavar="PATH",
+                     help="the path of the code read from stdin (for its settings and in "
+                          "the report); implies - when no path is given")
     out.add_argument("-o", "--output-file", type=Path, metavar="FILE",
                      help="write the report here instead of stdout")
     out.add_argument("--statistics", action="store_true",
@@ -124,7 +137,7 @@ def check_parser() -> argparse.ArgumentParser:
     out.add_argument("-q", "--quiet", action="store_true",
                      help="print findings only: no summary, no warnings about skipped files")
     run = parser.add_argument_group("execution")
-    run.add_argument("-j", "--jobs", type=_positive_int, default=None,
+    run.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                      help="worker processes (default: the number of cores)")
     run.add_argument("--file-timeout", type=_timeout, default=DEFAULT_FILE_TIMEOUT,
                      metavar="SECONDS",
@@ -139,14 +152,21 @@ def check_parser() -> argparse.ArgumentParser:
                        help="with --fix or --diff, also apply fixes that may change behaviour")
     fixes.add_argument("--diff", action="store_true",
                        help="print the fixes as a unified diff and write nothing")
+    fixes.add_argument("--show-fixes", action="store_true",
+                       help="with --fix or --diff, list the fixed findings per file")
+    fixes.add_argument("--add-noqa", action="store_true",
+                       help="add a `# noqa: CODE` comment to every line with a finding "
+                            "(adopt memlint on an existing codebase)")
     return parser
 
 
 def rule_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memlint rule", description="Explain memlint's rules.")
-    parser.add_argument("code", nargs="?", help="a rule code such as MEM001, or its name")
+    parser.add_argument("code", nargs="?", metavar="CODE",
+                        help="a rule code such as MEM001, or its name")
     parser.add_argument("--all", action="store_true", help="list every rule")
-    parser.add_argument("--output-format", choices=["text", "json"], default="text")
+    parser.add_argument("--output-format", choices=["text", "json"], default="text",
+                        metavar="FORMAT", help="text or json (default: text)")
     return parser
 
 
@@ -173,8 +193,14 @@ def _config_start(paths: Sequence[Path]) -> Path:
     return common if common.is_dir() else common.parent
 
 
-def _settings(args: argparse.Namespace, rules: Sequence[RuleSpec]) -> Settings:
-    from memlint.config import ConfigError, Layer, build_settings, parse_per_file_ignores
+def _settings(args: argparse.Namespace, rules: Sequence[RuleSpec]) -> ConfigTree:
+    from memlint.config import (
+        ConfigError,
+        ConfigTree,
+        Layer,
+        build_settings,
+        parse_per_file_ignores,
+    )
     from memlint.diagnostics import ENGINE_CODES
 
     if args.config is not None and not args.config.is_file():
@@ -198,14 +224,12 @@ def _settings(args: argparse.Namespace, rules: Sequence[RuleSpec]) -> Settings:
             exclude=_split(args.exclude),
             extend_exclude=_split(args.extend_exclude) or (),
         )
-        return build_settings(
-            cli,
-            [r.code for r in rules],
-            [r.code for r in rules if r.default_enabled],
-            start=_config_start(args.paths),
-            config_path=args.config,
-            isolated=args.isolated,
-        )
+        codes = [r.code for r in rules]
+        defaults = [r.code for r in rules if r.default_enabled]
+        base = build_settings(cli, codes, defaults, start=_config_start(args.paths),
+                              config_path=args.config, isolated=args.isolated)
+        return ConfigTree(base, cli, codes, defaults,
+                          fixed=args.config is not None or args.isolated)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -300,25 +324,55 @@ def _checked(args: argparse.Namespace, rules: Rules | None) -> int:
 
 def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     from memlint.cache import CACHE_DIR_NAME, ResultCache, cache_key
+    from memlint.config import ConfigError
     from memlint.diagnostics import ENGINE_CODES
     from memlint.discovery import discover
-    from memlint.output import render
-    from memlint.output.ruledoc import catalogue
-    from memlint.runner import lint_paths
 
+    stdin = Path("-") in args.paths or (args.stdin_filename is not None and not args.paths)
+    if stdin:
+        if args.paths and args.paths != [Path("-")]:
+            raise UsageError("- (stdin) cannot be combined with other paths")
+        if args.add_noqa:
+            raise UsageError("--add-noqa edits files; it cannot read stdin")
+        name = args.stdin_filename or Path("-")
+        args.paths = [Path(name).parent if args.stdin_filename else Path(".")]
     if not args.paths:
         args.paths = [Path(".")]
     missing = [p for p in args.paths if not os.path.lexists(p)]
-    if missing:
+    if missing and not stdin:
         raise UsageError(f"path does not exist: {missing[0]}")
+    if args.add_noqa and (args.fix or args.diff):
+        raise UsageError("--add-noqa cannot be combined with --fix or --diff")
     report = _gpumem_report(args)
     known = _known_rules(rules)
-    settings = _settings(args, known)
-    found = discover(args.paths, root=settings.root, exclude=settings.exclude,
-                     force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
-                     include=settings.include)
+    tree = _settings(args, known)
+    base = tree.base
+
+    def exclude_source(directory: Path) -> tuple[Path, Sequence[str]]:
+        settings = tree.settings_for(directory)
+        return settings.root, settings.exclude
+
+    try:
+        if stdin:
+            return _check_stdin(args, known, tree)
+        found = discover(args.paths, root=base.root, exclude=base.exclude,
+                         force_exclude=args.force_exclude,
+                         respect_gitignore=args.respect_gitignore,
+                         include=base.include, exclude_source=exclude_source)
+        settings = tree.for_files(found.files)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
     for skipped in found.skipped:
         _warn(f"{skipped.path}: skipped: {skipped.reason}", args.quiet)
+    if args.show_files:
+        _emit("".join(_display(f) + "\n" for f in found.files), args.output_file)
+        return EXIT_CLEAN
+    if args.show_settings:
+        first = found.files[0] if found.files else None
+        owner = settings.for_path(first) if first is not None else base
+        head = f"Resolved settings for: {_display(first) if first else '(no file)'}\n"
+        _emit(head + owner.describe(), args.output_file)
+        return EXIT_CLEAN
     if not found.files:
         # As ruff does: an empty selection is almost always a mistaken path or exclude.
         _warn("no Python files found under the given paths (excluded or .gitignore'd?)",
@@ -326,20 +380,30 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     cache = None
     if not args.no_cache:
         env = os.environ.get("MEMLINT_CACHE_DIR")
-        directory = args.cache_dir or (Path(env) if env else settings.root / CACHE_DIR_NAME)
+        directory = args.cache_dir or (Path(env) if env else base.root / CACHE_DIR_NAME)
         _check_cache_dir(Path(directory), args.paths)
         ids = [r.ident for r in known if r.code in settings.enabled]
         cache = ResultCache(Path(directory).absolute(), cache_key(settings.fingerprint(), ids))
     from memlint.project.layout import package_files
+    from memlint.runner import lint_paths
 
     # The sibling modules of files named one by one (pre-commit), for the project model.
     context = package_files(found.files, [p for p in args.paths if p.is_dir()])
     result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
                         cache=cache, file_timeout=args.file_timeout, pool=pool,
                         context=context)
+    if args.add_noqa:
+        from memlint.noqa import add_noqa
+
+        added, warnings = add_noqa(found.files, _lint_findings(result.diagnostics, args.quiet))
+        for warning in warnings:
+            _warn(warning, args.quiet)
+        print(f"Added {added} noqa directive{'s' if added != 1 else ''}.", file=sys.stderr)
+        return EXIT_CLEAN
     if args.fix or args.diff:
         from memlint.fixer import apply_fixes
 
+        before = result.diagnostics
         fixed = apply_fixes(found.files, result, settings, known, unsafe=args.unsafe_fixes,
                             write=not args.diff, pool=pool, jobs=args.jobs or default_jobs(),
                             file_timeout=args.file_timeout)
@@ -358,6 +422,10 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
             for file in result.files:
                 if file.skipped:
                     _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
+            if args.show_fixes:
+                sys.stderr.write(_fixes_listing(
+                    [d for r in fixed.changed for d in before if d.path == r.path
+                     and d.fix is not None and _applies(d, args.unsafe_fixes)]))
             if not args.quiet:
                 print(f"memlint: {fixed.applied} fix(es) would be applied", file=sys.stderr)
             if fixed.errors:
@@ -370,12 +438,14 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
             result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
                                 cache=cache, file_timeout=args.file_timeout, pool=pool,
                                 context=context)
+        if args.show_fixes:
+            sys.stderr.write(_fixes_listing(_gone(before, result.diagnostics)))
     for file in result.files:
         if file.skipped:
             _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
     if result.cache_warning:
         _warn(result.cache_warning, args.quiet)
-    diagnostics = result.diagnostics
+    diagnostics = _lint_findings(result.diagnostics, args.quiet)
     if args.fix:
         diagnostics = fixed.mark(diagnostics)
     if report is not None:
@@ -384,6 +454,73 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         diagnostics = mark(diagnostics, report, Path.cwd())
         if args.sort == "measured":
             diagnostics = by_measured(diagnostics)
+    status = _report(args, diagnostics, known)
+    if args.fix and fixed.errors:
+        return EXIT_ERROR  # a fix that was asked for was not made (said on stderr)
+    return status
+
+
+def _display(path: Path) -> str:
+    from memlint.runner import display_path
+
+    return display_path(path, Path.cwd())
+
+
+def _applies(d: Diagnostic, unsafe: bool) -> bool:
+    from memlint.output.text import fixable
+
+    return fixable(d, unsafe)
+
+
+def _gone(before: Sequence[Diagnostic], after: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """Fixable findings of the first run that the second no longer reports: the fixed ones."""
+    from collections import Counter
+
+    left = Counter((d.path, d.code) for d in after)
+    out: list[Diagnostic] = []
+    for d in before:
+        if d.fix is None:
+            continue
+        if left[(d.path, d.code)] > 0:
+            left[(d.path, d.code)] -= 1
+        else:
+            out.append(d)
+    return out
+
+
+def _fixes_listing(fixed: Sequence[Diagnostic]) -> str:
+    """``--show-fixes``: the fixed findings per file and code, as ruff enumerates them."""
+    from collections import Counter
+
+    if not fixed:
+        return "No fixes applied.\n"
+    count = len(fixed)
+    out = [f"Fixed {count} problem{'s' if count != 1 else ''}:\n"]
+    by_file: dict[str, Counter[tuple[str, str]]] = {}
+    for d in fixed:
+        by_file.setdefault(d.path, Counter())[(d.code, d.name)] += 1
+    for path in sorted(by_file):
+        out.append(f"- {path}:\n")
+        for (code, name), n in sorted(by_file[path].items()):
+            out.append(f"    {n} \u00d7 {code} ({name})\n")
+    return "".join(out)
+
+
+def _lint_findings(diagnostics: Sequence[Diagnostic], quiet: bool) -> list[Diagnostic]:
+    """The findings to report; malformed-noqa records become warnings on stderr instead."""
+    from memlint.suppression import INVALID_NOQA
+
+    for d in diagnostics:
+        if d.code == INVALID_NOQA[0]:
+            _warn(f"{d.path}:{d.location}: {d.message}", quiet)
+    return [d for d in diagnostics if d.code != INVALID_NOQA[0]]
+
+
+def _report(args: argparse.Namespace, diagnostics: Sequence[Diagnostic],
+            known: Sequence[RuleSpec], sources: dict[str, str] | None = None) -> int:
+    from memlint.output import render
+    from memlint.output.ruledoc import catalogue
+
     if args.statistics:
         from memlint.output.json_format import render_statistics as json_statistics
         from memlint.output.text import render_statistics as text_statistics
@@ -391,13 +528,65 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         text = (json_statistics(diagnostics) if args.output_format == "json"
                 else text_statistics(diagnostics))
     else:
-        text = render(args.output_format, diagnostics, catalogue(known), Path.cwd())
-        if args.quiet and args.output_format == "text":
-            text = "".join(line + "\n" for line in text.splitlines()[: len(diagnostics)])
+        text = render(args.output_format, diagnostics, catalogue(known), Path.cwd(),
+                      unsafe_fixes=args.unsafe_fixes, show_summary=not args.quiet,
+                      sources=sources)
     _emit(text, args.output_file)
-    if args.fix and fixed.errors:
-        return EXIT_ERROR  # a fix that was asked for was not made (said on stderr)
     return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
+
+
+def _check_stdin(args: argparse.Namespace, known: Sequence[RuleSpec], tree: ConfigTree) -> int:
+    """Lint (or fix) the code on stdin as if it were ``--stdin-filename``, for editors: one
+    file, no cache, no project model. With ``--fix`` the fixed code goes to stdout (the
+    remaining findings to stderr), as ruff does."""
+    from memlint.discovery import Excluder
+    from memlint.filecheck import lint_bytes
+
+    name = args.stdin_filename or Path("-")
+    path = Path(os.path.abspath(name))
+    settings = tree.settings_for(path.parent)
+    if args.show_settings:
+        _emit(f"Resolved settings for: {name}\n" + settings.describe(), args.output_file)
+        return EXIT_CLEAN
+    if args.show_files:
+        _emit(f"{name}\n", args.output_file)
+        return EXIT_CLEAN
+    source = sys.stdin.buffer.read()
+    if args.force_exclude and args.stdin_filename is not None and Excluder(
+            settings.exclude, settings.root).excluded(path, False):
+        if args.fix:
+            sys.stdout.buffer.write(source)
+        return EXIT_CLEAN
+    display = str(name)
+    ignored = settings.ignored_for(path)
+    enabled = [r for r in known if r.code in settings.enabled]
+    result = lint_bytes(display, source, enabled, ignored)
+    if result.skipped:
+        _warn(f"{display}: skipped: {result.skipped}", args.quiet)
+    diagnostics = sorted(result.diagnostics, key=lambda d: d.sort_key())
+    if args.fix or args.diff:
+        from memlint.fixer import fix_source
+
+        fixable = [r.load() for r in enabled if r.code not in ignored]
+        fixed = fix_source(display, source, fixable, unsafe=args.unsafe_fixes)
+        if fixed.problem:
+            _warn(f"{display}: {fixed.problem}", args.quiet)
+        if args.diff:
+            from memlint.fixer import unified_diff
+
+            _emit(unified_diff(fixed) if fixed.changed else "", args.output_file)
+            return EXIT_FINDINGS if fixed.changed else EXIT_CLEAN
+        sys.stdout.buffer.write(fixed.fixed)
+        sys.stdout.flush()
+        remaining = _lint_findings(sorted(fixed.remaining, key=lambda d: d.sort_key()),
+                                   args.quiet)
+        from memlint.output.text import line
+
+        for d in remaining:
+            print(line(d, args.unsafe_fixes), file=sys.stderr)
+        return EXIT_FINDINGS if remaining and not args.exit_zero else EXIT_CLEAN
+    text = source.decode("utf-8", "replace")
+    return _report(args, _lint_findings(diagnostics, args.quiet), known, {display: text})
 
 
 def explain(argv: Sequence[str], rules: Rules | None = None,

@@ -1,16 +1,21 @@
 """Settings from ``[tool.memlint]`` and the command line, resolved the way ruff users expect.
 
-Rule selection follows ruff: the highest-priority ``select`` (command line over file) is the
-basis, then ``extend-select`` and ``ignore`` adjust it; within one layer the more specific
-selector wins, and an ``ignore`` wins a tie. Exclude and per-file-ignore patterns use
-gitignore syntax, matched against paths relative to the project root.
+Configuration is hierarchical, as in ruff: each file uses the nearest ``memlint.toml`` (top
+level keys) or ``pyproject.toml`` with a ``[tool.memlint]`` table above it, so a run over
+``pkgA/m.py pkgB/m.py`` applies each package's own settings. ``--config`` and ``--isolated``
+switch the search off. Rule selection follows ruff: the highest-priority ``select``
+(command line over file) is the basis, then ``extend-select`` and ``ignore`` adjust it;
+within one layer the more specific selector wins, and an ``ignore`` wins a tie. Exclude and
+per-file-ignore patterns use gitignore syntax, matched against paths relative to the
+directory of the config file that holds them.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,9 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".ruff_cache", ".svn", ".tox", ".venv", ".vscode", "__pycache__", "__pypackages__",
     "_build", "buck-out", "build", "dist", "node_modules", "site-packages", "venv",
 )
+
+# Config files in one directory, in order of precedence (ruff's ruff.toml, pyproject.toml).
+CONFIG_NAMES = ("memlint.toml", ".memlint.toml", "pyproject.toml")
 
 # Which files a directory walk lints, matched gitignore-style; ruff's defaults (notebooks
 # included, as ruff does since 0.6). ``include = ["*.py", "*.pyi"]`` leaves notebooks out.
@@ -60,7 +68,11 @@ class Layer:
 
 @dataclass(frozen=True)
 class Settings:
-    """The effective configuration of one run."""
+    """The effective configuration of a run: one config file's, plus the nested ones.
+
+    ``enabled`` is every rule some file of the run may need; :meth:`ignored_for` tells, per
+    file, which of them its own configuration (the deepest in ``nested``) switches off.
+    """
 
     root: Path
     enabled: frozenset[str]
@@ -68,6 +80,10 @@ class Settings:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     config_path: Path | None = None
     include: tuple[str, ...] = DEFAULT_INCLUDE
+    # Settings of config files below the root that govern some linted file, deepest first.
+    nested: tuple[Settings, ...] = ()
+    # This configuration's own rules, when ``enabled`` was widened for nested settings.
+    own_enabled: frozenset[str] | None = None
     _pfi_specs: tuple[tuple[pathspec.GitIgnoreSpec, frozenset[str]], ...] = field(
         default=(), compare=False, repr=False
     )
@@ -79,8 +95,40 @@ class Settings:
         )
         object.__setattr__(self, "_pfi_specs", specs)
 
-    def ignored_for(self, relpath: str) -> frozenset[str]:
-        """Codes that per-file-ignores switch off for a path relative to the root."""
+    @property
+    def own(self) -> frozenset[str]:
+        """The rules this configuration itself enables."""
+        return self.enabled if self.own_enabled is None else self.own_enabled
+
+    def for_path(self, path: Path) -> Settings:
+        """The settings that govern an absolute path: the deepest nested root above it."""
+        for settings in self.nested:
+            if settings.root in path.parents:
+                return settings
+        return self
+
+    def with_nested(self, nested: Iterable[Settings]) -> Settings:
+        """These settings widened by the nested configurations some linted file uses."""
+        deeper = tuple(sorted({s for s in nested if s.root != self.root},
+                              key=lambda s: (-len(s.root.parts), str(s.root))))
+        if not deeper:
+            return self
+        every = frozenset(self.own.union(*(s.enabled for s in deeper)))
+        return replace(self, enabled=every, nested=deeper, own_enabled=self.own)
+
+    def ignored_for(self, path: str | Path) -> frozenset[str]:
+        """Codes switched off for a file: by per-file-ignores, and, for an absolute path,
+        by its own configuration not enabling them. A string is a root-relative path."""
+        if isinstance(path, str):
+            return self._pfi(path)
+        owner = self.for_path(path)
+        try:
+            rel = path.relative_to(owner.root).as_posix()
+        except ValueError:
+            rel = path.name
+        return owner._pfi(rel) | (self.enabled - owner.own)
+
+    def _pfi(self, relpath: str) -> frozenset[str]:
         out: set[str] = set()
         for spec, codes in self._pfi_specs:
             if spec.match_file(relpath):
@@ -92,19 +140,48 @@ class Settings:
         pfi = ";".join(f"{p}={','.join(sorted(c))}" for p, c in self.per_file_ignores)
         # Per-file-ignores patterns are relative to the root: one shared cache folder
         # (MEMLINT_CACHE_DIR) must not serve one project's results to another.
-        return f"root={self.root}|enabled={','.join(sorted(self.enabled))}|pfi={pfi}"
+        own = f"root={self.root}|enabled={','.join(sorted(self.own))}|pfi={pfi}"
+        return "||".join([own, *(s.fingerprint() for s in self.nested)])
+
+    def describe(self) -> str:
+        """``--show-settings``: the resolved settings, one ``key = value`` per line."""
+        rows = [
+            ("config", str(self.config_path) if self.config_path else "(none: defaults)"),
+            ("root", str(self.root)),
+            ("enabled", ", ".join(sorted(self.own)) or "(none)"),
+            ("per-file-ignores", "; ".join(
+                f"{p}: {', '.join(sorted(c))}" for p, c in self.per_file_ignores) or "(none)"),
+            ("exclude", ", ".join(self.exclude)),
+            ("include", ", ".join(self.include)),
+        ]
+        return "".join(f"{key} = {value}\n" for key, value in rows)
+
+
+def config_in(directory: Path) -> Path | None:
+    """The config file of one directory: ``memlint.toml`` (or ``.memlint.toml``) first, else
+    a ``pyproject.toml`` that has a ``[tool.memlint]`` table."""
+    for name in CONFIG_NAMES:
+        candidate = directory / name
+        if candidate.is_file() and (name != "pyproject.toml" or _has_memlint_table(candidate)):
+            return candidate
+    return None
 
 
 def find_config(start: Path) -> Path | None:
-    """The nearest ``pyproject.toml`` with a ``[tool.memlint]`` table, from start upward."""
+    """The nearest config file (see :func:`config_in`), from start upward."""
     here = start.resolve()
     if not here.is_dir():
         here = here.parent
     for directory in (here, *here.parents):
-        candidate = directory / "pyproject.toml"
-        if candidate.is_file() and _has_memlint_table(candidate):
-            return candidate
+        found = config_in(directory)
+        if found is not None:
+            return found
     return None
+
+
+def _is_memlint_toml(path: Path) -> bool:
+    """``memlint.toml`` holds the settings at its top level, as ``ruff.toml`` does."""
+    return path.name in CONFIG_NAMES[:2]
 
 
 def _has_memlint_table(path: Path) -> bool:
@@ -135,7 +212,8 @@ def load_layer(path: Path) -> Layer:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
-    table = _parse_toml(path, text).get("tool", {}).get("memlint", {})
+    data = _parse_toml(path, text)
+    table = data if _is_memlint_toml(path) else data.get("tool", {}).get("memlint", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.memlint] must be a table")
     unknown = sorted(set(table) - KNOWN_KEYS)
@@ -283,3 +361,59 @@ def build_settings(
         config_path=config_path,
         include=include,
     )
+
+
+class ConfigTree:
+    """Settings per directory, from each one's nearest config file (ruff's hierarchy).
+
+    ``base`` is the run's own settings (``--config``, or the config found from the common
+    path of the arguments, or the defaults); a directory whose nearest config file is
+    another one gets settings built from that file and the same command-line layer.
+    With ``--config`` or ``--isolated`` every directory uses ``base``.
+    """
+
+    def __init__(self, base: Settings, cli: Layer, rule_codes: Sequence[str],
+                 default_codes: Sequence[str], *, fixed: bool) -> None:
+        self.base = base
+        self._cli = cli
+        self._codes = tuple(rule_codes)
+        self._defaults = tuple(default_codes)
+        self._fixed = fixed
+        self._nearest: dict[Path, Path | None] = {}
+        self._loaded: dict[Path, Settings] = {}
+
+    def nearest_config(self, directory: Path) -> Path | None:
+        """Memoised per directory, so a walk stats each directory's config names once."""
+        chain: list[Path] = []
+        here = directory
+        while here not in self._nearest:
+            chain.append(here)
+            found = config_in(here)
+            if found is not None:
+                self._nearest[here] = found
+                break
+            if here.parent == here:
+                self._nearest[here] = None
+                break
+            here = here.parent
+        result = self._nearest[here]
+        for visited in chain:
+            self._nearest[visited] = result
+        return result
+
+    def settings_for(self, directory: Path) -> Settings:
+        """The settings for files directly in ``directory`` (an absolute path)."""
+        if self._fixed:
+            return self.base
+        config = self.nearest_config(Path(os.path.abspath(directory)))
+        if config is None or config == self.base.config_path:
+            return self.base
+        if config not in self._loaded:
+            self._loaded[config] = build_settings(
+                self._cli, self._codes, self._defaults, start=config.parent,
+                config_path=config)
+        return self._loaded[config]
+
+    def for_files(self, files: Iterable[Path]) -> Settings:
+        """The run's settings: the base, widened by the nested configs these files use."""
+        return self.base.with_nested(self.settings_for(f.parent) for f in files)

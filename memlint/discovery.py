@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,6 +143,7 @@ class Excluder:
 
     def __init__(self, patterns: Sequence[str], root: Path) -> None:
         self.root = root
+        self.patterns = tuple(patterns)
         self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
 
     def excluded(self, path: Path, is_dir: bool) -> bool:
@@ -152,6 +153,38 @@ class Excluder:
         if rel in ("", "."):
             return False
         return self.spec.match_file(rel + ("/" if is_dir else ""))
+
+
+# A directory's (root, exclude patterns): the config file that governs it (hierarchical).
+ExcludeSource = Callable[[Path], tuple[Path, Sequence[str]]]
+
+
+class Excluders:
+    """The excluder for each directory: its governing config's patterns, relative to that
+    config's root, as ruff applies nested configs' excludes to their own subtrees."""
+
+    def __init__(self, default: Excluder, source: ExcludeSource | None) -> None:
+        self.default = default
+        self._source = source
+        self._by_dir: dict[Path, Excluder] = {}
+        self._by_key: dict[tuple[Path, tuple[str, ...]], Excluder] = {}
+
+    def for_dir(self, directory: Path) -> Excluder:
+        if self._source is None:
+            return self.default
+        found = self._by_dir.get(directory)
+        if found is None:
+            root, patterns = self._source(directory)
+            key = (root, tuple(patterns))
+            if key == (self.default.root, tuple(self.default.patterns)):
+                found = self.default
+            else:
+                found = self._by_key.setdefault(key, Excluder(patterns, root))
+            self._by_dir[directory] = found
+        return found
+
+    def excluded(self, path: Path, is_dir: bool) -> bool:
+        return self.for_dir(path.parent).excluded(path, is_dir)
 
 
 class Includer:
@@ -178,13 +211,15 @@ def discover(
     force_exclude: bool = False,
     respect_gitignore: bool = True,
     include: Sequence[str] = DEFAULT_INCLUDE,
+    exclude_source: ExcludeSource | None = None,
 ) -> Discovery:
     """Every Python file (and notebook) under ``paths``, sorted and de-duplicated.
 
     ``include``: gitignore-style patterns a file found in a directory must match; a file
-    named explicitly is linted whatever its name.
+    named explicitly is linted whatever its name. ``exclude_source`` gives each directory its
+    own exclude patterns (nested configs); ``root``/``exclude`` are the default.
     """
-    excluder = Excluder(exclude, root)
+    excluder = Excluders(Excluder(exclude, root), exclude_source)
     included = Includer(include, root)
     gitignore = GitignoreRules()
     found = Discovery()
@@ -216,22 +251,22 @@ def discover(
     return found
 
 
-def _excluded_or_inside(path: Path, excluder: Excluder) -> bool:
+def _excluded_or_inside(path: Path, excluders: Excluders) -> bool:
     """For --force-exclude: a named file is excluded if it or any parent matches."""
-    if excluder.excluded(path, path.is_dir()):
+    if excluders.excluded(path, path.is_dir()):
         return True
-    rel = _relative(path, excluder.root)
-    if rel is None:
-        return False
-    return any(
-        excluder.excluded(parent, True) for parent in path.parents if parent != excluder.root
-        and _relative(parent, excluder.root) is not None
-    )
+    for parent in path.parents:
+        excluder = excluders.for_dir(parent.parent)
+        if parent == excluder.root or _relative(parent, excluder.root) is None:
+            continue
+        if excluder.excluded(parent, True):
+            return True
+    return False
 
 
 def _walk(
     top: Path,
-    excluder: Excluder,
+    excluder: Excluders,
     gitignore: GitignoreRules | None,
     git_top: Path,
     skipped: list[Skipped],

@@ -19,7 +19,7 @@ from memlint.diagnostics import ENGINE_CODES, Diagnostic
 from memlint.notebook import Notebook, NotebookError, is_notebook, read_notebook
 from memlint.prefilter import applicable_rules
 from memlint.rules.spec import RuleSpec, as_specs
-from memlint.suppression import index_for
+from memlint.suppression import index_for, invalid_noqa_diagnostics
 
 if TYPE_CHECKING:
     from memlint.fixer import FixResult
@@ -124,6 +124,7 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
     from memlint.rules.mem998_unused_noqa import resolve_unused
 
     kept = resolve_unused(suppressions, kept)  # MEM998 needs to know which comments worked
+    kept += invalid_noqa_diagnostics(display, suppressions)  # warnings, split off by the CLI
     return FileResult(display, [
         d if "\n" not in d.message else Diagnostic(
             d.path, d.line, d.column, d.end_line, d.end_column, d.code, d.name,

@@ -42,7 +42,7 @@ from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Fix, Rule
 from memlint.rules.mem998_unused_noqa import resolve_unused_findings
 from memlint.rules.spec import RuleSpec, as_specs
-from memlint.runner import RunResult, display_path, root_relative
+from memlint.runner import RunResult, display_path
 from memlint.suppression import index_for
 
 if TYPE_CHECKING:
@@ -584,7 +584,7 @@ def apply_fixes(
         path = by_display.get(file.path)
         if path is None:
             continue
-        ignored = settings.ignored_for(root_relative(path, settings.root))
+        ignored = settings.ignored_for(path)
         tasks[file.path] = Task(str(path), file.path, ignored, phase="fix", unsafe=unsafe)
     run = FixRun()
     work = pool or Pool()

@@ -75,13 +75,6 @@ def display_path(path: Path, cwd: Path) -> str:
         return str(path)
 
 
-def root_relative(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return path.name
-
-
 @dataclass
 class RunResult:
     files: list[FileResult]
@@ -173,7 +166,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
             else:
                 active[key] = entry.active
             continue
-        ignored = settings.ignored_for(root_relative(Path(key), settings.root))
+        ignored = settings.ignored_for(Path(key))
         scans.append(Task(key, displays[key], ignored, phase="scan",
                           summary_digest=_summarised(store, key)))
     for key in extra:
@@ -232,7 +225,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
         entry = cache.entries.get(key) if cache is not None else None
         known = entry.digest if (entry is not None and entry.view == fingerprint
                                  and entry.timeout is None) else None
-        ignored = settings.ignored_for(root_relative(Path(key), settings.root))
+        ignored = settings.ignored_for(Path(key))
         codes = active[key]
         if view is not None and (view.eval_called or view.side_jobs):
             # Inference code that the rest of the project reveals (a function its callers run

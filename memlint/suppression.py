@@ -31,6 +31,15 @@ IGNORE = re.compile(rf"#\s*memlint:\s*ignore\[\s*(?P<codes>{_CODE_LIST})?\s*,?\s
 FILE_NOQA = re.compile(
     rf"^#\s*memlint:\s*noqa(?::\s*(?P<codes>{_CODE_LIST}))?\s*(?:#.*)?$", re.IGNORECASE
 )
+# What looks like a code list but is not one (ruff warns about the same spellings): noqa
+# then a code without a colon, a space before the colon, or a colon with no code after it.
+# Such a comment silences nothing: read as a blanket noqa it would hide every finding.
+MALFORMED_NOQA = re.compile(
+    r"#\s*noqa(?:\s+:|\s+(?-i:[A-Z]+[0-9]+)\b|:(?!\s*[A-Za-z]+[0-9]+))", re.IGNORECASE)
+INVALID_NOQA = ("MEM995", "invalid-noqa")
+INVALID_NOQA_MESSAGE = ("invalid `# noqa` directive: expected `:` followed by a "
+                        "comma-separated list of codes (e.g. `# noqa: MEM001, MEM002`); "
+                        "it silences nothing")
 # Any directive contains one of these words: lets files without one skip tokenizing.
 MARKER = re.compile(r"noqa|memlint", re.IGNORECASE)
 
@@ -55,6 +64,8 @@ class SuppressionIndex:
 
     comments: list[Suppression] = field(default_factory=list)
     used: dict[Suppression, set[str]] = field(default_factory=dict)
+    # (line, 1-based column) of each malformed noqa comment; it silences nothing.
+    invalid: list[tuple[int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._by_line: dict[int, list[Suppression]] = {}
@@ -196,8 +207,10 @@ def _tree_comments(text: str) -> Iterator[tuple[int, int, str, bool]]:
         yield start.line, start.column, comment.value, alone
 
 
-def parse_suppressions(text: str) -> list[Suppression]:
-    """Every suppression directive in a file's comments, in source order."""
+def parse_suppressions(text: str,
+                       invalid: list[tuple[int, int]] | None = None) -> list[Suppression]:
+    """Every suppression directive in a file's comments, in source order; the position of
+    each malformed ``# noqa`` goes to ``invalid``."""
     out: list[Suppression] = []
     for line, col, comment, alone in _comments(text):
         file_match = FILE_NOQA.match(comment) if alone else None
@@ -207,6 +220,10 @@ def parse_suppressions(text: str) -> list[Suppression]:
                                    codes or None))
             continue
         for match in NOQA.finditer(comment):
+            if MALFORMED_NOQA.match(comment, match.start()):
+                if invalid is not None:
+                    invalid.append((line, col + 1 + match.start()))
+                continue
             codes = _codes(match.group("codes"))
             out.append(Suppression(line, col + 1 + match.start(), col + 1 + match.end(),
                                    "noqa", codes or None))
@@ -220,4 +237,12 @@ def index_for(text: str) -> SuppressionIndex:
     """The suppression index of a file; cheap when the file mentions no directive at all."""
     if MARKER.search(text) is None:
         return SuppressionIndex()
-    return SuppressionIndex(parse_suppressions(text))
+    invalid: list[tuple[int, int]] = []
+    return SuppressionIndex(parse_suppressions(text, invalid), invalid=invalid)
+
+
+def invalid_noqa_diagnostics(path: str, index: SuppressionIndex) -> list[Diagnostic]:
+    """Malformed ``# noqa`` comments as MEM995 records: the command line prints them as
+    warnings (they never fail a run), as ruff warns about the same spellings."""
+    return [Diagnostic(path, line, col, line, col, INVALID_NOQA[0], INVALID_NOQA[1],
+                       INVALID_NOQA_MESSAGE) for line, col in index.invalid]

@@ -41,7 +41,7 @@ from pytest_gpumem.devices import (
     worker_id,
 )
 from pytest_gpumem.nvml import NvmlReading, NvmlUnavailable, NvmlView, outside_allocator
-from pytest_gpumem.options import option_help, read_settings
+from pytest_gpumem.options import add_option, ini_text, read_settings
 from pytest_gpumem.report import memory_longrepr
 from pytest_gpumem.result import RECORD_KEY
 from pytest_gpumem.units import format_bytes, gib_to_bytes
@@ -55,7 +55,7 @@ class _Option:
     flag: str
     ini: str
     help: str
-    flag_only: bool = False  # a switch: store_true on the command line
+    metavar: str | None = None  # None: a switch (store_true, a bool ini key)
 
 
 _OPTIONS = (
@@ -63,57 +63,55 @@ _OPTIONS = (
         "--gpumem-baseline",
         "gpumem_baseline",
         "JSON file of per-test peaks to compare against (see --gpumem-update-baseline).",
+        "PATH",
     ),
     _Option(
         "--gpumem-tolerance",
         "gpumem_tolerance",
         f"allowed peak growth over the baseline: '10%', '+16MiB' or both "
         f"(the larger applies); default {DEFAULT_TOLERANCE}.",
+        "TOLERANCE",
     ),
     _Option(
         "--gpumem-update-baseline",
         "gpumem_update_baseline",
         "rewrite the baseline from this run instead of failing on regressions.",
-        flag_only=True,
     ),
     _Option(
         "--gpumem-baseline-strict",
         "gpumem_baseline_strict",
         "fail, rather than warn, when the baseline was measured on another backend.",
-        flag_only=True,
     ),
     _Option(
         "--gpumem-devices",
         "gpumem_devices",
         "CUDA devices to spread xdist workers over, e.g. '0,1' (default: all visible).",
+        "IDS",
     ),
     _Option(
         "--gpumem-memory-fraction",
         "gpumem_memory_fraction",
         "cap each process at this fraction of its GPU (set_per_process_memory_fraction).",
+        "FRACTION",
     ),
     _Option(
         "--gpumem-nvml",
         "gpumem_nvml",
         "add the driver's (NVML) view of the process's GPU memory to every record.",
-        flag_only=True,
     ),
     _Option(
         "--gpumem-nvml-max-gb",
         "gpumem_nvml_max_gb",
         "fail a measured test when the NVML figure after it passes this many GiB.",
+        "GIB",
     ),
 )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("gpumem")
     for opt in _OPTIONS:
-        dest = opt.flag.lstrip("-").replace("-", "_")
-        action = "store_true" if opt.flag_only else "store"
-        group.addoption(opt.flag, action=action, default=None, dest=dest,
-                        help=option_help(opt.help, opt.ini))
-        parser.addini(opt.ini, opt.help, default="")
+        add_option(parser, opt.flag, opt.flag.lstrip("-").replace("-", "_"), opt.ini, opt.help,
+                   metavar=opt.metavar)
 
 
 def _raw(config: pytest.Config, opt: _Option) -> str | None:
@@ -121,9 +119,8 @@ def _raw(config: pytest.Config, opt: _Option) -> str | None:
     cli = config.getoption(opt.flag.lstrip("-").replace("-", "_"))
     if cli is not None:
         return "true" if cli is True else str(cli)
-    ini = config.getini(opt.ini)
-    text = ini if isinstance(ini, str) else str(ini)
-    return text.strip() or None
+    text = ini_text(config, opt.ini)
+    return None if text is None else text.strip()
 
 
 def _flag(text: str | None, name: str) -> bool:

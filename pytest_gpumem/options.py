@@ -202,26 +202,55 @@ def option_help(text: str, ini: str) -> str:
     return f"{text} [ini: {ini}]".replace("%", "%%")
 
 
-def add_options(parser: pytest.Parser) -> None:
+def add_option(parser: pytest.Parser, flag: str, dest: str, ini: str, text: str, *,
+               metavar: str | None) -> None:
+    """Register one option and its ini key, the one way every gpumem option is registered.
+
+    ``metavar`` None makes a switch: ``store_true`` on the command line and a ``bool`` ini key
+    (``gpumem = true``); any other option stores its text, parsed later so that every bad
+    value gets one clear line. Defaults are None/unset so the command line can fall through
+    to the ini file.
+    """
     group = parser.getgroup("gpumem", "per-test tensor memory budgets (pytest_gpumem)")
+    if metavar is None:
+        group.addoption(flag, action="store_true", default=None, dest=dest,
+                        help=option_help(text, ini))
+        parser.addini(ini, text, type="bool", default=None)
+    else:
+        group.addoption(flag, action="store", default=None, dest=dest, metavar=metavar,
+                        help=option_help(text, ini))
+        parser.addini(ini, text, type="string", default="")
+
+
+def ini_text(config: pytest.Config, ini: str) -> str | None:
+    """An ini key's value as text (a bool key as ``true``/``false``), None when unset.
+
+    pytest parses ``bool`` keys itself and words a bad one (``gpumem = maybe``) without the
+    key's name: the error names it, as for every other bad value.
+    """
+    try:
+        raw = config.getini(ini)
+    except (TypeError, ValueError, pytest.UsageError) as exc:
+        raise pytest.UsageError(f"ini option {ini} must be true or false: {exc}") from None
+    if raw is None:
+        return None
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    text = raw if isinstance(raw, str) else str(raw)
+    return text if text.strip() else None
+
+
+def add_options(parser: pytest.Parser) -> None:
     for opt in _OPTIONS:
-        if opt.dest == "gpumem":
-            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest,
-                            help=option_help(opt.help, opt.ini))
-        else:
-            group.addoption(opt.flag, action="store", default=None, dest=opt.dest,
-                            metavar=opt.metavar, help=option_help(opt.help, opt.ini))
-        # Registered as plain strings and parsed here, so every bad value gets one clear line.
-        parser.addini(opt.ini, opt.help, default="")
+        add_option(parser, opt.flag, opt.dest, opt.ini, opt.help, metavar=opt.metavar)
 
 
 def _value(config: pytest.Config, opt: _Option) -> Any:
     cli = config.getoption(opt.dest)
     if cli is not None:
         return cli if isinstance(cli, bool) else opt.parse(opt.flag, str(cli))
-    raw = config.getini(opt.ini)
-    text = raw if isinstance(raw, str) else str(raw)
-    if text.strip() == "":
+    text = ini_text(config, opt.ini)
+    if text is None:
         return None
     return opt.parse(f"ini option {opt.ini}", text)
 

@@ -1,8 +1,9 @@
-"""Regenerate what is derived from the rule classes: docs, the README table, the rule index.
+"""Regenerate what is derived from the rule classes: docs, the rule tables, the rule index.
 
-The rule classes are the single source: their docstrings give docs/rules/*.md and the README
-rule table (as in ruff), and their codes, defaults and triggers give memlint/rules/index.py,
-which lets the command line run without importing libcst. This script only copies them out;
+The rule classes are the single source: their docstrings give docs/rules/*.md, the full rule
+table in docs/rules/README.md and the README's short table of the main rules (as in ruff),
+and their codes, defaults and triggers give memlint/rules/index.py, which lets the command
+line run without importing libcst. This script only copies them out;
 ``--check`` exits 1 when a generated file is stale, for tests and CI.
 """
 
@@ -21,17 +22,33 @@ from memlint.rules.spec import RuleSpec
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "rules"
 README = ROOT / "README.md"
+RULES_README = DOCS / "README.md"
 INDEX = ROOT / "memlint" / "rules" / "index.py"
-SECTION = re.compile(r"(<!-- section:rules-table -->\n)(.*?)(<!-- /section:rules-table -->)",
-                     re.DOTALL)
+# The README is also the PyPI page, where relative links do not resolve.
+DOCS_URL = "https://github.com/memlint/pytest-gpumem/blob/main/docs/rules/{code}.md"
+# The README's short table: the mistakes that cost the most memory, on by default.
+TOP_RULES = ("MEM001", "MEM002", "MEM003", "MEM005", "MEM007", "MEM010")
+
+
+def _section(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- section:{name} -->\n)(.*?)(<!-- /section:{name} -->)", re.DOTALL)
+
+
+def _replace(path: Path, name: str, body: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    pattern = _section(name)
+    if pattern.search(text) is None:
+        raise SystemExit(f"{path.relative_to(ROOT)}: no <!-- section:{name} --> markers")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(3), text)
 
 
 def expected() -> dict[Path, str]:
     items = catalogue(all_rules())
     files = {DOCS / f"{code}.md": render_doc(item) for code, item in items.items()}
-    readme = README.read_text(encoding="utf-8")
-    table = render_markdown_table(items.values())
-    files[README] = SECTION.sub(lambda m: m.group(1) + table + m.group(3), readme)
+    full = render_markdown_table(items.values(), link="{code}.md")
+    files[RULES_README] = _replace(RULES_README, "rules-table", full)
+    top = render_markdown_table([items[code] for code in TOP_RULES], link=DOCS_URL)
+    files[README] = _replace(README, "rules-table", top)
     files[INDEX] = render_index([RuleSpec.of(rule) for rule in all_rules()])
     return files
 
@@ -66,7 +83,7 @@ def stale() -> list[Path]:
     files = expected()
     out = [path for path, text in files.items()
            if not path.exists() or path.read_text(encoding="utf-8") != text]
-    out += [p for p in DOCS.glob("*.md") if p not in files]
+    out += [p for p in DOCS.glob("MEM*.md") if p not in files]
     return out
 
 
@@ -80,7 +97,7 @@ def main() -> int:
             print(f"stale: {path.relative_to(ROOT)} (run python tools/gen_rule_docs.py)")
         return 1 if bad else 0
     DOCS.mkdir(parents=True, exist_ok=True)
-    for path in DOCS.glob("*.md"):
+    for path in DOCS.glob("MEM*.md"):
         path.unlink()
     for path, text in expected().items():
         path.write_text(text, encoding="utf-8")

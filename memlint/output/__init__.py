@@ -1,8 +1,10 @@
-"""Output formats: ``text`` (default), ``json``, ``sarif`` and ``github`` annotations.
+"""Output formats: ``concise`` (the default, also called ``text``), ``full`` (with source
+context), ``json``, ``sarif``, ``github`` annotations, ``gitlab`` Code Quality and ``junit``.
 
 Every formatter takes the sorted diagnostics of a run and the catalogue of rule metadata,
 and returns the whole report as one string, so ``--output-file`` and stdout share a path.
-A run imports only the formatter it uses.
+The two human formats also mark fixable findings and end with a summary. A run imports
+only the formatter it uses.
 """
 
 from __future__ import annotations
@@ -10,21 +12,27 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memlint.diagnostics import Diagnostic
     from memlint.output.ruledoc import RuleInfo
 
-Formatter = Callable[["Sequence[Diagnostic]", "Mapping[str, RuleInfo]", Path], str]
+Formatter = Callable[..., str]
 
 # Format name -> the module under memlint.output whose ``render`` writes it.
 FORMATS: dict[str, str] = {
     "text": "text",
+    "concise": "text",
+    "full": "full",
     "json": "json_format",
     "sarif": "sarif",
     "github": "github",
+    "gitlab": "gitlab",
+    "junit": "junit",
 }
+# Formats for people: they take ``unsafe_fixes`` and ``show_summary``.
+HUMAN = frozenset({"text", "concise", "full"})
 
 
 def formatter(fmt: str) -> Formatter:
@@ -33,8 +41,15 @@ def formatter(fmt: str) -> Formatter:
 
 
 def render(fmt: str, diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo],
-           base: Path) -> str:
-    return formatter(fmt)(diagnostics, rules, base)
+           base: Path, *, unsafe_fixes: bool = False, show_summary: bool = True,
+           sources: Mapping[str, str] | None = None) -> str:
+    """``sources``: text for paths that are not files (stdin), for ``full``."""
+    options: dict[str, Any] = {}
+    if fmt in HUMAN:
+        options = {"unsafe_fixes": unsafe_fixes, "show_summary": show_summary}
+    if fmt == "full":
+        options["sources"] = sources
+    return formatter(fmt)(diagnostics, rules, base, **options)
 
 
-__all__ = ["FORMATS", "formatter", "render"]
+__all__ = ["FORMATS", "HUMAN", "formatter", "render"]

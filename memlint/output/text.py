@@ -1,4 +1,5 @@
-"""``path:line:col: CODE message``: what editors, grep and humans read."""
+"""``concise`` (also ``text``): ``path:line:col: CODE [*] message``, one finding per line,
+what editors and grep read; ``[*]`` marks a finding ``--fix`` can fix, as in ruff."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from memlint.diagnostics import Diagnostic
+from memlint.diagnostics import Diagnostic, FixSafety
 from memlint.output.ruledoc import RuleInfo
 
 
@@ -26,18 +27,42 @@ def printable(path: str) -> str:
     return "".join(_escape(c) for c in path)
 
 
-def line(d: Diagnostic) -> str:
+def fixable(d: Diagnostic, unsafe_fixes: bool) -> bool:
+    """Whether ``--fix`` (with ``--unsafe-fixes`` when given) would fix this finding; not
+    when a fix was tried and could not be made."""
+    if d.fix_problem is not None:
+        return False
+    return d.fix is FixSafety.SAFE or (d.fix is FixSafety.UNSAFE and unsafe_fixes)
+
+
+def line(d: Diagnostic, unsafe_fixes: bool = False) -> str:
+    mark = "[*] " if fixable(d, unsafe_fixes) else ""
     measured = "" if d.measured is None else f" [{d.measured.describe()}]"
     note = "" if d.fix_problem is None else f" (fix not applied: {d.fix_problem})"
-    return f"{printable(d.path)}:{d.location}: {d.code} {d.message}{measured}{note}"
+    return f"{printable(d.path)}:{d.location}: {d.code} {mark}{d.message}{measured}{note}"
 
 
-def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:
+def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
+    """The closing lines: the count, then what ``--fix`` would do, in ruff's words."""
     if not diagnostics:
         return "All checks passed.\n"
     count = len(diagnostics)
-    body = "".join(line(d) + "\n" for d in diagnostics)
-    return body + f"Found {count} problem{'s' if count != 1 else ''}.\n"
+    out = f"Found {count} problem{'s' if count != 1 else ''}.\n"
+    can = sum(fixable(d, unsafe_fixes) for d in diagnostics)
+    hidden = 0 if unsafe_fixes else sum(d.fix is FixSafety.UNSAFE for d in diagnostics)
+    hint = (f" ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the "
+            "`--unsafe-fixes` option)" if hidden else "")
+    if can:
+        out += f"[*] {can} fixable with the `--fix` option{hint}.\n"
+    elif hidden:
+        out += f"No fixes available{hint}.\n"
+    return out
+
+
+def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path, *,
+           unsafe_fixes: bool = False, show_summary: bool = True) -> str:
+    body = "".join(line(d, unsafe_fixes) + "\n" for d in diagnostics)
+    return body + (summary(diagnostics, unsafe_fixes) if show_summary else "")
 
 
 def statistics(diagnostics: Sequence[Diagnostic]) -> list[tuple[int, str, str]]:

@@ -23,7 +23,7 @@ def require_torch() -> None:
     if not torch_available():
         raise pytest.UsageError(
             "pytest_gpumem: --gpumem needs torch, which is not installed "
-            "(pip install 'memlint[torch]')"
+            "(pip install 'torch-memlint[gpumem]')"
         )
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pytest_gpumem.entrypoint import plugin_args
 from tests.gpumem.conftest import RunGpumem
 
 FOUR_MIB_TEST = """
@@ -131,6 +132,7 @@ def test_command_line_beats_ini_for_paths(
         ([], "gpumem_max_leak_mb = -1", "ini option gpumem_max_leak_mb must be zero or more*"),
         ([], "gpumem_top = many", "ini option gpumem_top must be a whole number*"),
         ([], "gpumem_backend = gpu", "ini option gpumem_backend must be one of*"),
+        ([], "gpumem_nvml = maybe", "ini option gpumem_nvml must be true or false*"),
     ],
 )
 def test_bad_values_are_one_line_errors(
@@ -174,3 +176,33 @@ def test_option_help_escapes_percent_for_argparse() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--x", help=option_help("grow by '10%' at most", "x_ini"))
     assert "grow by '10%' at most [ini: x_ini]" in " ".join(parser.format_help().split())
+
+
+def test_switch_ini_keys_are_bool_and_value_options_have_metavars(
+    pytester: pytest.Pytester,
+) -> None:
+    """Switches are ``bool`` ini keys (``gpumem = true`` in TOML is a real boolean); every
+    option that takes a value names it in ``pytest --help``."""
+    import re
+
+    config = pytester.parseconfig(*plugin_args())
+    inis = {name: config._parser._inidict[name] for name in config._parser._inidict
+            if name.startswith("gpumem")}
+    switches = {"gpumem", "gpumem_update_baseline", "gpumem_baseline_strict", "gpumem_nvml"}
+    assert {name for name, (_, kind, _) in inis.items() if kind == "bool"} == switches
+    assert {kind for name, (_, kind, _) in inis.items() if name not in switches} == {"string"}
+    result = pytester.runpytest_subprocess("--help")
+    assert result.ret == 0
+    flags = re.findall(r"^  (--gpumem[\w-]*)(=\S+)?", result.stdout.str(), re.MULTILINE)
+    assert len(flags) == len(inis)
+    for flag, metavar in flags:
+        ini = flag.lstrip("-").replace("-", "_")
+        assert bool(metavar) == (ini not in switches), flag
+
+
+def test_bool_ini_key_false_keeps_the_plugin_off(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", pyproject="[tool.pytest.ini_options]\ngpumem = false\n")
+    pytester.makepyfile("def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess(*plugin_args())
+    result.assert_outcomes(passed=1)
+    assert "gpumem" not in result.stdout.str()

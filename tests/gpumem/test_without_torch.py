@@ -76,5 +76,5 @@ def test_gpumem_flag_says_it_needs_torch_in_one_line(pytester: pytest.Pytester) 
     errors = [line for line in result.stderr.lines if line.strip()]
     assert errors == [
         "ERROR: pytest_gpumem: --gpumem needs torch, which is not installed "
-        "(pip install 'memlint[torch]')"
+        "(pip install 'torch-memlint[gpumem]')"
     ]

@@ -174,13 +174,19 @@ def test_cached_results_are_kept_per_project_root(
     table = '[tool.memlint]\nper-file-ignores = {"/a.py" = ["MEM901"]}\n'
     (root / "pyproject.toml").write_text(table, encoding="utf-8")
     (root / "sub" / "pyproject.toml").write_text(table, encoding="utf-8")
-    first = run_cli(capsys, root, "--cache-dir", str(cache_dir), ".")
+    # --config: one root (repo/) for every file, so sub/a.py is not "/a.py".
+    first = run_cli(capsys, root, "--cache-dir", str(cache_dir), "--config", "pyproject.toml",
+                    ".")
     assert first.lines[0] == "sub/a.py:1:1: MEM901 leak() called"
     # Rooted at sub/, its a.py is the ignored one: a result cached under the other root
     # must not be served.
     second = run_cli(capsys, root, "--cache-dir", str(cache_dir),
                      "--config", "sub/pyproject.toml", "sub")
     assert second.rc == 0, second.lines
+    # Without --config each file has its nearest config's root: both a.py are ignored, and
+    # the results cached under the single root above are not served.
+    third = run_cli(capsys, root, "--cache-dir", str(cache_dir), ".")
+    assert third.rc == 0, third.lines
 
 
 def test_entries_of_deleted_files_are_pruned(project: Path, cache_dir: Path,

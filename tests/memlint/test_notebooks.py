@@ -352,8 +352,9 @@ def test_a_cell_that_does_not_parse_is_left_out_and_the_rest_is_linted_and_fixed
         "await fetch()\nx = torch.ones(2).cuda()\n"]))
     before = path.read_text()
     run = run_cli(capsys, tmp_path, "--no-cache", "nb.ipynb", rules=None)
-    assert [line.split(" ")[:2] for line in run.lines[:-1]] == [
+    assert [line.split(" ")[:2] for line in run.lines[:3]] == [
         ["nb.ipynb:cell", "1:2:5:"], ["nb.ipynb:cell", "2:1:7:"], ["nb.ipynb:cell", "3:2:5:"]]
+    assert run.lines[3:] == ["Found 3 problems.", "[*] 2 fixable with the `--fix` option."]
     assert run.lines[1].endswith("MEM999 cannot parse: invalid syntax (cell left out, the "
                                  "others linted)")
     assert run_cli(capsys, tmp_path, "--no-cache", "--fix", "nb.ipynb", rules=None).rc == 1

