@@ -12,15 +12,12 @@ import os
 from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
 
 from pytest_gpumem.backends.base import Site
+from pytest_gpumem.holders import NOT_HELD
 from pytest_gpumem.result import LEAK, OOM, PEAK, TestMeasurement
-from pytest_gpumem.units import GIB, MIB, format_bytes
+from pytest_gpumem.units import format_bytes
 
 DEFAULT_SITES = 5
 VIEWER = "https://pytorch.org/memory_viz"
-
-
-def _gib(n: int) -> str:
-    return f"{n / GIB:.6g}"
 
 
 def headline(m: TestMeasurement, *, with_test: bool = True) -> str:
@@ -31,17 +28,21 @@ def headline(m: TestMeasurement, *, with_test: bool = True) -> str:
         parts.append(f"torch.OutOfMemoryError inside the test ({first[0][:120]})")
     if PEAK in m.violations and m.limits.budget_bytes is not None and m.peak_bytes is not None:
         parts.append(
-            f"peak {format_bytes(m.peak_bytes)} exceeds budget max_gb={_gib(m.limits.budget_bytes)}"
-            f" GiB ({format_bytes(m.limits.budget_bytes)}; 1 GiB = 2**30 bytes)"
+            f"peak {format_bytes(m.peak_bytes)} exceeds budget {m.limits.budget_text} "
+            f"({format_bytes(m.limits.budget_bytes)})"
         )
     if LEAK in m.violations:
         leaked = format_bytes(m.leaked_bytes or 0)
-        tolerance = f"max_leak_mb={m.limits.max_leak_bytes / MIB:.6g} MiB"
+        tolerance = m.limits.max_leak_text
+        if m.limits.max_leak_bytes:
+            tolerance += f", {format_bytes(m.limits.max_leak_bytes)}"
         if m.limits.repeat > 1:
             parts.append(f"live tensor memory grew by {leaked} over {m.limits.repeat} runs, "
                          f"more than {tolerance} on every run after the first")
         else:
-            parts.append(f"leaked {leaked} still alive after teardown ({tolerance})")
+            named = [h for h in m.holders if h != NOT_HELD]
+            held = f"; held by {named[0]}" if len(named) == 1 else ""
+            parts.append(f"leaked {leaked} still alive after teardown ({tolerance}){held}")
     line = f"{'; '.join(parts)} [backend {m.backend}, device {m.device}]"
     return f"{m.nodeid}: {line}" if with_test else line
 
@@ -92,6 +93,10 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
         plural = "s" if leak.storages != 1 else ""
         lines += _sites(f"still alive after teardown ({leak.storages} storage{plural}):",
                         leak.sites, verbosity)
+    if m.holders and LEAK in m.violations:
+        lines.append("kept alive by:" if len(m.holders) > 1 else f"kept alive by: {m.holders[0]}")
+        if len(m.holders) > 1:
+            lines.extend(f"  {holder}" for holder in m.holders)
     if leak is not None and leak.graph_tensors:
         lines.append(
             f"{leak.graph_tensors} surviving tensor(s) still hold grad_fn, so an autograd graph "

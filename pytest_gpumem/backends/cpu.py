@@ -299,6 +299,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             storages=len(entries),
             sites=aggregate([(e.site, e.nbytes, 1) for _, e in entries]),
             graph_tensors=count_graph_holders({k for k, _ in entries}) if entries else 0,
+            survivors=tuple((k, e.nbytes) for k, e in entries),
         )
 
     def forget(self) -> None:

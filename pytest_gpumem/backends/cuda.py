@@ -315,7 +315,11 @@ class CudaTestTracker(TestTracker):
             storages=len(blocks),
             sites=aggregate([(frames, size, 1) for _, size, frames in blocks]),
             graph_tensors=count_graph_holders({a for a, _, _ in blocks}, storage_address),
+            survivors=tuple((a, size) for a, size, _ in blocks),
         )
+
+    def key_of(self, storage: Any) -> int:
+        return storage_address(storage)
 
     def explain_peak(self) -> tuple[Site, ...]:
         if not self._history or "body ends" not in self._times:
