@@ -531,7 +531,7 @@ class Gate:
         return lines
 
 
-_KEEP = ("passed", "memory")
+_KEEP = ("passed", "memory")  # measured tests; a test that failed on its own is not judged
 _ANNOTATIONS = ("worker", "nvml", "baseline", "outcome", "violations")
 
 
@@ -544,4 +544,4 @@ def _merge(record: dict[str, Any], saved: dict[str, Any]) -> None:
     if gate_failed:
         record["outcome"] = "memory"
         kinds = [k for k in saved.get("violations", []) if k not in record["violations"]]
-        record["violations"] = [*record["violations"], *kinds]  # measured tests; a test that failed on its own is not judged
+        record["violations"] = [*record["violations"], *kinds]

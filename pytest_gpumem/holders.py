@@ -44,14 +44,15 @@ def fixture_roots(item: Any) -> list[Root]:
     return roots
 
 
-def _reachable_storages(
-    root: object, key_of: Callable[[Any], int], keys: set[int]
+def reachable_storages(
+    roots: Iterable[object], key_of: Callable[[Any], int], keys: set[int]
 ) -> set[int]:
+    """Which of ``keys`` the tensors reachable from ``roots`` sit on (a bounded walk)."""
     import torch
 
     found: set[int] = set()
     seen: set[int] = set()
-    stack = [root]
+    stack = list(roots)
     while stack and len(seen) < MAX_OBJECTS:
         obj = stack.pop()
         if id(obj) in seen or isinstance(obj, _OPAQUE) or inspect.isframe(obj):
@@ -82,7 +83,7 @@ def holders_of(leak: LeakResult | None, roots: Iterable[Root], key_of: Callable[
     for label, value in roots:
         if not left:
             break
-        held = _reachable_storages(value, key_of, left)
+        held = reachable_storages([value], key_of, left)
         if held:
             left -= held
             plural = "s" if len(held) != 1 else ""

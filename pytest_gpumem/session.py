@@ -15,9 +15,11 @@ test, whichever process measured it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -86,6 +88,7 @@ class TestRun:
     measurement: TestMeasurement
     reports: list[pytest.TestReport] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # added to the record (the CI gate)
+    instance: Any = None  # weak reference to the test's class instance (a TestCase's self)
 
     def record(self) -> dict[str, Any]:
         return {**self.measurement.to_json(), **self.extra}
@@ -180,6 +183,10 @@ class GpumemSession:
             def restore() -> None:
                 item.obj = original
 
+        instance = getattr(item, "instance", None)
+        if instance is not None:
+            with contextlib.suppress(TypeError):
+                run.instance = weakref.ref(instance)
         tracker.body_start()
 
         def close(exc: BaseException | None) -> None:
@@ -201,13 +208,13 @@ class GpumemSession:
         elif report.when == "teardown":
             if m.outcome == "passed" and not m.violations and m.limits.repeat == 1:
                 _drop_function_fixtures(run.item)
-                m.leak = run.tracker.finish()
+                m.leak = run.tracker.finish(_owned(run))
                 found = m.judge_leak()
                 if found:
                     m.holders = holders_of(m.leak, fixture_roots(run.item), run.tracker.key_of)
                 self._judge(run, report, verbosity, found)
             else:
-                run.tracker.finish()
+                run.tracker.finish(_owned(run))
             if self.settings.timeline_all and m.timeline_path is None:
                 self._write_timeline(run)
         if report.when != "setup":
@@ -327,6 +334,14 @@ class GpumemSession:
 
 
 STATE = pytest.StashKey[GpumemSession]()
+
+
+def _owned(run: TestRun) -> tuple[object, ...]:
+    """The test's class instance if still alive: what it holds is the test's own state, gone
+    with the instance, however long pytest (a class test's item) or a protocol plugin (flaky
+    holds a TestCase until its reruns are decided) keeps the instance itself."""
+    instance = run.instance() if run.instance is not None else None
+    return () if instance is None else (instance,)
 
 
 def _drop_function_fixtures(item: pytest.Item) -> None:

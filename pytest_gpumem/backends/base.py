@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,7 +98,9 @@ class TestTracker(ABC):
         """Bytes the test has allocated and not freed so far (garbage collected first)."""
 
     @abstractmethod
-    def finish(self) -> LeakResult: ...
+    def finish(self, owned_by: Sequence[object] = ()) -> LeakResult:
+        """What the test left alive, less what ``owned_by`` (the test's own class instance,
+        which pytest or a protocol plugin may still hold) reaches."""
 
     @abstractmethod
     def close(self) -> None: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -32,7 +32,8 @@ from pytest_gpumem.backends.base import (
     aggregate,
 )
 from pytest_gpumem.backends.frames import FrameFilter
-from pytest_gpumem.leaks import count_graph_holders
+from pytest_gpumem.holders import reachable_storages
+from pytest_gpumem.leaks import count_graph_holders, storage_identity
 from pytest_gpumem.timeline import Timeline
 
 STACK_DEPTH = 6
@@ -289,10 +290,15 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return PeakResult(peak_bytes=self.peak - self.baseline, baseline_bytes=self.baseline,
                           sites=sites)
 
-    def survivors(self) -> LeakResult:
-        """What is still alive now, after a garbage collection if anything is."""
+    def survivors(self, owned_by: Sequence[object] = ()) -> LeakResult:
+        """What is still alive now, after a garbage collection if anything is, less what
+        ``owned_by`` reaches."""
         if self._live:
             gc.collect()  # only when something survived: a full collection costs ~0.1 s
+        if self._live and owned_by:
+            owned = reachable_storages(owned_by, storage_identity, set(self._live))
+            for key in owned:
+                self._live.pop(key, None)
         entries = list(self._live.items())
         return LeakResult(
             leaked_bytes=sum(e.nbytes for _, e in entries),
@@ -348,9 +354,9 @@ class CpuTestTracker(TestTracker):
             self._entered = False
             self.mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
 
-    def finish(self) -> LeakResult:
+    def finish(self, owned_by: Sequence[object] = ()) -> LeakResult:
         self._exit()
-        return self.mode.survivors()
+        return self.mode.survivors(owned_by)
 
     def timeline(self) -> Timeline | None:
         history = self.mode.history
