@@ -23,7 +23,8 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
     base_site="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
     venv_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    echo "$base_site" > "$venv_site/_gpumem_base.pth"
+    # addsitedir also runs that environment's own .pth files (the editable install's finder)
+    echo "import site; site.addsitedir('$base_site')" > "$venv_site/_gpumem_base.pth"
 fi
 
 for entry in "${suites[@]}"; do

@@ -413,10 +413,9 @@ class Gate:
         record.setdefault("violations", []).extend(kind for kind, _ in problems)
         report.outcome = "failed"
         if self.config.get_verbosity() < 0:
-            # -q: one line naming the test, as the core's own memory failures do.
-            prefix = f"{report.nodeid}: "
-            summary = "; ".join(m.removeprefix(prefix) for m in messages)
-            report.longrepr = memory_longrepr(prefix + summary, summary, report.location)
+            # -q: one line, as the core's own memory failures; pytest names the test.
+            summary = "; ".join(m.splitlines()[0] for m in messages)
+            report.longrepr = memory_longrepr(summary, summary, report.location)
         else:
             report.longrepr = memory_longrepr(
                 "\n".join(messages), messages[0], report.location

@@ -20,7 +20,7 @@ DEFAULT_SITES = 5
 VIEWER = "https://pytorch.org/memory_viz"
 
 
-def headline(m: TestMeasurement, *, with_test: bool = True) -> str:
+def headline(m: TestMeasurement) -> str:
     """The one-line verdict; pytest's short summary shows its start."""
     parts: list[str] = []
     if OOM in m.violations:
@@ -43,8 +43,7 @@ def headline(m: TestMeasurement, *, with_test: bool = True) -> str:
             named = [h for h in m.holders if h != NOT_HELD]
             held = f"; held by {named[0]}" if len(named) == 1 else ""
             parts.append(f"leaked {leaked} still alive after teardown ({tolerance}){held}")
-    line = f"{'; '.join(parts)} [backend {m.backend}, device {m.device}]"
-    return f"{m.nodeid}: {line}" if with_test else line
+    return f"{'; '.join(parts)} [backend {m.backend}, device {m.device}]"
 
 
 def _where(site: Site, full: bool) -> list[str]:
@@ -73,9 +72,10 @@ def _sites(title: str, sites: tuple[Site, ...], verbosity: int) -> list[str]:
 
 def failure_text(m: TestMeasurement, verbosity: int) -> str:
     if verbosity < 0:
+        # pytest names the test above this text and again in the short summary.
         return headline(m)
     # pytest prints the test's name above this text, so it is not repeated here.
-    lines = [headline(m, with_test=False), f"measured by: {m.label}"]
+    lines = [headline(m), f"measured by: {m.label}"]
     peak, leak = m.peak, m.leak
     if peak is not None:
         workspaces = peak.context.get("cublas_workspace_bytes", 0)

@@ -236,7 +236,7 @@ class GpumemSession:
         m.outcome = "memory"
         report.outcome = "failed"
         report.longrepr = memory_longrepr(
-            failure_text(m, verbosity), headline(m, with_test=False), report.location
+            failure_text(m, verbosity), headline(m), report.location
         )
 
     def _snapshot_path(self, nodeid: str) -> Path:

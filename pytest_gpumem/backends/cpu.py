@@ -21,7 +21,6 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from pytest_gpumem.backends.base import (
     Backend,
@@ -58,6 +57,20 @@ class _Live:
         self.site = site
         self.ref = ref
         self.in_window = in_window
+
+
+def _tensors(obj: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors in an op's arguments or results: aten ops nest them only in tuples,
+    lists and dicts, so this walk is all the general (and slower) pytree flatten did."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, tuple | list):
+        for x in obj:
+            _tensors(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors(x, out)
+    return out
 
 
 def _storage(t: torch.Tensor) -> Any:
@@ -242,9 +255,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if self._paused:
             return out
         input_keys: set[int] | None = None
-        for t in (out,) if isinstance(out, torch.Tensor) else tree_leaves(out):
-            if not isinstance(t, torch.Tensor):
-                continue
+        for t in (out,) if isinstance(out, torch.Tensor) else _tensors(out, []):
             storage = _storage(t)
             if storage is None:
                 continue
@@ -256,8 +267,8 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if input_keys is None:
                 input_keys = {
                     s._cdata
-                    for a in tree_leaves((args, kwargs))
-                    if isinstance(a, torch.Tensor) and (s := _storage(a)) is not None
+                    for a in _tensors((args, kwargs), [])
+                    if (s := _storage(a)) is not None
                 }
             if key not in input_keys:
                 self._track(storage, key)

@@ -174,3 +174,24 @@ def test_option_help_escapes_percent_for_argparse() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--x", help=option_help("grow by '10%' at most", "x_ini"))
     assert "grow by '10%' at most [ini: x_ini]" in " ".join(parser.format_help().split())
+
+
+def test_top_zero_lists_every_measured_test(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """As --durations=0 and pytest-memray's --most-allocations=0: 0 means all."""
+    pytester.makepyfile("""
+import pytest
+import torch
+
+@pytest.mark.gpu_mem
+@pytest.mark.parametrize("n", range(7))
+def test_sized(n):
+    torch.empty(1024 * (n + 1), dtype=torch.uint8)
+""")
+    every = run_gpumem("--gpumem", "--gpumem-top=0")
+    every.stdout.fnmatch_lines(["*gpumem: 7 highest peaks*"])
+    assert every.stdout.str().count("(no budget, cpu cpu)") == 7
+    default = run_gpumem("--gpumem")
+    default.stdout.fnmatch_lines(["*gpumem: 5 highest peaks*"])
+    assert default.stdout.str().count("(no budget, cpu cpu)") == 5

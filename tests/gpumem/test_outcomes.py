@@ -378,10 +378,13 @@ def test_big():
     quiet = run_gpumem("--gpumem", "-q")
     quiet.stdout.fnmatch_lines(
         [
-            "test_verbosity_levels.py::test_big: peak 8.00 MiB exceeds budget*[[]backend cpu,"
-            " device cpu[]]"
+            "*_ test_big _*",
+            "peak 8.00 MiB exceeds budget max_gb=0.001 (1.02 MiB) [[]backend cpu, device cpu[]]",
+            "MEMORY test_verbosity_levels.py::test_big - peak 8.00 MiB*",
         ]
     )
+    # the node id once per failure: in the short summary, not again in the failure text
+    assert quiet.stdout.str().count("test_verbosity_levels.py::test_big") == 2  # + peaks list
     quiet.stdout.no_fnmatch_line("*largest allocations*")
     default = run_gpumem("--gpumem")
     default.stdout.fnmatch_lines(["*largest allocations alive at the peak:*", "*in helper"])
