@@ -4,7 +4,7 @@ CPU time (user + system of the pytest process) and whether the outcomes are iden
 Prepare the suites first with ``bash bench/setup_suites.sh`` (pinned sdists and their
 dependencies under bench/.work/). Only suites whose sdist ships its tests can run:
 
-    python bench/gpumem_suites.py [--suite skorch] [--rounds 1] [-- extra pytest args]
+    python bench/gpumem_suites.py [--suite skorch] [--backend cpu-fast] [-- extra args]
 
 CPU time is used because the shared benchmark machine makes wall time swing by 3x; wall
 time is printed too. ``--gpumem-max-gb`` is set generously (64 GiB) so only leaks could
@@ -59,7 +59,7 @@ class Run:
 
 
 def _run(suite: Suite, extra: list[str]) -> Run:
-    report = WORK / f"{suite.name}-{len(extra)}.outcomes"
+    report = WORK / f"{suite.name}-{'-'.join(a.lstrip('-') for a in extra[:2])}.outcomes"
     args = [str(PYTHON), "-m", "pytest", *suite.tests, "-q", "-p", "no:randomly",
             "-p", "no:cacheprovider", "-rA", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -85,6 +85,8 @@ def _run(suite: Suite, extra: list[str]) -> Run:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", action="append", help="run only these suites")
+    parser.add_argument("--backend", action="append",
+                        help="gpumem backends to compare with plain (default: cpu-fast, cpu)")
     parser.add_argument("extra", nargs="*", help="more pytest arguments for both runs")
     ns = parser.parse_args()
     if not PYTHON.exists():
@@ -96,20 +98,21 @@ def main() -> None:
             print(f"{suite.name}: not run: {suite.why_not}")
             continue
         plain = _run(suite, list(ns.extra))
-        measured = _run(suite, [*ns.extra, "--gpumem-all", "--gpumem-backend=cpu",
-                                "--gpumem-max-gb=64", "--gpumem-top=3"])
-        differ = sorted(n for n in set(plain.outcomes) | set(measured.outcomes)
-                        if plain.outcomes.get(n) != measured.outcomes.get(n))
-        print(f"{suite.name}: plain {plain.cpu_s:.1f} s CPU ({plain.wall_s:.1f} s wall), "
-              f"--gpumem-all {measured.cpu_s:.1f} s CPU ({measured.wall_s:.1f} s wall): "
-              f"{measured.cpu_s / plain.cpu_s:.2f}x CPU, "
-              f"{measured.wall_s / plain.wall_s:.2f}x wall")
-        print(f"  plain:        {plain.summary}")
-        print(f"  --gpumem-all: {measured.summary}")
-        print(f"  {len(differ)} tests with another outcome under --gpumem-all")
-        for nodeid in differ:
-            print(f"    {nodeid}: {plain.outcomes.get(nodeid)} -> {measured.outcomes.get(nodeid)}")
-
+        print(f"{suite.name}: plain {plain.cpu_s:.1f} s CPU ({plain.wall_s:.1f} s wall): "
+              f"{plain.summary}")
+        for backend in ns.backend or ["cpu-fast", "cpu"]:
+            measured = _run(suite, [*ns.extra, "--gpumem-all", f"--gpumem-backend={backend}",
+                                    "--gpumem-max-gb=64", "--gpumem-top=3"])
+            differ = sorted(n for n in set(plain.outcomes) | set(measured.outcomes)
+                            if plain.outcomes.get(n) != measured.outcomes.get(n))
+            print(f"  --gpumem-all --gpumem-backend={backend}: {measured.cpu_s:.1f} s CPU "
+                  f"({measured.wall_s:.1f} s wall): {measured.cpu_s / plain.cpu_s:.2f}x CPU, "
+                  f"{measured.wall_s / plain.wall_s:.2f}x wall: {measured.summary}")
+            print(f"    {len(differ)} tests with another outcome than plain")
+            for nodeid in differ:
+                print(f"      {nodeid}: {plain.outcomes.get(nodeid)} -> "
+                      f"{measured.outcomes.get(nodeid)}")
+            sys.stdout.flush()
 
 if __name__ == "__main__":
     main()
