@@ -45,9 +45,14 @@ def fixture_roots(item: Any) -> list[Root]:
 
 
 def reachable_storages(
-    roots: Iterable[object], key_of: Callable[[Any], int], keys: set[int]
+    roots: Iterable[object],
+    key_of: Callable[[Any], int],
+    keys: set[int],
+    graphs: list[bool] | None = None,
 ) -> set[int]:
-    """Which of ``keys`` the tensors reachable from ``roots`` sit on (a bounded walk)."""
+    """Which of ``keys`` the tensors reachable from ``roots`` sit on (a bounded walk).
+    ``graphs`` gets True appended when one of those tensors holds a ``grad_fn``, whose
+    saved tensors the walk cannot see."""
     import torch
 
     found: set[int] = set()
@@ -65,6 +70,8 @@ def reachable_storages(
                 key = None
             if key in keys:
                 found.add(key)
+                if graphs is not None and obj.grad_fn is not None:
+                    graphs.append(True)
             if obj.is_leaf and obj.grad is not None:  # .grad is not a gc referent
                 stack.append(obj.grad)
         stack.extend(gc.get_referents(obj))
@@ -83,10 +90,12 @@ def holders_of(leak: LeakResult | None, roots: Iterable[Root], key_of: Callable[
     for label, value in roots:
         if not left:
             break
-        held = reachable_storages([value], key_of, left)
+        graphs: list[bool] = []
+        held = reachable_storages([value], key_of, left, graphs)
         if held:
             left -= held
             plural = "s" if len(held) != 1 else ""
+            graph = ", and the autograd graphs of their grad_fn" if graphs else ""
             lines.append(f"{label} ({len(held)} storage{plural}, "
-                         f"{format_bytes(sum(sizes[k] for k in held))})")
+                         f"{format_bytes(sum(sizes[k] for k in held))}{graph})")
     return lines or [NOT_HELD]
