@@ -5,6 +5,8 @@ configuration above it, and the tools take turns on it within one run (the order
 every repetition), so a busy machine slows them all alike. memlint runs as users run it:
 ``python -m memlint --no-cache --exit-zero DIR``; the one-file pre-commit case runs the
 ``memlint`` script of a regular install (``bench/.work/precommit-venv``), as pre-commit does.
+The training-script corpus is also timed as notebooks (one cell per top-level block), beside
+ruff, for notebook throughput.
 
     python bench/lint_speed.py                      # memlint on the full tree, peers on a subset
     python bench/lint_speed.py --peers-full --peer-timeout 900
@@ -13,6 +15,7 @@ every repetition), so a busy machine slows them all alike. memlint runs as users
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import resource
@@ -98,7 +101,45 @@ def make_corpora(scratch: Path, subset: str, include_full: bool) -> list[Corpus]
     own = scratch / "training-scripts"
     _copy_files(ours, REPO, own)
     corpora.append(Corpus("memlint training-script corpus", own, *_count(own)))
+    corpora.append(notebook_corpus(ours, scratch / "notebooks"))
     return corpora
+
+
+NOTEBOOKS = "the same scripts as notebooks"
+
+
+def as_notebook(source: str) -> str:
+    """A script as the notebook it would be: a code cell per top-level block (imports and
+    assignments grouped, each function, class or loop a cell of its own), nbformat 4 as
+    Jupyter writes it (indent 1, one list item per line)."""
+    import ast
+    import json
+
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for node in ast.parse(source).body:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+        simple = isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.Expr))
+        if not simple and first > starts[-1]:
+            starts.append(first)
+    bounds = [*starts, len(lines)]
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+              "source": lines[a:b]} for a, b in itertools.pairwise(bounds) if a < b]
+    return json.dumps({"cells": cells, "metadata": {"language_info": {"name": "python"}},
+                       "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+def notebook_corpus(scripts: Sequence[Path], dest: Path) -> Corpus:
+    """The training-script corpus converted to notebooks, for notebook throughput; its lines
+    are the scripts' lines, so its lines/s compares with theirs directly."""
+    lines = 0
+    for path in scripts:
+        source = path.read_text(encoding="utf-8")
+        target = dest / path.relative_to(REPO).with_suffix(".ipynb")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(as_notebook(source), encoding="utf-8")
+        lines += source.count("\n")
+    return Corpus(NOTEBOOKS, dest, len(scripts), lines)
 
 
 # Where the timed memlint is imported from: a snapshot taken when the run starts, so edits to
@@ -326,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             tools = tool_commands(corpus.root)
             if args.no_peers:
                 tools = {k: v for k, v in tools.items() if k.startswith("memlint")}
+            if corpus.name == NOTEBOOKS:  # neither TorchFix nor Fixit reads notebooks
+                tools = {k: v for k, v in tools.items() if k.startswith("memlint") or k == RUFF}
             full = corpus.name.endswith("(all)")
             if full and not args.peers_full:
                 # ruff takes seconds on the full tree: always timed beside memlint.

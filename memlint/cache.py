@@ -23,7 +23,7 @@ import memlint
 from memlint.diagnostics import Diagnostic
 
 CACHE_DIR_NAME = ".memlint_cache"
-FORMAT = 2
+FORMAT = 3
 
 
 def content_digest(source: bytes) -> str:
@@ -42,21 +42,25 @@ class Entry:
     # facts the file was linted with: when another file changes those facts, it is linted again.
     active: tuple[str, ...] | None = None
     view: str | None = None
+    # The --file-timeout this content ran out of, if it did: a run with the same or a shorter
+    # timeout reuses the failure instead of waiting for it again; a longer one tries again.
+    timeout: float | None = None
 
     def to_json(self) -> list[Any]:
         return [self.mtime_ns, self.size, self.digest, self.skipped,
                 [d.to_json() for d in self.diagnostics],
-                None if self.active is None else list(self.active), self.view]
+                None if self.active is None else list(self.active), self.view, self.timeout]
 
     @classmethod
     def from_json(cls, data: Any) -> Entry | None:
         try:
-            mtime_ns, size, digest, skipped, diags, active, view = data
+            mtime_ns, size, digest, skipped, diags, active, view, timeout = data
             entry = cls(int(mtime_ns), int(size), str(digest),
                         tuple(Diagnostic.from_json(d) for d in diags),
                         None if skipped is None else str(skipped),
                         None if active is None else tuple(str(a) for a in active),
-                        None if view is None else str(view))
+                        None if view is None else str(view),
+                        None if timeout is None else float(timeout))
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
             return None
         return entry

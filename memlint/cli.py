@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import memlint
 from memlint.output import FORMATS
-from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
+from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, PoolError
 
 # Everything else is imported inside the functions, after the first worker process has been
 # forked (see memlint.pool): a one-file pre-commit run then imports libcst in parallel.
 if TYPE_CHECKING:
     from memlint.config import Settings
+    from memlint.measured import Report
     from memlint.rules.base import Rule
     from memlint.rules.spec import RuleSpec
 
@@ -113,6 +115,12 @@ def check_parser() -> argparse.ArgumentParser:
     out.add_argument("--statistics", action="store_true",
                      help="print the number of findings per rule instead of each finding")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    out.add_argument("--gpumem-report", type=Path, metavar="REPORT_JSON",
+                     help="mark findings with the memory a pytest-gpumem JSON report "
+                          "(--gpumem-json) measured at their line or in their function")
+    out.add_argument("--sort", choices=["location", "measured"], default="location",
+                     help="order of findings: by file and line, or most measured memory "
+                          "first (needs --gpumem-report)")
     out.add_argument("-q", "--quiet", action="store_true",
                      help="print findings only: no summary, no warnings about skipped files")
     run = parser.add_argument_group("execution")
@@ -219,19 +227,70 @@ def _warn(message: str, quiet: bool) -> None:
         print(f"memlint: warning: {message}", file=sys.stderr)
 
 
-def _emit(text: str, output_file: Path | None) -> None:
+def _emit(text: str | bytes, output_file: Path | None) -> None:
+    """Write the report; ``bytes`` (a diff, in the files' own encodings) are written as is."""
     if output_file is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        if isinstance(text, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
         return
     try:
-        output_file.write_text(text, encoding="utf-8")
+        # Rendered in full before the file is opened: an error never leaves it empty.
+        if isinstance(text, bytes):
+            output_file.write_bytes(text)
+        else:
+            output_file.write_text(text, encoding="utf-8", errors="backslashreplace")
     except OSError as exc:
         raise UsageError(f"cannot write {output_file}: {exc.strerror or exc}") from None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI timeout, ``kill``): handled as Ctrl-C is, so files being written are
+    finished, the workers stop and the exit is one line with status 2."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def _gpumem_report(args: argparse.Namespace) -> Report | None:
+    """The pytest-gpumem report to mark findings with, read before linting: a bad path is
+    a usage error at once."""
+    if args.gpumem_report is None:
+        if args.sort == "measured":
+            raise UsageError("--sort=measured needs --gpumem-report REPORT_JSON")
+        return None
+    from memlint.measured import ReportError, load_report
+
+    try:
+        return load_report(args.gpumem_report)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def check(argv: Sequence[str], rules: Rules | None = None) -> int:
     args = check_parser().parse_args(list(argv))
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        return _checked(args, rules)
+    try:
+        return _checked(args, rules)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _checked(args: argparse.Namespace, rules: Rules | None) -> int:
+    try:
+        os.getcwd()
+    except OSError:
+        # Relative paths, the project root and the cache all start from here.
+        raise UsageError("the current directory no longer exists (deleted?); "
+                         "cd into the project again") from None
     pool = Pool.start()
     try:
         return _check(args, rules, pool)
@@ -252,10 +311,12 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     missing = [p for p in args.paths if not os.path.lexists(p)]
     if missing:
         raise UsageError(f"path does not exist: {missing[0]}")
+    report = _gpumem_report(args)
     known = _known_rules(rules)
     settings = _settings(args, known)
     found = discover(args.paths, root=settings.root, exclude=settings.exclude,
-                     force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore)
+                     force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore,
+                     include=settings.include)
     for skipped in found.skipped:
         _warn(f"{skipped.path}: skipped: {skipped.reason}", args.quiet)
     if not found.files:
@@ -280,29 +341,34 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         from memlint.fixer import apply_fixes
 
         fixed = apply_fixes(found.files, result, settings, known, unsafe=args.unsafe_fixes,
-                            write=not args.diff)
+                            write=not args.diff, pool=pool, jobs=args.jobs or default_jobs(),
+                            file_timeout=args.file_timeout)
         for warning in fixed.warnings:
             _warn(warning, args.quiet)
+        for error in fixed.errors:
+            print(f"memlint: error: {error}", file=sys.stderr)
         if args.diff:
             _emit(fixed.diff(), args.output_file)
             # A file memlint could not check (syntax, encoding, unreadable) would otherwise
             # vanish from a --diff run: say so, and do not claim that nothing needs fixing.
             unchecked = [d for d in result.diagnostics if d.code in ENGINE_CODES]
             for d in unchecked:
-                print(f"memlint: error: {d.path}:{d.line}:{d.column}: {d.code} {d.message}",
+                print(f"memlint: error: {d.path}:{d.location}: {d.code} {d.message}",
                       file=sys.stderr)
             for file in result.files:
                 if file.skipped:
                     _warn(f"{file.path}: skipped: {file.skipped}", args.quiet)
             if not args.quiet:
                 print(f"memlint: {fixed.applied} fix(es) would be applied", file=sys.stderr)
+            if fixed.errors:
+                return EXIT_ERROR
             return EXIT_FINDINGS if fixed.changed or unchecked else EXIT_CLEAN
         if fixed.changed:
             if not args.quiet:
                 print(f"memlint: fixed {fixed.applied} problem(s) in {len(fixed.changed)} "
                       "file(s)", file=sys.stderr)
             result = lint_paths(found.files, settings, known, jobs=args.jobs or default_jobs(),
-                                cache=cache, file_timeout=args.file_timeout,
+                                cache=cache, file_timeout=args.file_timeout, pool=pool,
                                 context=context)
     for file in result.files:
         if file.skipped:
@@ -310,6 +376,14 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
     if result.cache_warning:
         _warn(result.cache_warning, args.quiet)
     diagnostics = result.diagnostics
+    if args.fix:
+        diagnostics = fixed.mark(diagnostics)
+    if report is not None:
+        from memlint.measured import by_measured, mark
+
+        diagnostics = mark(diagnostics, report, Path.cwd())
+        if args.sort == "measured":
+            diagnostics = by_measured(diagnostics)
     if args.statistics:
         from memlint.output.json_format import render_statistics as json_statistics
         from memlint.output.text import render_statistics as text_statistics
@@ -321,6 +395,8 @@ def _check(args: argparse.Namespace, rules: Rules | None, pool: Pool) -> int:
         if args.quiet and args.output_format == "text":
             text = "".join(line + "\n" for line in text.splitlines()[: len(diagnostics)])
     _emit(text, args.output_file)
+    if args.fix and fixed.errors:
+        return EXIT_ERROR  # a fix that was asked for was not made (said on stderr)
     return EXIT_FINDINGS if diagnostics and not args.exit_zero else EXIT_CLEAN
 
 
@@ -381,13 +457,14 @@ def main(argv: Sequence[str] | None = None, *, rules: Rules | None = None) -> in
         if args and args[0] == "check":
             args = args[1:]
         return check(args, rules)
-    except UsageError as exc:
+    except (UsageError, PoolError) as exc:
         print(f"memlint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else EXIT_CLEAN
-    except KeyboardInterrupt:
-        print("memlint: error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"memlint: error: {how}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # the last line of defence: no traceback
         print(f"memlint: error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -31,7 +31,12 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "_build", "buck-out", "build", "dist", "node_modules", "site-packages", "venv",
 )
 
-LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+# Which files a directory walk lints, matched gitignore-style; ruff's defaults (notebooks
+# included, as ruff does since 0.6). ``include = ["*.py", "*.pyi"]`` leaves notebooks out.
+DEFAULT_INCLUDE: tuple[str, ...] = ("*.py", "*.pyi", "*.ipynb")
+
+LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include",
+             "extend-include")
 KNOWN_KEYS = frozenset((*LIST_KEYS, "per-file-ignores"))
 
 
@@ -49,6 +54,8 @@ class Layer:
     per_file_ignores: Mapping[str, tuple[str, ...]] | None = None
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] | None = None
+    extend_include: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class Settings:
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     config_path: Path | None = None
+    include: tuple[str, ...] = DEFAULT_INCLUDE
     _pfi_specs: tuple[tuple[pathspec.GitIgnoreSpec, frozenset[str]], ...] = field(
         default=(), compare=False, repr=False
     )
@@ -153,6 +161,8 @@ def load_layer(path: Path) -> Layer:
         per_file_ignores=pfi,
         exclude=lists.get("exclude"),
         extend_exclude=lists.get("extend-exclude", ()),
+        include=lists.get("include"),
+        extend_include=lists.get("extend-include", ()),
     )
 
 
@@ -261,6 +271,9 @@ def build_settings(
         *file_layer.extend_exclude,
         *cli.extend_exclude,
     )
+    base_include = cli.include if cli.include is not None else file_layer.include
+    include = (*(DEFAULT_INCLUDE if base_include is None else base_include),
+               *file_layer.extend_include, *cli.extend_include)
     root = config_path.parent if config_path is not None else Path.cwd()
     return Settings(
         root=root.resolve(),
@@ -268,4 +281,5 @@ def build_settings(
         per_file_ignores=pfi,
         exclude=tuple(exclude),
         config_path=config_path,
+        include=include,
     )

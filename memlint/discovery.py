@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pathspec
 
-PYTHON_SUFFIXES = (".py", ".pyi")
+from memlint.config import DEFAULT_INCLUDE
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,22 @@ class Excluder:
         return self.spec.match_file(rel + ("/" if is_dir else ""))
 
 
+class Includer:
+    """Include patterns: the default set is answered from the file name alone (the walk
+    asks for every file), others are matched like exclude patterns."""
+
+    def __init__(self, patterns: Sequence[str], root: Path) -> None:
+        suffixes = [p[1:] for p in patterns if p.startswith("*.") and "/" not in p
+                    and not any(c in p[2:] for c in "*?[")]
+        self.suffixes = tuple(suffixes) if len(suffixes) == len(patterns) else None
+        self.patterns = Excluder(patterns, root)  # the same gitignore-style matching
+
+    def included(self, path: Path, name: str) -> bool:
+        if self.suffixes is not None:
+            return name.endswith(self.suffixes)
+        return self.patterns.excluded(path, False)
+
+
 def discover(
     paths: Iterable[Path],
     *,
@@ -161,9 +177,15 @@ def discover(
     exclude: Sequence[str],
     force_exclude: bool = False,
     respect_gitignore: bool = True,
+    include: Sequence[str] = DEFAULT_INCLUDE,
 ) -> Discovery:
-    """Every Python file under ``paths``, sorted and de-duplicated."""
+    """Every Python file (and notebook) under ``paths``, sorted and de-duplicated.
+
+    ``include``: gitignore-style patterns a file found in a directory must match; a file
+    named explicitly is linted whatever its name.
+    """
     excluder = Excluder(exclude, root)
+    included = Includer(include, root)
     gitignore = GitignoreRules()
     found = Discovery()
     seen: set[Path] = set()
@@ -180,7 +202,7 @@ def discover(
                 continue
             top = gitignore._top(path) if respect_gitignore else path
             for file in _walk(path, excluder, gitignore if respect_gitignore else None, top,
-                              found.skipped):
+                              found.skipped, included):
                 add(file)
         elif path.is_file():
             if force_exclude and _excluded_or_inside(path, excluder):
@@ -213,6 +235,7 @@ def _walk(
     gitignore: GitignoreRules | None,
     git_top: Path,
     skipped: list[Skipped],
+    included: Includer,
 ) -> Iterable[Path]:
     stack = [top]
     while stack:
@@ -238,13 +261,13 @@ def _walk(
                     continue
                 subdirs.append(path)
             elif is_file:
-                if not entry.name.endswith(PYTHON_SUFFIXES):
+                if not included.included(path, entry.name):
                     continue
                 if excluder.excluded(path, False):
                     continue
                 if gitignore is not None and gitignore.ignored(path, False, git_top):
                     continue
                 yield path
-            elif entry.is_symlink() and entry.name.endswith(PYTHON_SUFFIXES):
+            elif entry.is_symlink() and included.included(path, entry.name):
                 skipped.append(Skipped(path, "broken symbolic link or symlink loop"))
         stack.extend(reversed(subdirs))

@@ -13,7 +13,7 @@ from functools import cache
 
 import libcst as cst
 
-from memlint.analysis.tree import TreeIndex
+from memlint.analysis.tree import LAYOUT_LEAVES, TreeIndex
 
 Method = Callable[[cst.CSTNode], object]
 
@@ -35,6 +35,15 @@ def _visitor_names(cls: type[cst.BatchableCSTVisitor]) -> tuple[str, ...]:
     return tuple(names)
 
 
+_LAYOUT_NAMES = frozenset(t.__name__ for t in LAYOUT_LEAVES)
+
+
+def _needs_libcst(name: str) -> bool:
+    """Callbacks the index cannot serve: on one field of a node (``visit_Call_func``), or on
+    the whitespace leaves it leaves out."""
+    return _is_attribute_visitor(name) or name.split("_", 1)[1] in _LAYOUT_NAMES
+
+
 def _is_attribute_visitor(name: str) -> bool:
     """``visit_Call_func`` (runs around one field of a node) as opposed to ``visit_Call``."""
     parts = name.split("_")
@@ -49,7 +58,7 @@ def visit_batched(index: TreeIndex, visitors: Sequence[cst.BatchableCSTVisitor])
             methods.setdefault(name, []).append(getattr(visitor, name))
     if not methods:
         return
-    if any(_is_attribute_visitor(name) for name in methods):
+    if any(_needs_libcst(name) for name in methods):
         cst.visit_batched(index.module, visitors)
         return
 

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from memlint.context import FileContext
 from memlint.diagnostics import Diagnostic, FixSafety
 from memlint.dispatch import visit_batched
 from memlint.filecheck import INTERNAL_ERROR, PARSE_ERROR, file_diagnostic
+from memlint.positions import finding_positions
 from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Rule
 
@@ -35,7 +35,7 @@ def parse_or_report(path: str, source: bytes) -> cst.Module | Diagnostic:
     except cst.ParserSyntaxError as exc:
         return file_diagnostic(path, PARSE_ERROR, f"cannot parse: {exc.message}",
                                exc.raw_line, exc.raw_column + 1)
-    except (RecursionError, MemoryError, ValueError, UnicodeDecodeError, SyntaxError) as exc:
+    except (RecursionError, ValueError, UnicodeDecodeError, SyntaxError) as exc:
         return file_diagnostic(path, PARSE_ERROR, f"cannot parse: {type(exc).__name__}: {exc}")
 
 
@@ -61,9 +61,9 @@ def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding
 
 
 def position_findings(context: FileContext, findings: Sequence[Finding]) -> list[Diagnostic]:
-    wrapper = MetadataWrapper(context.module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
     tree = context.analysis.tree
+    positions = finding_positions(context.module, context.source, tree,
+                                  [f.node for f in findings])
     out: list[Diagnostic] = []
     for f in findings:
         pos = positions[f.node]
@@ -119,6 +119,8 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
         _, diagnostics = lint_module(context, active)
     except RecursionError:
         return [file_diagnostic(path, INTERNAL_ERROR, "file is nested too deeply to analyse")]
+    except MemoryError:
+        raise  # the worker reports it (memlint.filecheck)
     except Exception as exc:
         return [file_diagnostic(path, INTERNAL_ERROR,
                                 f"internal error while linting: {type(exc).__name__}: {exc}")]

@@ -11,16 +11,18 @@ import ast
 import io
 import tokenize
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from memlint.cache import content_digest
 from memlint.diagnostics import ENGINE_CODES, Diagnostic
+from memlint.notebook import Notebook, NotebookError, is_notebook, read_notebook
 from memlint.prefilter import applicable_rules
 from memlint.rules.spec import RuleSpec, as_specs
 from memlint.suppression import index_for
 
 if TYPE_CHECKING:
+    from memlint.fixer import FixResult
     from memlint.project.summary import ModuleSummary
     from memlint.project.view import ModuleView
     from memlint.rules.base import Rule
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 IO_ERROR = ("MEM996", "io-error")
 PARSE_ERROR = ("MEM999", ENGINE_CODES["MEM999"])
 INTERNAL_ERROR = ("MEM997", ENGINE_CODES["MEM997"])
+OUT_OF_MEMORY = ("ran out of memory on this file (MEMLINT_WORKER_MEMORY_MB); "
+                 "it is too large to analyse")
 
 
 @dataclass(frozen=True)
@@ -42,13 +46,16 @@ class Task:
     # "scan": the first pass of a run. A file no rule applies to is finished there; for the
     # others it reports which rules apply and, for the project model, the module's summary.
     # "lint": the second pass, with what the project knows that this module needs.
-    phase: Literal["scan", "lint"] = "lint"
+    # "fix": compute the file's fixes (--fix, --diff); the parent writes them.
+    phase: Literal["scan", "lint", "fix"] = "lint"
     view: ModuleView | None = None
     # The content hash whose summary the parent already holds: not summarised again.
     summary_digest: str | None = None
     # The rules to run, as the scan found them (and the project model added): the lint pass
     # does not filter again.
     active: tuple[str, ...] | None = None
+    # With phase "fix": unsafe fixes too (--unsafe-fixes).
+    unsafe: bool = False
 
 
 @dataclass
@@ -64,6 +71,8 @@ class FileResult:
     # and the module summary when the project model may need one.
     active: tuple[str, ...] | None = None
     summary: ModuleSummary | None = None
+    # After a fix task: the fixed content and what remains (the parent writes it).
+    fix: FixResult | None = None
 
 
 def file_diagnostic(path: str, code_name: tuple[str, str], message: str,
@@ -193,19 +202,72 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
         reason = exc.strerror or type(exc).__name__
         return FileResult(task.display, [file_diagnostic(task.display, IO_ERROR,
                                                          f"cannot read file: {reason}")])
+    if task.phase == "fix":
+        return fix_task(task, source, rules, imports_ready)
     digest = content_digest(source)
     if task.phase == "lint" and digest == task.known_digest:
         return FileResult(task.display, digest=digest, unchanged=True)
+    notebook: Notebook | None = None
     try:
+        if is_notebook(task.path):
+            # A notebook is linted as the program of its code cells, then mapped back.
+            read = notebook_program(task.display, source)
+            if isinstance(read, FileResult):
+                read.digest = digest
+                return read
+            notebook = read
+            source = notebook.program_bytes
         if task.phase == "scan":
+            # A notebook is no importable module: the project model needs no summary of it.
             result = scan_bytes(task.display, source, rules, task.ignored,
-                                digest == task.summary_digest, imports_ready)
+                                digest == task.summary_digest or notebook is not None,
+                                imports_ready)
         else:
             result = lint_bytes(task.display, source, rules, task.ignored,
                                 imports_ready=imports_ready, view=task.view,
                                 active_codes=task.active)
+        if notebook is not None:
+            result.diagnostics = [notebook.to_cells(d) for d in result.diagnostics] + [
+                replace(file_diagnostic(task.display, PARSE_ERROR,
+                                        f"{message} (cell left out, the others linted)",
+                                        line, column), cell=cell)
+                for cell, line, column, message in notebook.broken]
+    except MemoryError:
+        result = FileResult(task.display, [file_diagnostic(
+            task.display, INTERNAL_ERROR, OUT_OF_MEMORY)])
     except Exception as exc:  # one file's failure must not stop the run
         result = FileResult(task.display, [file_diagnostic(
             task.display, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")])
     result.digest = digest
     return result
+
+
+def fix_task(task: Task, source: bytes, rules: Sequence[RuleSpec],
+             imports_ready: Callable[[], None] | None = None) -> FileResult:
+    """A file's fixes, computed in the worker (under ``--file-timeout``, where a crash of the
+    parser costs only this file); the parent only writes the bytes."""
+    if imports_ready is not None:
+        imports_ready()
+    from memlint.fixer import fix_bytes
+
+    enabled = [spec.load() for spec in rules if spec.code not in task.ignored]
+    try:
+        result = fix_bytes(task.path, source, enabled, unsafe=task.unsafe, display=task.display)
+    except MemoryError:
+        return FileResult(task.display, skipped=OUT_OF_MEMORY)
+    except Exception as exc:  # one file's failure must not stop the run
+        return FileResult(task.display, skipped=f"internal error: {type(exc).__name__}: {exc}")
+    return FileResult(task.display, fix=result)
+
+
+def notebook_program(display: str, source: bytes) -> Notebook | FileResult:
+    """The notebook read from its bytes, or the result that says why it is not linted: a
+    MEM999 for a file that is not an nbformat 4 notebook, a skip for another language."""
+    try:
+        notebook = read_notebook(source)
+    except NotebookError as exc:
+        return FileResult(display, [file_diagnostic(display, PARSE_ERROR, str(exc))])
+    if notebook.language is not None and not notebook.language.lower().lstrip("i").startswith(
+            "python"):  # python, python3, ipython3 ...
+        return FileResult(display, skipped=f"a {notebook.language} notebook, not Python")
+    return notebook

@@ -19,6 +19,7 @@ import gc
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -32,6 +33,58 @@ if TYPE_CHECKING:
 
 # Generous: the slowest real file seen (a 200k-element literal) parses in a few seconds.
 DEFAULT_FILE_TIMEOUT = 120.0
+
+# The address space one worker may add to what it starts with. libcst needs about 0.7 GB per
+# MB of ordinary code, but a giant literal (a 2.5M-element list) can take 10 GB: past this,
+# that file fails alone (MEM997) instead of the machine swapping or the OOM killer picking a
+# process.
+# MEMLINT_WORKER_MEMORY_MB overrides it.
+DEFAULT_WORKER_MEMORY_MB = 6144
+
+# libcst's visitors recurse per nesting level; the native parser (which gives out first, at
+# about a thousand levels, by overflowing the C stack) is the limit, not Python's 1000 frames.
+WORKER_RECURSION_LIMIT = 20_000
+
+
+class PoolError(Exception):
+    """No worker process could be started (a process limit, no memory): one line for the user."""
+
+
+def worker_memory_mb() -> int | None:
+    """The per-worker memory ceiling in MB, or None for none (``0`` in the variable)."""
+    text = os.environ.get("MEMLINT_WORKER_MEMORY_MB", "")
+    try:
+        value = int(text) if text.strip() else DEFAULT_WORKER_MEMORY_MB
+    except ValueError:
+        value = DEFAULT_WORKER_MEMORY_MB
+    return value if value > 0 else None
+
+
+def _mapped() -> int:
+    """This process's address space in bytes (0 where /proc cannot tell)."""
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _limit_memory() -> None:
+    """Cap this worker's address space (never raising a lower limit the user set)."""
+    megabytes = worker_memory_mb()
+    with contextlib.suppress(Exception):  # not on Linux, or not allowed: no ceiling
+        import resource
+
+        if megabytes is None:
+            return
+        # On top of what the worker maps already (a fork of a large process, such as a test
+        # run that imported torch, starts big).
+        wanted = _mapped() + megabytes * 1024 * 1024
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft > wanted:
+            if hard != resource.RLIM_INFINITY:
+                wanted = min(wanted, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
 
 
 def _warm_up() -> None:
@@ -70,9 +123,17 @@ def _serve(conn: Connection, warm: bool) -> None:
     """
     # Ctrl-C reaches the whole process group; the parent alone decides what to do.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler
     _die_with_parent()
-    # A crash is reported by the parent as one line; no C-level traceback dump on stderr.
+    # A crash is reported by the parent as one line; no C-level traceback dump on stderr,
+    # nor the parser's own "memory allocation failed" lines when the ceiling is hit.
     faulthandler.disable()
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    _limit_memory()
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), WORKER_RECURSION_LIMIT))
     # libcst builds hundreds of thousands of short-lived nodes per file, and the default
     # thresholds run a collection every 700 allocations: about 10% of a run's CPU on
     # transformers. Rarer collections cost no memory there (peak RSS 105 MB either way).
@@ -80,8 +141,11 @@ def _serve(conn: Connection, warm: bool) -> None:
     imports_ready = None
     if warm:
         thread = threading.Thread(target=_warm_up, name="memlint-warm-up", daemon=True)
-        thread.start()
-        imports_ready = thread.join
+        try:
+            thread.start()
+            imports_ready = thread.join
+        except RuntimeError:  # no thread to be had (a process limit): import when needed
+            pass
     from memlint.filecheck import lint_task
 
     try:
@@ -98,12 +162,41 @@ def _serve(conn: Connection, warm: bool) -> None:
         conn.send(lint_task(task, rules, imports_ready=imports_ready))
 
 
+def timeout_message(seconds: float) -> str:
+    return f"gave up after {seconds:g} s (--file-timeout); the file is too complex to parse"
+
+
+def is_timeout(message: str) -> bool:
+    return message.startswith("gave up after ") and "(--file-timeout)" in message
+
+
+def crash_message(code: int | None) -> str:
+    """Why a worker died, as far as its exit status tells."""
+    how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    if code == -signal.SIGKILL:
+        return (f"the linter process was killed on this file ({how}), perhaps by the "
+                "system's out-of-memory killer")
+    if code == -signal.SIGABRT:  # the parser's allocation failed under the ceiling
+        megabytes = worker_memory_mb()
+        limit = "" if megabytes is None else (f"; the limit is {megabytes} MB per worker, "
+                                              "MEMLINT_WORKER_MEMORY_MB")
+        return (f"the linter process ran out of memory on this file ({how}{limit}): "
+                "the file is too large to analyse")
+    return (f"the linter process crashed on this file ({how}); "
+            "the code is probably nested too deeply for the parser")
+
+
 class _Worker:
     def __init__(self, ctx: multiprocessing.context.BaseContext, warm: bool) -> None:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, warm), daemon=True)  # type: ignore[attr-defined]
-        self.process.start()
-        child.close()
+        try:
+            self.process.start()
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child.close()
         self.configured = False
         self.rules: tuple[RuleSpec, ...] = ()
         self.task: Task | None = None
@@ -124,8 +217,7 @@ class _Worker:
         task, self.task = self.task, None
         self.process.kill()
         self.process.join()
-        return failed(task, f"gave up after {seconds:g} s (--file-timeout); "
-                            "the file is too complex to parse")
+        return failed(task, timeout_message(seconds))
 
     def collect(self, failed: Callable[[Task, str], FileResult]) -> tuple[FileResult, bool]:
         """The finished task's result, and whether this worker died producing it."""
@@ -138,10 +230,7 @@ class _Worker:
         except (EOFError, OSError):
             pass
         self.process.join(timeout=5)
-        code = self.process.exitcode
-        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return failed(task, f"the linter process crashed on this file ({how}); "
-                            "the code is probably nested too deeply for the parser"), True
+        return failed(task, crash_message(self.process.exitcode)), True
 
     def stop(self) -> None:
         if not self.configured:  # still warming up, or idle: nothing to finish
@@ -164,10 +253,26 @@ class Pool:
 
     @classmethod
     def start(cls) -> Pool:
-        """A pool with one worker already importing libcst and the default rules."""
+        """A pool with one worker already importing libcst and the default rules (none when
+        no process can be started now: the first pass says so, or makes do)."""
         pool = cls()
-        pool.idle.append(_Worker(pool.ctx, warm=True))
+        with contextlib.suppress(OSError):
+            pool.idle.append(_Worker(pool.ctx, warm=True))
         return pool
+
+    def _spawn(self, count: int, have: int) -> list[_Worker]:
+        """Up to ``count`` new workers: fewer when the system refuses more processes
+        (``RLIMIT_NPROC``, memory), as long as the pass has at least one."""
+        out: list[_Worker] = []
+        for _ in range(count):
+            try:
+                out.append(_Worker(self.ctx, warm=False))
+            except OSError as exc:
+                if have + len(out) == 0:
+                    raise PoolError("cannot start a worker process: "
+                                    f"{exc.strerror or exc} (a process limit?)") from None
+                break
+        return out
 
     def _take(self, count: int, rules: Sequence[RuleSpec]) -> list[_Worker]:
         # A worker kept from an earlier pass already holds its rules; one holding others
@@ -176,7 +281,7 @@ class Pool:
             self.idle.remove(worker)
             worker.stop()
         taken, self.idle = self.idle[:count], self.idle[count:]
-        return taken + [_Worker(self.ctx, warm=False) for _ in range(count - len(taken))]
+        return taken + self._spawn(count - len(taken), len(taken))
 
     def run(self, tasks: Sequence[Task], rules: Sequence[RuleSpec], jobs: int,
             file_timeout: float | None,
@@ -215,7 +320,12 @@ class Pool:
                     yield result
                     if died:
                         worker.stop()
-                        workers[workers.index(worker)] = worker = _Worker(self.ctx, False)
+                        index = workers.index(worker)
+                        replacement = self._spawn(1, len(workers) - 1)
+                        if not replacement:  # no process to be had: the others go on
+                            del workers[index]
+                            continue
+                        workers[index] = worker = replacement[0]
                     if queue:
                         worker.assign(queue.popleft(), rules)
         finally:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlint.cache import Entry, ResultCache, prune_missing
 from memlint.diagnostics import Diagnostic
 from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
-from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
+from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, is_timeout
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,6 +47,24 @@ def _summarised(store: SummaryStore, path: str) -> str | None:
 def _failed(task: Task, message: str) -> FileResult:
     """A file whose worker crashed or timed out: one internal-error diagnostic."""
     return FileResult(task.display, [file_diagnostic(task.display, INTERNAL_ERROR, message)])
+
+
+def _gave_up(result: FileResult) -> bool:
+    """The worker ran out of --file-timeout on this file (nothing else went wrong)."""
+    return len(result.diagnostics) == 1 and is_timeout(result.diagnostics[0].message)
+
+
+_REMEMBERED = (" (remembered from an earlier run: a longer --file-timeout, or --no-cache, "
+               "tries again)")
+
+
+def _remembered(d: Diagnostic) -> Diagnostic:
+    return d if d.message.endswith(_REMEMBERED) else replace(d, message=d.message + _REMEMBERED)
+
+
+def _retry(entry: Entry, file_timeout: float | None) -> bool:
+    """A file that ran out of time is tried again only with more time than it had."""
+    return entry.timeout is not None and (file_timeout is None or file_timeout > entry.timeout)
 
 
 def display_path(path: Path, cwd: Path) -> str:
@@ -111,6 +129,8 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
         for key in keys:
             st = stats[key]
             entry = cache.fresh(key, st) if st is not None else None
+            if entry is not None and _retry(entry, file_timeout):
+                continue
             if entry is not None:
                 fresh[key] = entry
     if cache is not None and len(fresh) == len(keys) and cache.project == state:
@@ -138,6 +158,10 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     scans: list[Task] = []
     for key in keys:
         entry = fresh.get(key)
+        if entry is not None and entry.timeout is not None:  # gave up on it before
+            results[key] = FileResult(displays[key], list(entry.for_path(displays[key])),
+                                      entry.skipped, entry.digest)
+            continue
         digest = store.known(key, stats[key])
         if entry is not None and entry.active is not None and digest is not None and (
                 store.summaries[digest] is None):
@@ -206,7 +230,8 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
         fingerprint = None if view is None else view.fingerprint()
         fingerprints[key] = fingerprint
         entry = cache.entries.get(key) if cache is not None else None
-        known = entry.digest if entry is not None and entry.view == fingerprint else None
+        known = entry.digest if (entry is not None and entry.view == fingerprint
+                                 and entry.timeout is None) else None
         ignored = settings.ignored_for(root_relative(Path(key), settings.root))
         codes = active[key]
         if view is not None and (view.eval_called or view.side_jobs):
@@ -227,8 +252,16 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     if cache is not None:
         for key, result in results.items():
             st = stats[key]
+            if st is None:
+                continue
+            if _gave_up(result) and file_timeout is not None:
+                # Remembered, so that the same content does not cost the timeout again.
+                cache.store(key, Entry(st.st_mtime_ns, st.st_size, "",
+                                       tuple(_remembered(d) for d in result.diagnostics),
+                                       timeout=file_timeout))
+                continue
             crashed = any(d.code == INTERNAL_ERROR[0] for d in result.diagnostics)
-            if st is None or result.digest is None or crashed:
+            if result.digest is None or crashed:
                 continue
             cache.store(key, Entry(st.st_mtime_ns, st.st_size, result.digest,
                                    tuple(result.diagnostics), result.skipped,

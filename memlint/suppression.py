@@ -14,8 +14,10 @@ code, so an unused-suppression check can be built on :meth:`SuppressionIndex.unu
 
 from __future__ import annotations
 
+import ast
 import io
 import re
+import sys
 import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -123,8 +125,10 @@ def _comments(text: str) -> Iterator[tuple[int, int, str, bool]]:
     reports that file as a parse error anyway.
     """
     lines_with_code: set[int] = set()
+    f_string_lines: set[int] = set()
     found: list[tuple[int, int, str]] = []
-    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    # Universal newlines: a CR-only file has lines, as Python reads it, not one long comment.
+    tokens = tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
     try:
         for tok in tokens:
             if tok.type == tokenize.COMMENT:
@@ -132,10 +136,64 @@ def _comments(text: str) -> Iterator[tuple[int, int, str, bool]]:
             elif tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
                                   tokenize.DEDENT, tokenize.ENDMARKER):
                 lines_with_code.update(range(tok.start[0], tok.end[0] + 1))
+                if tok.type == tokenize.STRING and "f" in _prefix(tok.string):
+                    f_string_lines.update(range(tok.start[0], tok.end[0] + 1))
     except (tokenize.TokenError, SyntaxError):
         pass
+    if _OLD_TOKENIZER and any(line in f_string_lines for line, _, _ in found) and (
+            not _compiles(text)):
+        # Before 3.12, tokenize splits an f-string that reuses its quotes inside
+        # (``f"{d["#..."]}"``, valid since 3.12) and takes its rest for a comment.
+        yield from _tree_comments(text)
+        return
     for line, col, comment in found:
         yield line, col, comment, line not in lines_with_code
+
+
+_OLD_TOKENIZER = sys.version_info < (3, 12)
+
+
+def _prefix(token: str) -> str:
+    return token[: len(token) - len(token.lstrip("rRbBfFuU"))].lower()
+
+
+def _compiles(text: str) -> bool:
+    try:
+        compile(text, "<memlint>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError:
+        return False
+    except (ValueError, RecursionError, MemoryError):
+        return True  # not a question of syntax: tokenize's comments stand
+    return True
+
+
+def _tree_comments(text: str) -> Iterator[tuple[int, int, str, bool]]:
+    """The comments libcst finds (it parses the newest syntax): only real ones."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
+
+    try:
+        module = cst.parse_module(text)
+    except Exception:  # not Python at all: reported as a parse error, nothing to suppress
+        return
+    holders: list[tuple[cst.Comment, bool]] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_EmptyLine(self, node: cst.EmptyLine) -> None:
+            if node.comment is not None:
+                holders.append((node.comment, True))
+
+        def visit_TrailingWhitespace(self, node: cst.TrailingWhitespace) -> None:
+            if node.comment is not None:
+                holders.append((node.comment, False))
+
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(WhitespaceInclusivePositionProvider)
+    wrapper.module.visit(Collect())
+    for comment, alone in sorted(holders, key=lambda h: (positions[h[0]].start.line,
+                                                          positions[h[0]].start.column)):
+        start = positions[comment].start
+        yield start.line, start.column, comment.value, alone
 
 
 def parse_suppressions(text: str) -> list[Suppression]:

@@ -8,6 +8,8 @@ Default: that line plus the largest allocation sites with their sizes.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
 
@@ -15,6 +17,9 @@ from pytest_gpumem.backends.base import Site
 from pytest_gpumem.holders import NOT_HELD
 from pytest_gpumem.result import LEAK, OOM, PEAK, TestMeasurement
 from pytest_gpumem.units import format_bytes
+
+if TYPE_CHECKING:
+    from pytest_gpumem.linked import LintFinding
 
 DEFAULT_SITES = 5
 VIEWER = "https://pytorch.org/memory_viz"
@@ -50,21 +55,28 @@ def _where(site: Site, full: bool) -> list[str]:
     if not site.frames:
         return ["(no user frame: allocated inside a library or another thread)"]
     frames = site.frames if full else site.frames[:1]
-    return [f"{os.path.relpath(f) if os.path.isabs(f) else f}:{line} in {fn}"
-            for f, line, fn in frames]
+    return [f"{_relative(f)}:{line} in {fn}" for f, line, fn in frames]
 
 
-def _sites(title: str, sites: tuple[Site, ...], verbosity: int) -> list[str]:
+def _relative(file: str) -> str:
+    return os.path.relpath(file) if os.path.isabs(file) else file
+
+
+def _sites(title: str, sites: tuple[Site, ...], verbosity: int,
+           links: Mapping[int, list[LintFinding]] | None = None) -> list[str]:
     if not sites:
         return []
     full = verbosity >= 2
     shown = sites if full else sites[:DEFAULT_SITES]
     lines = [title]
-    for site in shown:
+    for index, site in enumerate(shown):
         where = _where(site, full)
         plural = "s" if site.count != 1 else ""
         lines.append(f"  {format_bytes(site.nbytes):>12}  {site.count} storage{plural}  {where[0]}")
         lines.extend(f"{'':>14}  called from {w}" for w in where[1:])
+        # memlint's findings in the functions of this site: the static reason for the memory.
+        lines.extend(f"{'':>14}  \u2190 {f.code} at {_relative(f.file)}:{f.line}: {f.message} "
+                     f"(memlint rule {f.code})" for f in (links or {}).get(index, []))
     if len(sites) > len(shown):
         lines.append(f"  ... {len(sites) - len(shown)} more sites (-vv shows all)")
     return lines
@@ -84,7 +96,8 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
         lines.append(f"peak above the {format_bytes(peak.baseline_bytes)} allocated when the "
                      f"test body started{of_which}: {format_bytes(peak.peak_bytes)}")
         if PEAK in m.violations or OOM in m.violations or verbosity >= 2:
-            lines += _sites("largest allocations alive at the peak:", peak.sites, verbosity)
+            lines += _sites("largest allocations alive at the peak:", peak.sites, verbosity,
+                            m.peak_links)
     if m.limits.repeat > 1 and m.live_after_runs:
         runs = ", ".join(format_bytes(b) for b in m.live_after_runs)
         lines.append(f"live tensor memory after each of {len(m.live_after_runs)} runs: {runs} "
@@ -92,7 +105,7 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
     if leak is not None and (LEAK in m.violations or verbosity >= 2) and leak.storages:
         plural = "s" if leak.storages != 1 else ""
         lines += _sites(f"still alive after teardown ({leak.storages} storage{plural}):",
-                        leak.sites, verbosity)
+                        leak.sites, verbosity, m.leak_links)
     if m.holders and LEAK in m.violations:
         lines.append("kept alive by:" if len(m.holders) > 1 else f"kept alive by: {m.holders[0]}")
         if len(m.holders) > 1:
@@ -103,6 +116,7 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
             "and its saved activations stay alive: keep loss.item() or tensor.detach() "
             "instead of the tensor"
         )
+    lines += m.lint_problems
     if verbosity >= 2 and peak is not None and peak.context:
         lines.append("context: " + ", ".join(f"{k}={v}" for k, v in sorted(peak.context.items())))
     if m.timeline_path:

@@ -7,14 +7,18 @@ on the test report as plain JSON data, so the controller never re-measures anyth
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_gpumem.backends.base import LeakResult, PeakResult
+from pytest_gpumem.backends.base import LeakResult, PeakResult, Site
 from pytest_gpumem.leaks import growth_per_run, repeat_leaks
 from pytest_gpumem.options import Limits
 
+if TYPE_CHECKING:
+    from pytest_gpumem.linked import LintFinding
+
 PEAK, LEAK, OOM = "peak", "leak", "oom"
 RECORD_KEY = "gpumem"  # the user_properties key carrying the record
+SITES_IN_JSON = 10
 
 
 @dataclass
@@ -37,6 +41,10 @@ class TestMeasurement:
     timeline_path: str | None = None
     outcome: str = "passed"
     holders: list[str] = field(default_factory=list)  # what keeps the survivors alive
+    # memlint's findings in the functions of each site (by index), for a memory failure.
+    peak_links: dict[int, list[LintFinding]] = field(default_factory=dict)
+    leak_links: dict[int, list[LintFinding]] = field(default_factory=dict)
+    lint_problems: list[str] = field(default_factory=list)
 
     @property
     def peak_bytes(self) -> int | None:
@@ -94,13 +102,25 @@ class TestMeasurement:
             "violations": list(self.violations),
             "baseline_bytes": None if peak is None else peak.baseline_bytes,
             "context": {} if peak is None else dict(peak.context),
-            "peak_sites": [] if peak is None else [s.to_json() for s in peak.sites[:10]],
-            "leak_sites": [] if leak is None else [s.to_json() for s in leak.sites[:10]],
+            "peak_sites": [] if peak is None else _sites(peak.sites, self.peak_links),
+            "leak_sites": [] if leak is None else _sites(leak.sites, self.leak_links),
             "leaked_storages": None if leak is None else leak.storages,
             "graph_tensors": None if leak is None else leak.graph_tensors,
             "growth_per_run_bytes": growth_per_run(self.live_after_runs),
             "oom_message": self.oom_message,
             "snapshot": self.snapshot_path,
             "timeline": self.timeline_path,
+            "memlint_problems": list(self.lint_problems),
         }
+
+
+def _sites(sites: tuple[Site, ...], links: dict[int, list[LintFinding]]) -> list[dict[str, Any]]:
+    """Sites as JSON; a linked site also names memlint's findings (site -> rule codes)."""
+    out: list[dict[str, Any]] = []
+    for index, site in enumerate(sites[:SITES_IN_JSON]):
+        data = site.to_json()
+        if index in links:
+            data["memlint"] = [f.to_json() for f in links[index]]
+        out.append(data)
+    return out
 

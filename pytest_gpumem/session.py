@@ -30,6 +30,7 @@ import pytest
 from pytest_gpumem.backends import make_backend
 from pytest_gpumem.backends.base import Backend, TestTracker
 from pytest_gpumem.holders import fixture_roots, holders_of
+from pytest_gpumem.linked import Linker, link_measurement
 from pytest_gpumem.marker import MarkerError, MarkerSpec, marker_spec
 from pytest_gpumem.options import Settings, limits_for
 from pytest_gpumem.report import failure_text, headline, memory_longrepr
@@ -103,6 +104,7 @@ class GpumemSession:
     seen: set[str] = field(default_factory=set)  # every test the run reported
     notes: set[str] = field(default_factory=set)  # one-line remarks for the terminal summary
     artifact_dir: Callable[[], Path] | None = None  # pytest's cache folder, when there is one
+    linker: Linker = field(default_factory=Linker)  # memlint's findings, per file linted
 
     @property
     def enabled(self) -> bool:
@@ -228,6 +230,7 @@ class GpumemSession:
             return
         if m.peak is not None and not m.peak.sites:
             m.peak = replace(m.peak, sites=run.tracker.explain_peak())
+        link_measurement(self.linker, m)  # memlint's findings at the sites, if any
         backend = self.backend
         if backend is not None and backend.has_snapshots and m.snapshot_path is None:
             snapshot = backend.dump_snapshot(self._snapshot_path(m.nodeid))

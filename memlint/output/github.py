@@ -7,6 +7,7 @@ from pathlib import Path
 
 from memlint.diagnostics import Diagnostic
 from memlint.output.ruledoc import RuleInfo
+from memlint.output.text import printable
 
 
 def _data(text: str) -> str:
@@ -20,16 +21,24 @@ def _prop(text: str) -> str:
 
 
 def annotation(d: Diagnostic) -> str:
-    path = Path(d.path).as_posix()
+    path = printable(Path(d.path).as_posix())
+    line, column, end_line, end_column = d.line, d.column, d.end_line, d.end_column
+    message = f"{d.code} {d.message}"
+    if d.cell is not None:
+        # The annotation goes on the notebook file's own line; the message names the cell.
+        from memlint.notebook import region_in_file
+
+        line, column, end_line, end_column = region_in_file(d) or (1, 1, 1, 1)
+        message = f"{d.code} (cell {d.cell}, line {d.line}, column {d.column}) {d.message}"
     props = ",".join([
         f"file={_prop(path)}",
-        f"line={d.line}",
-        f"col={d.column}",
-        f"endLine={d.end_line}",
-        f"endColumn={d.end_column}",
+        f"line={line}",
+        f"col={column}",
+        f"endLine={end_line}",
+        f"endColumn={end_column}",
         f"title={_prop(f'{d.code} {d.name}')}",
     ])
-    return f"::error {props}::{_data(f'{d.code} {d.message}')}"
+    return f"::error {props}::{_data(message)}"
 
 
 def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:

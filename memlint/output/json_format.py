@@ -8,11 +8,12 @@ from pathlib import Path
 
 from memlint.diagnostics import Diagnostic
 from memlint.output.ruledoc import RuleInfo
-from memlint.output.text import statistics
+from memlint.output.text import printable, statistics
 
 
 def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:
-    return json.dumps([d.to_json() for d in diagnostics], indent=2) + "\n"
+    return json.dumps([{**d.to_json(), "path": printable(d.path)} for d in diagnostics],
+                      indent=2) + "\n"
 
 
 def render_statistics(diagnostics: Sequence[Diagnostic]) -> str:

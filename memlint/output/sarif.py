@@ -27,8 +27,9 @@ def _uri(path: str, base: Path) -> str:
     try:
         rel = absolute.relative_to(base).as_posix()
     except ValueError:
-        return absolute.as_uri()
-    return quote(rel)
+        # A URI names the bytes of a path: an undecodable byte is percent-encoded as itself.
+        return "file://" + quote(os.fsencode(absolute.as_posix()))
+    return quote(os.fsencode(rel))
 
 
 def _rule(item: RuleInfo) -> dict[str, Any]:
@@ -51,21 +52,32 @@ def _result(d: Diagnostic, index: int, base: Path) -> dict[str, Any]:
     location: dict[str, Any] = {"uri": uri}
     if not uri.startswith("file:"):
         location["uriBaseId"] = "%SRCROOT%"
+    # SARIF has no slot for ruff-style fix safety; a property bag carries it.
+    properties: dict[str, Any] = {"fix": None if d.fix is None else d.fix.value}
+    region = (d.line, d.column, d.end_line, d.end_column)
+    if d.cell is not None:
+        # A notebook: the region is where the code lies in the .ipynb file itself (inside
+        # the JSON string of that source line), so a viewer opens the right line; the cell
+        # and the position within it travel as properties (docs/notebooks.md).
+        from memlint.notebook import region_in_file
+
+        region = region_in_file(d) or (1, 1, 1, 1)
+        properties.update(cell=d.cell, cellLine=d.line, cellColumn=d.column,
+                          cellEndLine=d.end_line, cellEndColumn=d.end_column)
     return {
         "ruleId": d.code,
         "ruleIndex": index,
         "level": "error" if d.code in ENGINE_CODES else "warning",
         "message": {"text": d.message},
-        # SARIF has no slot for ruff-style fix safety; a property bag carries it.
-        "properties": {"fix": None if d.fix is None else d.fix.value},
+        "properties": properties,
         "locations": [{
             "physicalLocation": {
                 "artifactLocation": location,
                 "region": {
-                    "startLine": d.line,
-                    "startColumn": d.column,
-                    "endLine": d.end_line,
-                    "endColumn": d.end_column,
+                    "startLine": region[0],
+                    "startColumn": region[1],
+                    "endLine": region[2],
+                    "endColumn": region[3],
                 },
             }
         }],
@@ -80,7 +92,7 @@ def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], bas
                                  else RuleInfo(d.code, d.name, d.message, "", True, None))
     ordered = sorted(catalogue.values(), key=lambda r: r.code)
     index = {item.code: i for i, item in enumerate(ordered)}
-    base_uri = base.resolve().as_uri().rstrip("/") + "/"
+    base_uri = "file://" + quote(os.fsencode(base.resolve().as_posix())).rstrip("/") + "/"
     log = {
         "$schema": SCHEMA,
         "version": "2.1.0",

@@ -10,18 +10,26 @@ from memlint.diagnostics import Diagnostic
 from memlint.output.ruledoc import RuleInfo
 
 
+def _escape(c: str) -> str:
+    if "\udc80" <= c <= "\udcff":  # an undecodable byte of the name, kept by os.fsdecode
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+
+
 def printable(path: str) -> str:
-    """A path as one printable line: control and line-separator characters (``\n``, ``\r``,
-    U+2028, U+0085) and undecodable bytes (surrogate escapes) are written as escapes, so one
-    finding is always one line and any encoding can print it."""
+    """A path as one printable line of valid Unicode, for every output format: control and
+    line-separator characters (``\n``, ``\r``, U+2028, U+0085) are written as escapes, and
+    so are the bytes of a name that is not valid UTF-8 (``caf\xe9.py``), so that one finding
+    is always one line and any encoding (JSON, SARIF, a terminal) can carry it."""
     if path.isprintable():
         return path
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in path)
+    return "".join(_escape(c) for c in path)
 
 
 def line(d: Diagnostic) -> str:
-    return f"{printable(d.path)}:{d.line}:{d.column}: {d.code} {d.message}"
+    measured = "" if d.measured is None else f" [{d.measured.describe()}]"
+    note = "" if d.fix_problem is None else f" (fix not applied: {d.fix_problem})"
+    return f"{printable(d.path)}:{d.location}: {d.code} {d.message}{measured}{note}"
 
 
 def render(diagnostics: Sequence[Diagnostic], rules: Mapping[str, RuleInfo], base: Path) -> str:

@@ -38,7 +38,8 @@ class Invalid:
 
 @dataclass(frozen=True)
 class Fix:
-    """Replacements computed on the libcst tree; the fixer applies them with a transformer."""
+    """Replacements computed on the libcst tree; the fixer makes each one an edit of the file's
+    text where the replaced node stands (all of a fix's replacements, or none)."""
 
     safety: FixSafety
     # original node -> replacement node (cst.RemovalSentinel.REMOVE to delete)

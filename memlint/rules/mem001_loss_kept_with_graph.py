@@ -422,7 +422,7 @@ class LossKeptWithGraph(Rule):
         elif not training:
             return
         carried = self._graph_part(value)
-        if carried is None or analysis.grad.grad_mode_at(node) == "off":
+        if not carried or analysis.grad.grad_mode_at(node) == "off":
             return
         graph = analysis.graph
         scope: Scope = func if func is not None else self.context.module
@@ -444,22 +444,18 @@ class LossKeptWithGraph(Rule):
                 return
         self._report(node, container, carried)
 
-    def _graph_part(self, value: cst.BaseExpression) -> cst.BaseExpression | None:
-        """The sub-expression that carries the graph: an element of ``[loss]``, a dict value."""
+    def _graph_part(self, value: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """The sub-expressions that carry the graph: elements of ``[loss, out]``, dict values.
+
+        All of them, so that the one finding's fix detaches everything the store keeps.
+        """
         graph = self.context.analysis.graph
         if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
-            for element in value.elements:
-                part = self._graph_part(element.value)
-                if part is not None:
-                    return part
-            return None
+            return [p for element in value.elements for p in self._graph_part(element.value)]
         if isinstance(value, cst.Dict):
-            for item in value.elements:
-                part = self._graph_part(item.value)
-                if part is not None:
-                    return part
-            return None
-        return value if graph.carries_graph(value) else None
+            return [p for item in value.elements
+                    if isinstance(item, cst.DictElement) for p in self._graph_part(item.value)]
+        return [value] if graph.carries_graph(value) else []
 
     def _training_method(self, func: cst.FunctionDef | None, training: list[Loop]) -> bool:
         """``self.x`` outlives the step when stored from training code: inside a training
@@ -508,15 +504,18 @@ class LossKeptWithGraph(Rule):
                 return True
         return False
 
-    def _report(self, node: cst.CSTNode, container: str, carried: cst.BaseExpression) -> None:
-        text = self.context.module.code_for_node(carried)
-        if len(text) > 40:
-            text = text[:37] + "..."
+    def _report(self, node: cst.CSTNode, container: str,
+                carried: list[cst.BaseExpression]) -> None:
+        text = ", ".join(f"`{self.context.module.code_for_node(part)}`" for part in carried)
+        if len(text) > 42:
+            text = text[:38] + "...`"
+        verb, kept = ("carries its", "is") if len(carried) == 1 else ("carry their", "are")
         message = (
-            f"`{text}` still carries its autograd graph and is kept in `{container}` beyond the "
+            f"{text} still {verb} autograd graph and {kept} kept in `{container}` beyond the "
             "training iteration; store `.detach()` or `.item()`"
         )
-        self.report(node, message, fix=Fix(FixSafety.UNSAFE, {carried: _detached(carried)}))
+        replacements: dict[cst.CSTNode, cst.CSTNode] = {p: _detached(p) for p in carried}
+        self.report(node, message, fix=Fix(FixSafety.UNSAFE, replacements))
 
 
 def _detached(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from memlint.diagnostics import FixSafety
+from memlint.edits import remove_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 
 
@@ -18,14 +19,6 @@ def _set_to_none_false(call: cst.Call) -> cst.Arg | None:
         elif index == 0 and arg.star == "" and is_false:
             return arg
     return None
-
-
-def _without(call: cst.Call, dropped: cst.Arg) -> cst.Call:
-    args = [a for a in call.args if a is not dropped]
-    if args:
-        # The new last argument must not keep a trailing comma the dropped one relied on.
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return call.with_changes(args=args)
 
 
 class ZeroGradNotNone(Rule):
@@ -127,7 +120,7 @@ class ZeroGradNotNone(Rule):
         arg = _set_to_none_false(node)
         if arg is None or self._grad_read_after(node):
             return
-        self.report(node, fix=Fix(FixSafety.UNSAFE, {node: _without(node, arg)}))
+        self.report(node, fix=Fix(FixSafety.UNSAFE, {node: remove_arg(node, arg)}))
 
     def _grad_read_after(self, call: cst.Call) -> bool:
         """Does the enclosing function (or module) touch ``.grad`` after ``call``, or anywhere

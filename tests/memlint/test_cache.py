@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,3 +192,36 @@ def test_entries_of_deleted_files_are_pruned(project: Path, cache_dir: Path,
     lint(capsys, project, cache_dir)
     files = json.loads(path.read_text("utf-8"))["files"]
     assert not any(k.endswith("b.py") for k in files) and any(k.endswith("a.py") for k in files)
+
+
+def test_a_file_that_timed_out_is_remembered_until_given_more_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same content does not cost the whole --file-timeout on every run; a longer
+    timeout, or --no-cache, tries it again."""
+    import memlint.pool
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    write(tree, "slow.py", "x = " + "-" * 6000 + "1\n")
+    write(tree, "z_good.py", "leak()\n")
+    linted: list[str] = []
+    real_run = memlint.pool.Pool.run
+
+    def spy(self: memlint.pool.Pool, tasks: Any, *args: Any, **kwargs: Any) -> Any:
+        linted.extend(Path(task.path).name for task in tasks)
+        return real_run(self, tasks, *args, **kwargs)
+
+    monkeypatch.setattr(memlint.pool.Pool, "run", spy)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    first = run_cli(capsys, tree, *cache, "--file-timeout", "1")
+    assert first.lines[0] == ("slow.py:1:1: MEM997 gave up after 1 s (--file-timeout); "
+                              "the file is too complex to parse")
+    assert "slow.py" in linted
+    linted.clear()
+    second = run_cli(capsys, tree, *cache, "--file-timeout", "1")
+    assert "slow.py" not in linted
+    assert second.lines[0].startswith(first.lines[0] + " (remembered from an earlier run")
+    assert second.lines[1:] == first.lines[1:]
+    run_cli(capsys, tree, *cache, "--file-timeout", "1.5")
+    assert "slow.py" in linted

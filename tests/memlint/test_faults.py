@@ -1,4 +1,7 @@
-"""Fault injection for the runner: a killed memlint leaves no process behind."""
+"""Fault injection for the runner and --fix: workers killed mid-file, signals to the parent,
+unwritable targets, files replaced or deleted between read and write, a full disk. The
+assertion is always the same: nothing lost, no process left behind, exit status 2 with a
+one-line reason (a crash while linting is a MEM997 finding instead)."""
 
 from __future__ import annotations
 
@@ -10,8 +13,13 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
+import libcst as cst
 import pytest
+
+from memlint.diagnostics import FixSafety
+from memlint.rules.base import Fix, Rule
 
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -60,3 +68,304 @@ def test_killed_run_leaves_no_worker_behind(tmp_path: Path, sig: signal.Signals)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert left == []
+
+
+def test_no_worker_process_to_be_had_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """fork failing (a process limit, -j 50 under RLIMIT_NPROC): fewer workers while any
+    can be started, a one-line error when none can."""
+    import multiprocessing.process
+
+    from memlint.cli import main
+
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text("leak()\n", encoding="utf-8")
+    started = 0
+    real_start = multiprocessing.process.BaseProcess.start
+
+    def limited(self: multiprocessing.process.BaseProcess, allowed: int) -> None:
+        nonlocal started
+        if started >= allowed:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        started += 1
+        real_start(self)
+
+    from tests.memlint.cli_support import TEST_RULES
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start",
+                        lambda self: limited(self, 2))
+    assert main(["--no-cache", "-j", "50", "."], rules=TEST_RULES) == 1
+    assert capsys.readouterr().out.count("MEM901") == 6
+    started = 0
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start",
+                        lambda self: limited(self, 0))
+    assert main(["--no-cache", "-j", "50", "."], rules=TEST_RULES) == 2
+    assert capsys.readouterr().err == ("memlint: error: cannot start a worker process: "
+                                       "Resource temporarily unavailable (a process limit?)\n")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores RLIMIT_NPROC")
+def test_fifty_jobs_under_a_real_process_limit(tmp_path: Path) -> None:
+    for i in range(20):
+        (tmp_path / f"m{i}.py").write_text("x = 1\n", encoding="utf-8")
+    script = ("import resource, sys; from memlint.cli import main;"
+              "n = resource.getrlimit(resource.RLIMIT_NPROC);"
+              "resource.setrlimit(resource.RLIMIT_NPROC, (1, n[1]));"
+              "sys.exit(main(['--no-cache', '-j', '50', '.']))")
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode in (0, 2), run.stderr
+    assert "Traceback" not in run.stderr and "internal error" not in run.stderr
+    assert len(run.stderr.splitlines()) <= 1
+
+
+def test_a_deleted_working_directory_is_one_line(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = (f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r});"
+              "from memlint.cli import main; sys.exit(main([]))")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 2
+    assert run.stderr == ("memlint: error: the current directory no longer exists "
+                          "(deleted?); cd into the project again\n")
+
+
+# -- the fix path under faults: nothing lost, no process left, exit 2 with one line each ---
+
+class Renames(Rule):
+    """
+    ## What it does
+    Flags ``leak()`` with a safe fix to ``fixed()``. Test only.
+
+    ## Why is this bad?
+    Test only.
+
+    ## Example
+    ```python
+    leak()
+    ```
+
+    ## How to fix
+    Test only.
+    """
+
+    code = "MEM905"
+    name = "test-renames"
+    message = "rename leak"
+    fix_safety = FixSafety.SAFE
+    triggers = ("leak",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "leak":
+            self.report(node, fix=Fix(FixSafety.SAFE, {node.func: cst.Name("fixed")}))
+
+
+class Dies(Rule):
+    """
+    ## What it does
+    Kills its own process on ``die()`` once the marker file named by ``MEMLINT_DIE_WHEN``
+    exists: a worker killed mid-file (the OOM killer, a crash in native code). Test only.
+
+    ## Why is this bad?
+    Test only.
+
+    ## Example
+    ```python
+    die()
+    ```
+
+    ## How to fix
+    Test only.
+    """
+
+    code = "MEM906"
+    name = "test-dies"
+    message = "never reported"
+    triggers = ("die",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        marker = os.environ.get("MEMLINT_DIE_WHEN", "")
+        if (isinstance(node.func, cst.Name) and node.func.value == "die"
+                and marker and os.path.exists(marker)):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+FAULT_RULES = (Renames, Dies)
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+
+
+def _temp_files(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.endswith(".memlint"))
+
+
+def test_a_worker_killed_mid_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed while linting: that file is one MEM997, the others are linted and fixed.
+    Killed while fixing: that file is left as it was, exit 2 with its one line."""
+    from memlint.cli import main
+
+    _tree(tmp_path, {"a.py": "leak()\n", "b.py": "leak()\ndie()\n", "c.py": "leak()\n"})
+    marker = tmp_path.parent / f"{tmp_path.name}.die"
+    marker.touch()
+    monkeypatch.setenv("MEMLINT_DIE_WHEN", str(marker))
+    monkeypatch.chdir(tmp_path)
+    assert main(["--no-cache", "-j", "2", "--fix", "."], rules=FAULT_RULES) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == ("b.py:1:1: MEM997 the linter process was killed on this "
+                                   "file (signal 9), perhaps by the system's out-of-memory "
+                                   "killer")
+    assert (tmp_path / "a.py").read_text() == (tmp_path / "c.py").read_text() == "fixed()\n"
+    assert (tmp_path / "b.py").read_text() == "leak()\ndie()\n"
+
+    # Now the lint passes and the worker dies computing the fix.
+    _tree(tmp_path, {"a.py": "leak()\n", "b.py": "leak()\ndie()\n", "c.py": "leak()\n"})
+    marker.unlink()
+    import memlint.pool
+
+    real_run = memlint.pool.Pool.run
+
+    def arm(self: memlint.pool.Pool, tasks: Any, *args: Any, **kwargs: Any) -> Any:
+        if tasks and tasks[0].phase == "fix":
+            marker.touch()
+        return real_run(self, tasks, *args, **kwargs)
+
+    monkeypatch.setattr(memlint.pool.Pool, "run", arm)
+    assert main(["--no-cache", "-j", "2", "--fix", "."], rules=FAULT_RULES) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "error" in line] == [
+        "memlint: error: b.py: not fixed: the linter process was killed on this file "
+        "(signal 9), perhaps by the system's out-of-memory killer"]
+    assert (tmp_path / "b.py").read_text() == "leak()\ndie()\n"
+    assert (tmp_path / "a.py").read_text() == (tmp_path / "c.py").read_text() == "fixed()\n"
+    assert _temp_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("fault", ["no temporary file", "replaced", "deleted"])
+def test_targets_that_cannot_be_written(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    """A folder that refuses a temporary file, a file replaced or deleted between the read
+    and the write: that file stays as it is now, the others are fixed, exit 2."""
+    import tempfile
+
+    import memlint.fixer
+    from memlint.cli import main
+
+    _tree(tmp_path, {"a.py": "leak()\n", "b.py": "x = 1\nleak()\n"})
+    real_write = memlint.fixer._write_if_unchanged
+    real_mkstemp = tempfile.mkstemp
+
+    def faulty(target: Path, original: bytes, new: bytes) -> None:
+        if target.name == "b.py" and fault == "replaced":
+            target.write_text("# edited meanwhile\nleak()\n", encoding="utf-8")
+        elif target.name == "b.py" and fault == "deleted":
+            target.unlink()
+        real_write(target, original, new)
+
+    def mkstemp(*args: Any, **kwargs: Any) -> Any:
+        if fault == "no temporary file" and str(kwargs.get("prefix")).startswith(".b.py"):
+            raise PermissionError(13, "Permission denied")
+        return real_mkstemp(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(memlint.fixer, "_write_if_unchanged", faulty)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--no-cache", "--fix", "."], rules=FAULT_RULES) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    reason = {"no temporary file": "Permission denied",
+              "replaced": "changed on disk while fixing; left untouched",
+              "deleted": "No such file or directory"}[fault]
+    assert errors == [f"memlint: error: b.py: not fixed: {reason}"]
+    assert (tmp_path / "a.py").read_text() == "fixed()\n"
+    b = tmp_path / "b.py"
+    expected = {"no temporary file": "x = 1\nleak()\n",
+                "replaced": "# edited meanwhile\nleak()\n", "deleted": None}[fault]
+    assert (b.read_text() if b.exists() else None) == expected
+    assert _temp_files(tmp_path) == []
+
+
+def _fix_tree(root: Path, count: int, lines: int) -> dict[str, bytes]:
+    """Files with many safe fixes (MEM015), and what each becomes once fixed."""
+    from memlint.fixer import fix_source
+    from memlint.rules.mem015_deprecated_amp_api import DeprecatedAmpApi
+
+    text = "import torch\n" + "s = torch.cuda.amp.GradScaler()\n" * lines
+    fixed = fix_source("f.py", text.encode(), [DeprecatedAmpApi]).fixed
+    assert fixed != text.encode()
+    for i in range(count):
+        (root / f"m{i:03}.py").write_text(text, encoding="utf-8")
+    return {"original": text.encode(), "fixed": fixed}
+
+
+# `tox -e faults` repeats the signal cases, each round waiting a little longer to send it.
+ROUNDS = int(os.environ.get("MEMLINT_FAULT_ROUNDS", "1"))
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the workers")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_signal_to_the_parent_while_fixing(tmp_path: Path, sig: signal.Signals,
+                                           round_: int) -> None:
+    """Every file is either as it was or fully fixed, no temporary file and no worker is
+    left, and the exit is status 2 with one line."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    contents = _fix_tree(tree, 40, 60)
+    mark = f"MEMLINT_FAULT_TEST={uuid.uuid4().hex}"
+    name, value = mark.split("=")
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "memlint", "--no-cache", "--isolated", "--select", "MEM015",
+         "-j", "2", "--fix", str(tree)],
+        env={**os.environ, name: value}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and parent.poll() is None and all(
+            p.read_bytes() == contents["original"] for p in tree.glob("*.py")):
+        time.sleep(0.01)
+    time.sleep(round_ * 0.01)
+    if parent.poll() is not None:
+        pytest.skip("the run finished before the signal could be sent")
+    parent.send_signal(sig)
+    _, err = parent.communicate(timeout=30)
+    how = "terminated (SIGTERM)" if sig == signal.SIGTERM else "interrupted"
+    assert parent.returncode == 2
+    assert err.decode().splitlines()[-1] == f"memlint: error: {how}"
+    states = {p.read_bytes() for p in tree.glob("*.py")}
+    assert states <= {contents["original"], contents["fixed"]}
+    assert _temp_files(tree) == []
+    deadline = time.monotonic() + 5
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _marked(mark) == []
+
+
+def test_a_full_disk_loses_nothing(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE stands in for a full disk: no fixed file can be written, so every file
+    keeps its content, no temporary file is left, and each says so in one line; exit 2."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    contents = _fix_tree(tree, 3, 40)
+    limit = len(contents["original"]) // 2
+
+    def small_disk() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    run = subprocess.run(
+        [sys.executable, "-m", "memlint", "--no-cache", "--isolated", "--select", "MEM015",
+         "--fix", "."], cwd=tree, capture_output=True, text=True, timeout=120,
+        preexec_fn=small_disk,
+    )
+    assert run.returncode == 2
+    errors = [line for line in run.stderr.splitlines() if line.startswith("memlint: error")]
+    assert errors == [f"memlint: error: m{i:03}.py: not fixed: File too large"
+                      for i in range(3)]
+    assert {p.read_bytes() for p in tree.glob("*.py")} == {contents["original"]}
+    assert _temp_files(tree) == []

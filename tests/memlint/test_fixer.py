@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import sys
 import textwrap
 from pathlib import Path
 
@@ -153,7 +155,7 @@ def test_diff_mode_writes_nothing(tmp_path: Path) -> None:
     path.write_bytes(AMP)
     result = fix_file(path, [DeprecatedAmpApi], write=False)
     assert path.read_bytes() == AMP
-    diff = unified_diff(result)
+    diff = unified_diff(result).decode()
     assert diff.startswith(f"--- a/{path}\n+++ b/{path}\n")
     assert '-scaler = torch.cuda.amp.GradScaler()  # keep me' in diff
     assert '+scaler = torch.amp.GradScaler("cuda")  # keep me' in diff
@@ -285,9 +287,11 @@ def test_fix_that_breaks_the_file_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"target = 1\n")
     result = fix_file(path, [_BreaksCode])
     assert not result.changed
-    assert result.problem == "a fix produced code that does not parse"
+    assert [(d.code, d.fix_problem) for d in result.failed] == [
+        ("MEM900", "the fixed code would not parse")]
     assert path.read_bytes() == b"target = 1\n"
-    assert [d.code for d in result.remaining] == ["MEM900"]
+    assert [(d.code, d.fix_problem) for d in result.remaining] == [
+        ("MEM900", "the fixed code would not parse")]
 
 
 # -- what --fix keeps of the user's file --------------------------------------------------
@@ -338,3 +342,162 @@ def test_fix_keeps_the_owner(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     _fix(path, capsys)
     assert b"torch.amp.GradScaler" in path.read_bytes()
     assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4321)
+
+
+# -- fixes keep every comment, and leave no dangling comma or blank line ------------------
+
+ZERO_GRAD = "import torch\ndef f(opt, loader, model):\n    for x in loader:\n{call}\n"
+
+
+@pytest.mark.parametrize(("call", "fixed"), [
+    ("        opt.zero_grad(\n            set_to_none=False,  # keep grads allocated\n        )",
+     "        opt.zero_grad(\n            # keep grads allocated\n        )"),
+    ("        opt.zero_grad(set_to_none=False  # why\n        )",
+     "        opt.zero_grad(  # why\n        )"),
+    ("        opt.zero_grad(\n            # reason\n            set_to_none=False\n        )",
+     "        opt.zero_grad(\n            # reason\n        )"),
+    ("        opt.zero_grad(\n            set_to_none=False,\n        )",
+     "        opt.zero_grad()"),
+])
+def test_mem009_fix_keeps_comments(call: str, fixed: str) -> None:
+    result = fix_source("t.py", ZERO_GRAD.format(call=call).encode(), all_rules(), unsafe=True)
+    assert result.fixed.decode() == ZERO_GRAD.format(call=fixed)
+
+
+@pytest.mark.parametrize(("source", "fixed"), [
+    ("state = torch.load(\n    path  # the checkpoint\n)\n",
+     'state = torch.load(\n    path,  # the checkpoint\n    map_location="cpu"\n)\n'),
+    ("state = torch.load(\n    path,  # the checkpoint\n)\n",
+     'state = torch.load(\n    path,  # the checkpoint\n    map_location="cpu",\n)\n'),
+    ("mask = torch.zeros(\n    n,  # rows\n    n  # cols\n).cuda()\n",
+     'mask = torch.zeros(\n    n,  # rows\n    n,  # cols\n    device="cuda"\n)\n'),
+    ("mask = torch.zeros(\n    n,\n    n,  # cols\n).cuda()\n",
+     'mask = torch.zeros(\n    n,\n    n,  # cols\n    device="cuda",\n)\n'),
+])
+def test_appended_arguments_keep_comments_with_their_argument(source: str, fixed: str) -> None:
+    result = fix_source("t.py", ("import torch\n" + source).encode(), all_rules(), unsafe=True)
+    assert result.fixed.decode() == "import torch\n" + fixed
+
+
+# -- fixes are edits of the file's own text ----------------------------------------------
+
+@pytest.mark.parametrize(("source", "fixed"), [
+    # A form feed in one line's indentation stays on that line, and nowhere else.
+    (b"import torch\ndef f():\n    a = 1\n\x0c    state = torch.load(p)\n    b = 2\n",
+     b'import torch\ndef f():\n    a = 1\n\x0c    state = torch.load(p, map_location="cpu")\n'
+     b"    b = 2\n"),
+    (b"import torch\ndef f():\n\x0c    a = torch.load(p)\n    b = torch.load(\n        q)\n",
+     b'import torch\ndef f():\n\x0c    a = torch.load(p, map_location="cpu")\n'
+     b'    b = torch.load(\n        q,\n        map_location="cpu")\n'),
+    # A file with old-Mac line endings keeps its final CR.
+    (b"import torch\rstate = torch.load(p)\rx = 1\r",
+     b'import torch\rstate = torch.load(p, map_location="cpu")\rx = 1\r'),
+    # A UTF-8 byte order mark stays.
+    (b"\xef\xbb\xbfimport torch\nstate = torch.load(p)\n",
+     b'\xef\xbb\xbfimport torch\nstate = torch.load(p, map_location="cpu")\n'),
+])
+def test_bytes_outside_the_fixed_code_never_change(source: bytes, fixed: bytes) -> None:
+    result = fix_source("t.py", source, all_rules(), unsafe=True)
+    assert result.fixed == fixed
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12 accepts nested quotes")
+def test_a_fix_that_would_not_compile_costs_no_other_fix() -> None:
+    source = (b'import torch\nprint(f"{torch.zeros(3).cuda()}")\n'
+              b"state = torch.load(p)\n")
+    result = fix_source("t.py", source, all_rules(), unsafe=True)
+    assert result.fixed == (b'import torch\nprint(f"{torch.zeros(3).cuda()}")\n'
+                            b'state = torch.load(p, map_location="cpu")\n')
+    assert [(d.code, d.line, d.fix_problem) for d in result.failed] == [
+        ("MEM010", 2, "the fixed code would not compile under Python 3.11")]
+
+
+def test_cli_marks_a_fix_that_could_not_be_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "a.py"
+    path.write_bytes(b"target = 1\n")
+    capsys.readouterr()
+    assert main(["--isolated", "--no-cache", "--fix", "--output-format", "json", str(path)],
+                rules=[_BreaksCode]) == 1
+    captured = capsys.readouterr()
+    [finding] = json.loads(captured.out)
+    assert finding["fix"] == {"applicability": "safe", "applied": False,
+                              "problem": "the fixed code would not parse"}
+    assert main(["--isolated", "--no-cache", "--fix", str(path)], rules=[_BreaksCode]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith(
+        "MEM900 rename (fix not applied: the fixed code would not parse)")
+
+
+def test_diff_of_a_latin1_file_is_in_latin1(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[bytes]) -> None:
+    """As git prints it: the diff carries the file's own bytes, so `patch` applies it."""
+    path = tmp_path / "train.py"
+    path.write_bytes("# -*- coding: latin-1 -*-\nimport torch\nname = 'déjà'  # é\n"
+                     "state = torch.load(p)  # café\n".encode("latin-1"))
+    result = fix_file(path, [LoadWithoutMapLocation], unsafe=True, write=False)
+    diff = unified_diff(result)
+    assert "-state = torch.load(p)  # café\n".encode("latin-1") in diff
+    assert '+state = torch.load(p, map_location="cpu")  # café\n'.encode("latin-1") in diff
+    assert "é".encode() not in diff
+
+
+def test_one_finding_is_one_fix() -> None:
+    """`hist[len(hist)] = loss, out` keeps two graphs in one store: one finding, whose one
+    fix detaches both (the report and the fix agree)."""
+    from memlint.rules.mem001_loss_kept_with_graph import LossKeptWithGraph
+
+    source = (b"import torch\nhist = []\nfor x, y in loader:\n    out = model(x)\n"
+              b"    loss = criterion(out, y)\n    loss.backward()\n"
+              b"    hist[len(hist)] = loss, out\n")
+    found = lint_source("t.py", source, [LossKeptWithGraph])
+    assert [(d.code, d.message.split(" still")[0]) for d in found] == [
+        ("MEM001", "`loss`, `out`")]
+    result = fix_source("t.py", source, [LossKeptWithGraph], unsafe=True)
+    assert result.applied == len(found) == 1
+    assert result.fixed.endswith(b"    hist[len(hist)] = loss.detach(), out.detach()\n")
+
+
+@pytest.mark.parametrize(("source", "index", "expected"), [
+    ("f(a, b, c)", 1, "f(a, c)"),
+    ("f(a, b)", 1, "f(a)"),
+    ("f(a, b,)", 1, "f(a,)"),
+    ("f(a, b)", 0, "f(b)"),
+    ("f( a )", 0, "f()"),
+    ("f(\n    a,\n    b,  # bee\n)", 1, "f(\n    a,\n    # bee\n)"),
+    ("f(\n    a,  # ay\n    b\n)", 1, "f(\n    a  # ay\n)"),
+    ("f(a,  # ay\n  b,\n  c)", 1, "f(a,  # ay\n  c)"),
+])
+def test_remove_arg_keeps_comments_and_valid_commas(source: str, index: int,
+                                                    expected: str) -> None:
+    from memlint.edits import remove_arg
+
+    module = cst.parse_module(source + "\n")
+    statement = module.body[0]
+    assert isinstance(statement, cst.SimpleStatementLine)
+    expr = statement.body[0]
+    assert isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
+    call = expr.value
+    assert module.code_for_node(remove_arg(call, call.args[index])) == expected
+
+
+def test_the_main_process_never_parses_while_fixing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fixes are computed in the workers: code nested deeply enough to crash the parser
+    costs that file's worker, never the main process (and the other files' fixes)."""
+    parent = os.getpid()
+    real = cst.parse_module
+
+    def workers_only(*args: object, **kwargs: object) -> cst.Module:
+        if os.getpid() == parent:
+            raise RuntimeError("the main process parsed a file")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cst, "parse_module", workers_only)
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_bytes(AMP)
+    assert main(["--isolated", "--no-cache", "-j", "2", "--fix", str(tmp_path)]) == 0
+    assert "internal error" not in capsys.readouterr().err
+    for name in ("a.py", "b.py"):
+        assert b'torch.amp.GradScaler("cuda")' in (tmp_path / name).read_bytes()

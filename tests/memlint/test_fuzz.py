@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import warnings
 from collections.abc import Callable
 
@@ -26,6 +27,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from memlint.engine import lint_source
+from memlint.filecheck import lint_bytes
 from memlint.fixer import fix_source
 from memlint.rules import all_rules
 
@@ -101,6 +103,11 @@ SIMPLE = [
     "h = torch.utils.checkpoint.checkpoint(\n    block,\n    h,\n)",
     "state = torch.load(path)",
     "state = torch.load(\n    path,  # where\n)",
+    "state = torch.load(\n    path  # where\n)",
+    "optimizer.zero_grad(\n    set_to_none=False,  # keep them\n)",
+    "model.zero_grad(False)  # why",
+    "mask = torch.zeros(\n    n,  # rows\n    n  # cols\n).cuda()",
+    "hist[len(hist)] = loss, out",
     "state = torch.load(path, map_location='cpu')",
     "torch.cuda.empty_cache()",
     "scaler = torch.cuda.amp.GradScaler()",
@@ -188,6 +195,84 @@ def torch_programs(draw: st.DrawFn) -> bytes:
     return text.replace("\n", newline).encode()
 
 
+@st.composite
+def mutated_programs(draw: st.DrawFn) -> bytes:
+    """A torch program with what real files have and generated ones lack: comments at line
+    ends, blank lines, trailing spaces, form feeds before an indentation, and any of the
+    three line endings (a CR-only file included)."""
+    lines = draw(torch_programs()).decode().replace("\r\n", "\n").split("\n")
+    out: list[str] = []
+    for line in lines:
+        kind = draw(st.sampled_from(["keep"] * 6 + ["comment", "blank", "trailing", "ff"]))
+        if kind == "comment" and line.strip() and not line.rstrip().endswith("\\"):
+            line += "  # note, " + draw(st.sampled_from(["x", "MEM001", "é", "(", "'"]))
+        elif kind == "blank":
+            out.append("")
+        elif kind == "trailing" and line.strip():
+            line += " \t "
+        elif kind == "ff":
+            line = "\x0c" + line
+        out.append(line)
+    newline = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    return newline.join(out).encode()
+
+
+def _standing(source: bytes) -> list[tuple[str, int]]:
+    """What a lint run reports (noqa comments applied), one entry per finding."""
+    return [(d.code, d.line) for d in lint_bytes("fuzz.py", source, RULES).diagnostics]
+
+
+def _compiles(source: bytes) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        try:
+            ast.parse(source)
+        except SyntaxError:
+            return False
+    return True
+
+
+def _line_of(text: str, offset: int) -> int:
+    return len(re.findall(r"\r\n|\r|\n", text[:offset])) + 1
+
+
+def check_lint_fix_lint(source: bytes) -> None:
+    """lint -> fix -> lint: the fixed file parses (and compiles when the original did), bytes
+    outside the fixed spans are unchanged (each pass's edits, applied to its input, give its
+    output, and lie in a statement a fixable finding stood in), a second fix changes
+    nothing, and the number of findings drops by exactly the number of fixes applied."""
+    before = lint_bytes("fuzz.py", source, RULES).diagnostics
+    fixed = fix_source("fuzz.py", source, RULES, unsafe=True)
+    if not fixed.changed:
+        assert fixed.applied == 0
+        return
+    cst.parse_module(fixed.fixed)
+    if _compiles(source):
+        assert _compiles(fixed.fixed), fixed.fixed.decode(errors="replace")
+    current = source
+    for edits in fixed.passes:
+        text = current.decode(fixed.encoding)
+        fixable: set[int] = set()
+        for d in lint_bytes("fuzz.py", current, RULES).diagnostics:
+            if d.fix is not None:
+                fixable.update(range(min(d.line, d.statement_line or d.line), d.end_line + 1))
+        pieces, cursor = [], 0
+        for start, end, new in edits:
+            assert cursor <= start <= end
+            body = text[start:end].rstrip("\r\n")  # a removed line ends on its newline
+            first, last = _line_of(text, start), _line_of(text, start + len(body))
+            assert set(range(first, last + 1)) <= fixable, (first, last, sorted(fixable))
+            pieces += [text[cursor:start], new]
+            cursor = end
+        current = ("".join(pieces) + text[cursor:]).encode(fixed.encoding)
+    assert current == fixed.fixed, "a byte outside the fixed spans changed"
+    again = fix_source("fuzz.py", fixed.fixed, RULES, unsafe=True)
+    assert again.fixed == fixed.fixed, "a second --fix changed the file"
+    after = _standing(fixed.fixed)
+    assert len(before) - len(after) == fixed.applied, (
+        [(d.code, d.line) for d in before], after, fixed.applied)
+
+
 # --------------------------------------------------------------------------- tests
 
 def _valid(source: str) -> bytes:
@@ -232,3 +317,17 @@ def test_node_programs_many(source: str) -> None:
 @given(torch_programs())
 def test_torch_programs_many(source: bytes) -> None:
     check_program(source)
+
+
+@fuzz_settings(40)
+@given(mutated_programs())
+def test_lint_fix_lint(source: bytes) -> None:
+    check_lint_fix_lint(source)
+
+
+@slow
+@pytest.mark.slow
+@fuzz_settings(max(SLOW_EXAMPLES, 1))
+@given(mutated_programs())
+def test_lint_fix_lint_many(source: bytes) -> None:
+    check_lint_fix_lint(source)

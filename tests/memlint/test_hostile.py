@@ -136,3 +136,35 @@ def test_a_syntax_error_is_reported_even_where_no_rule_applies(
     assert run.rc == 1
     reported = [(line.split(":")[0], line.split()[1]) for line in run.lines[:-1]]
     assert reported == [("broken.py", "MEM999"), ("unterminated.py", "MEM999")]
+
+
+def test_deep_but_valid_nesting_keeps_the_files_findings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """150 and 400 nested brackets are valid Python: the file's findings are reported, and
+    --fix fixes it (in a worker: the parent never parses it)."""
+    for depth in (150, 400):
+        write(tmp_path, f"deep_{depth}.py", "import torch\nstate = torch.load(p)\nx = "
+              + "[" * depth + "1" + "]" * depth + "\n")
+    run = run_cli(capsys, tmp_path, "--no-cache", "--isolated", "--select", "MEM014",
+                  rules=None)
+    assert [line.split()[1] for line in run.lines[:-1]] == ["MEM014", "MEM014"]
+    run = run_cli(capsys, tmp_path, "--no-cache", "--isolated", "--select", "MEM014",
+                  "--fix", "--unsafe-fixes", rules=None)
+    assert run.rc == 0, run.out + run.err
+    assert 'map_location="cpu"' in (tmp_path / "deep_400.py").read_text()
+
+
+def test_a_file_past_the_memory_ceiling_is_one_finding(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A giant literal would take gigabytes; past the ceiling it is one MEM997 line."""
+    write(tmp_path, "giant.py", "import torch\nx = [" + ", ".join(["1"] * 300_000) + "]\n"
+          "state = torch.load(p)\n")
+    write(tmp_path, "z_good.py", "import torch\nstate = torch.load(p)\n")
+    monkeypatch.setenv("MEMLINT_WORKER_MEMORY_MB", "400")
+    run = run_cli(capsys, tmp_path, "--no-cache", "--isolated", "--select", "MEM014",
+                  "-j", "2", rules=None)
+    assert run.rc == 1
+    assert run.lines[0].startswith("giant.py:1:1: MEM997 the linter process ran out of "
+                                   "memory on this file")
+    assert run.lines[1].startswith("z_good.py:2:9: MEM014")

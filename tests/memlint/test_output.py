@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,32 @@ def test_quiet_text_keeps_every_finding_whatever_the_path(
     lines = capsys.readouterr().out.splitlines()
     assert code == 1
     assert len(lines) == 2 and all("MEM901" in line for line in lines)
+
+
+@pytest.mark.parametrize("fmt", ["text", "github", "sarif", "json"])
+def test_a_file_name_that_is_not_utf8_is_escaped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    """Paths are bytes on Linux: every format writes the undecodable byte as ``\\xe9`` (a URI
+    as ``%E9``), valid Unicode throughout, and ``-o`` gets the whole report."""
+    from memlint.cli import main
+
+    (tmp_path / os.fsdecode(b"caf\xe9.py")).write_text("leak()\n", encoding="utf-8")
+    (tmp_path / "ok.py").write_text("leak()\n", encoding="utf-8")
+    report = tmp_path.parent / f"{tmp_path.name}-report.{fmt}"
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["--no-cache", "--output-format", fmt, "-o", str(report), "."],
+                    rules=TEST_RULES) == 1
+        assert main(["--no-cache", "--output-format", fmt, "."], rules=TEST_RULES) == 1
+    finally:
+        os.chdir(old)
+    text = report.read_text(encoding="utf-8")  # strict: no surrogate, valid UTF-8
+    assert capsys.readouterr().out == text
+    assert text.count("ok.py") >= 1
+    if fmt == "sarif":
+        assert '"uri": "caf%E9.py"' in text
+    elif fmt == "json":
+        assert json.loads(text)[0]["path"] == "caf\\xe9.py"
+    else:
+        assert "caf\\xe9.py" in text

@@ -10,7 +10,7 @@ import pytest
 from memlint.diagnostics import Diagnostic
 from memlint.filecheck import lint_bytes
 from memlint.suppression import SuppressionIndex, index_for, parse_suppressions
-from tests.memlint.cli_support import TEST_RULES, run_cli, write
+from tests.memlint.cli_support import TEST_RULES, FlagLeak, run_cli, write
 
 
 def codes_left(source: str) -> list[tuple[int, str]]:
@@ -108,3 +108,19 @@ def test_files_without_directives_skip_tokenizing() -> None:
 def test_cli_respects_suppressions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path, "a.py", "leak()  # noqa: MEM901\n")
     assert run_cli(capsys, tmp_path, "--no-cache").rc == 0
+
+
+def test_text_inside_a_newer_f_string_is_no_comment() -> None:
+    """``f"{d["# noqa"]}"`` is one string (Python 3.12 syntax); the tokenizer of 3.11 takes
+    its rest for a comment. Only real comments count, on every Python memlint runs on."""
+    source = 'x = f"{d["# noqa"]}"\ny = 1  # noqa: MEM001\n# memlint: noqa: MEM002\n'
+    assert [(s.line, s.kind, s.codes) for s in parse_suppressions(source)] == [
+        (2, "noqa", frozenset({"MEM001"})), (3, "file", frozenset({"MEM002"}))]
+    result = lint_bytes("t.py", b'leak(f"{d["# noqa"]}")\n', [FlagLeak])
+    assert [d.code for d in result.diagnostics] == ["MEM901"]
+
+
+def test_comments_of_a_cr_only_file_are_found_line_by_line() -> None:
+    source = "# memlint: noqa: MEM002\rx = 1  # noqa: MEM001\ry = 2\r"
+    assert [(s.line, s.kind, s.codes) for s in parse_suppressions(source)] == [
+        (1, "file", frozenset({"MEM002"})), (2, "noqa", frozenset({"MEM001"}))]

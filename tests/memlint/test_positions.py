@@ -1,0 +1,86 @@
+"""Positions rendered per statement must equal libcst's whole-module positions, byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from memlint.analysis.tree import TreeIndex
+from memlint.positions import _statement_starts, finding_positions
+
+CORPUS = Path(__file__).parent / "corpus"
+
+SHAPES = {
+    "decorated": "# header\n\nimport torch\n\n\n@torch.no_grad()\n# between\n@staticmethod\n"
+                 "def f(x):\n    return x.cuda()\n\n\nclass A:\n    y = 1\n",
+    "semicolons": "import torch; x = torch.zeros(3)\ny = x.to('cuda'); z = 2\n",
+    "continuation": "x = 1 + \\\n    2\nif x:\n    pass\nelse:\n    y = [\n        1,\n    ]\n",
+    "footer": "x = 1\n\n# trailing comment\n",
+    "form feed": "x = 1\n\x0c\ndef f():\n    return 2\n",
+    "strings": 's = """a\nb\nc"""\nt = f"{s!r}"\n',
+}
+
+
+def _variants(text: str) -> dict[str, str]:
+    return {
+        "lf": text,
+        "crlf": text.replace("\n", "\r\n"),
+        "cr": text.replace("\n", "\r"),
+        "no final newline": text.rstrip("\n"),
+        "bom": "\ufeff" + text,
+    }
+
+
+def _check(source: str) -> None:
+    module = cst.parse_module(source)
+    if not module.body:
+        return
+    tree = TreeIndex(module)
+    full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    starts = _statement_starts(module, source)
+    assert starts is not None, "the per-statement path must apply to ordinary files"
+    # One node from every top-level statement: every statement is rendered on its own.
+    picks = []
+    for statement in module.body:
+        picks.append(statement)
+        picks.extend(tree.walk(statement))
+    got = finding_positions(module, source, tree, picks)
+    for node in picks:
+        assert got[node] == full[node], (type(node).__name__, got[node], full[node])
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("variant", ["lf", "crlf", "cr", "no final newline", "bom"])
+def test_statement_positions_match_libcst(shape: str, variant: str) -> None:
+    _check(_variants(SHAPES[shape])[variant])
+
+
+def test_corpus_positions_match_libcst() -> None:
+    files = sorted(CORPUS.rglob("*.py"))
+    assert len(files) > 20
+    for path in files:
+        _check(path.read_text(encoding="utf-8"))
+
+
+def test_node_outside_statements_falls_back_to_the_whole_module() -> None:
+    source = "# memlint: noqa: MEM002\n\nx = 1\n"
+    module = cst.parse_module(source)
+    tree = TreeIndex(module)
+    comment = next(n for n in tree.preorder if isinstance(n, cst.Comment))
+    full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    got = finding_positions(module, source, tree, [comment])
+    assert got[comment] == full[comment]
+    assert got[comment].start.line == 1
+
+
+def test_source_the_stdlib_cannot_parse_falls_back() -> None:
+    # The text handed in does not parse: the whole module is rendered instead.
+    module = cst.parse_module("x = 1\ny = 2\n")
+    assert _statement_starts(module, "x = (\n") is None
+    tree = TreeIndex(module)
+    target = module.body[1]
+    got = finding_positions(module, "x = (\n", tree, [target])
+    assert got[target].start.line == 2
