@@ -32,7 +32,7 @@ from pytest_gpumem.backends.base import (
 )
 from pytest_gpumem.backends.frames import FrameFilter
 from pytest_gpumem.holders import reachable_storages
-from pytest_gpumem.leaks import count_graph_holders, storage_identity
+from pytest_gpumem.leaks import collect_garbage, count_graph_holders, storage_identity
 from pytest_gpumem.timeline import Timeline
 
 STACK_DEPTH = 6
@@ -304,8 +304,8 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def survivors(self, owned_by: Sequence[object] = ()) -> LeakResult:
         """What is still alive now, after a garbage collection if anything is, less what
         ``owned_by`` reaches."""
-        if self._live:
-            gc.collect()  # only when something survived: a full collection costs ~0.1 s
+        if self._live:  # only when something survived
+            collect_garbage(lambda: bool(self._live))
         if self._live and owned_by:
             owned = reachable_storages(owned_by, storage_identity, set(self._live))
             for key in owned:

@@ -37,7 +37,7 @@ from torch._C._profiler import (
 
 from pytest_gpumem.backends.base import Backend, LeakResult, PeakResult, TestTracker
 from pytest_gpumem.holders import reachable_storages
-from pytest_gpumem.leaks import storage_address
+from pytest_gpumem.leaks import collect_garbage, storage_address
 
 # A profiler session needs one activity; with CPU it would record every op. MTIA has no
 # device here, so it adds nothing while the allocation events are still collected.
@@ -170,9 +170,15 @@ class EventsTracker(TestTracker):
 
     def finish(self, owned_by: Sequence[object] = ()) -> LeakResult:
         self._stop()
-        if sum(size for _, size in self.events) > 0:
+        if sum(size for _, size in self.events) > 0:  # only when something survived
+
+            def alive() -> bool:
+                self._stop()  # the frees so far, then go on listening
+                self._start()
+                return sum(size for _, size in self.events) > 0
+
             self._start()
-            gc.collect()  # only when something survived: a full collection costs ~0.1 s
+            collect_garbage(alive)
             self._stop()
         leaked = sum(size for _, size in self.events)
         if leaked <= 0:
