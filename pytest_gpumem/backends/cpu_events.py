@@ -131,8 +131,13 @@ class EventsTracker(TestTracker):
         except RuntimeError as exc:  # the test (or a fixture) runs its own profiler
             self.unavailable = str(exc)
 
-    def _stop(self) -> None:
-        self.events.extend(self.session.stop())
+    def _stop(self, frees_only: bool = False) -> None:
+        events = self.session.stop()
+        # During a garbage collection only the frees are the test's: a finalizer of older
+        # garbage may allocate, and that is not what the test left behind.
+        if frees_only:
+            events = [e for e in events if e[1] < 0]
+        self.events.extend(events)
 
     def start(self) -> None:
         self._start()
@@ -173,13 +178,13 @@ class EventsTracker(TestTracker):
         if sum(size for _, size in self.events) > 0:  # only when something survived
 
             def alive() -> bool:
-                self._stop()  # the frees so far, then go on listening
+                self._stop(frees_only=True)  # the frees so far, then go on listening
                 self._start()
                 return sum(size for _, size in self.events) > 0
 
             self._start()
             collect_garbage(alive)
-            self._stop()
+            self._stop(frees_only=True)
         leaked = sum(size for _, size in self.events)
         if leaked <= 0:
             return LeakResult(leaked_bytes=0)
