@@ -389,6 +389,10 @@ def nth_argument(call: cst.Call, index: int, name: str) -> cst.BaseExpression | 
     return None
 
 
+_BINDING_TYPES: frozenset[type[cst.CSTNode]] = frozenset(
+    {cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For})
+
+
 class DataflowAnalysis:
     """File-wide data provenance, built lazily; every per-loop answer is cached.
 
@@ -409,6 +413,7 @@ class DataflowAnalysis:
         self._class_moves: dict[cst.ClassDef, bool] = {}
         self._device_datasets: dict[cst.Call, bool] = {}
         self._returns: dict[cst.FunctionDef, frozenset[str]] = {}
+        self._callers: dict[cst.FunctionDef, tuple[list[cst.Call], list[cst.Call]]] = {}
 
     # -- device targets -------------------------------------------------------------------
 
@@ -418,6 +423,9 @@ class DataflowAnalysis:
         verdicts: dict[str, bool] = {}
         for node in self.tree.parents:
             value: cst.BaseExpression | None
+            kind = type(node)
+            if kind not in _BINDING_TYPES:  # an exact type test: most nodes stop here
+                continue
             if isinstance(node, cst.Assign):
                 value, targets = node.value, [t.target for t in node.targets]
             elif isinstance(node, cst.AnnAssign):
@@ -1295,12 +1303,7 @@ class DataflowAnalysis:
             uses = self._lambda_use(scope)
             callers: list[cst.Call] = []
         else:
-            callers = [c for c in self.tree.calls_by_name.get(scope.name.value, ())
-                       if not self.tree.is_inside(c, scope)
-                       and self._visible(scope, c, attribute=isinstance(c.func, cst.Attribute))]
-            uses = [c for c, attribute in self._callback_refs.get(scope.name.value, ())
-                    if not self.tree.is_inside(c, scope)
-                    and self._visible(scope, c, attribute=attribute)]
+            callers, uses = self._callers_of(scope)
         if not callers and not uses:
             return []
         params = _data_params(scope)
@@ -1372,6 +1375,22 @@ class DataflowAnalysis:
         return arg is not None and self._device_kind(arg) in (
             DeviceTarget.HOST, DeviceTarget.OTHER_DEVICE
         )
+
+    def _callers_of(self, scope: cst.FunctionDef) -> tuple[list[cst.Call], list[cst.Call]]:
+        """Same-file calls of ``scope`` from outside it, and calls that pass it on as a
+        callback. Kept per function: a file that calls ``forward`` in a thousand places
+        would otherwise scan them all again for every parameter asked about."""
+        known = self._callers.get(scope)
+        if known is None:
+            name = scope.name.value
+            callers = [c for c in self.tree.calls_by_name.get(name, ())
+                       if not self.tree.is_inside(c, scope)
+                       and self._visible(scope, c, attribute=isinstance(c.func, cst.Attribute))]
+            uses = [c for c, attribute in self._callback_refs.get(name, ())
+                    if not self.tree.is_inside(c, scope)
+                    and self._visible(scope, c, attribute=attribute)]
+            known = self._callers[scope] = (callers, uses)
+        return known
 
     def _visible(self, function: cst.FunctionDef, at: cst.CSTNode, *, attribute: bool) -> bool:
         """Can a reference at ``at`` mean this definition? A module-level function can be

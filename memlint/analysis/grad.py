@@ -40,6 +40,12 @@ def _bool_literal(expr: cst.BaseExpression) -> bool | None:
     return None
 
 
+
+# The ancestors grad_mode_at looks at; every other node type passes straight through.
+_MODE_TYPES: frozenset[type[cst.CSTNode]] = frozenset(
+    {cst.IndentedBlock, cst.Module, cst.With, cst.FunctionDef, cst.Lambda})
+
+
 class GradModeAnalysis:
     def __init__(self, tree: TreeIndex, project: ModuleView | None = None) -> None:
         self.tree = tree
@@ -97,6 +103,9 @@ class GradModeAnalysis:
         """Whether autograd records operations where ``node`` runs."""
         child = node
         for anc in self.tree.ancestors(node):
+            if type(anc) not in _MODE_TYPES:  # an exact type test: most ancestors stop here
+                child = anc
+                continue
             if isinstance(anc, (cst.IndentedBlock, cst.Module)) and self._entered:
                 entered = self._entered_before(anc, child)
                 if entered is not None:

@@ -100,6 +100,11 @@ def tri_or(values: list[Tri]) -> Tri:
     return None
 
 
+# The node types a scope scan records something for.
+_SCAN_TYPES: frozenset[type[cst.CSTNode]] = frozenset(
+    {cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr, cst.WithItem, cst.Call})
+
+
 @dataclass
 class Binding:
     node: cst.CSTNode
@@ -275,6 +280,8 @@ class GraphAnalysis:
             for param in (*params.posonly_params, *params.params, *params.kwonly_params):
                 facts.bindings[param.name.value].append(Binding(param, "param", None, -1))
         for node in nodes:
+            if type(node) not in _SCAN_TYPES:  # an exact type test: most nodes stop here
+                continue
             if isinstance(node, cst.Assign):
                 end = self._end_order(node, order)
                 for target in node.targets:

@@ -95,6 +95,11 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
+# Nodes that open a scope of their own. libcst node classes are final, and an exact type test
+# is several times cheaper than ``isinstance`` against them (they are ABCs).
+_SCOPE_TYPES: frozenset[type[cst.CSTNode]] = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+
+
 class TreeIndex:
     def __init__(self, module: cst.Module) -> None:
         self.module = module
@@ -175,9 +180,12 @@ class TreeIndex:
             current = self.parents.get(current)
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        for anc in self.ancestors(node):
-            if isinstance(anc, cst.FunctionDef):
-                return anc
+        parents = self.parents
+        current = parents.get(node)
+        while current is not None:
+            if type(current) is cst.FunctionDef:
+                return current
+            current = parents.get(current)
         return None
 
     def qualname(self, node: cst.FunctionDef | cst.ClassDef) -> str:
@@ -190,7 +198,7 @@ class TreeIndex:
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         for anc in self.ancestors(node):
-            if isinstance(anc, cst.ClassDef):
+            if type(anc) is cst.ClassDef:
                 return anc
         return None
 
@@ -202,10 +210,11 @@ class TreeIndex:
         loops: list[Loop] = []
         child = node
         for anc in self.ancestors(node):
-            if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            kind = type(anc)
+            if kind in _SCOPE_TYPES:
                 break
-            if isinstance(anc, (cst.For, cst.While)) and child is anc.body:
-                loops.append(anc)
+            if (kind is cst.For or kind is cst.While) and child is anc.body:  # type: ignore[attr-defined]
+                loops.append(anc)  # type: ignore[arg-type]
             child = anc
         return loops
 
@@ -217,7 +226,13 @@ class TreeIndex:
         return node
 
     def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-        return node is container or any(a is container for a in self.ancestors(node))
+        parents = self.parents
+        current: cst.CSTNode | None = node
+        while current is not None:
+            if current is container:
+                return True
+            current = parents.get(current)
+        return False
 
     def walk(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """Every node below ``root`` (pre-order), not entering nested functions or classes."""
@@ -226,7 +241,7 @@ class TreeIndex:
         while todo:
             node = todo.pop()
             yield node
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if type(node) in _SCOPE_TYPES:
                 continue
             children = child_nodes(node)
             children.reverse()
