@@ -162,6 +162,8 @@ def lint(roots: dict[str, Path], select_all: bool,
         for root, name in by_root.items():
             if str(path).startswith(root + os.sep):
                 rel = path.relative_to(root).as_posix()
+                if item.get("cell") is not None:  # a notebook: lines count within the cell
+                    rel = f"{rel}:cell {item['cell']}"
                 findings.append(Finding(name, versions[name], rel, int(item["line"]),
                                         str(item["code"]), str(item["message"])))
                 break

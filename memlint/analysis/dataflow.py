@@ -414,6 +414,10 @@ class DataflowAnalysis:
         self._device_datasets: dict[cst.Call, bool] = {}
         self._returns: dict[cst.FunctionDef, frozenset[str]] = {}
         self._callers: dict[cst.FunctionDef, tuple[list[cst.Call], list[cst.Call]]] = {}
+        self._blocks: dict[tuple[cst.CSTNode, bool], tuple[
+            dict[cst.CSTNode, int], dict[str, list[tuple[int, cst.BaseExpression]]]]] = {}
+        self._loader_scopes: dict[cst.Call, list[tuple[str, cst.FunctionDef | None]]] = {}
+        self._loader_index: dict[bool, dict[str, list[cst.Call]]] = {}
 
     # -- device targets -------------------------------------------------------------------
 
@@ -1567,27 +1571,42 @@ class DataflowAnalysis:
         child: cst.CSTNode = node
         for anc in self.tree.ancestors(node):
             if isinstance(anc, (cst.IndentedBlock, cst.Module)):
-                body = anc.body
-                index = next((i for i, s in enumerate(body) if s is child), len(body))
-                for statement in reversed(body[:index]):
-                    if isinstance(statement, cst.SimpleStatementLine):
-                        small: Iterable[cst.CSTNode] = statement.body
-                    elif deep:
-                        small = self.tree.walk(statement)
-                    else:
-                        continue
-                    found = [
-                        value
-                        for assign in small
-                        if isinstance(assign, cst.Assign)
-                        for target, value in self._assigned_pairs(assign)
-                        if isinstance(target, cst.Name) and target.value == name
-                    ]
-                    values.extend(reversed(found))
+                positions, assigned = self._block_bindings(anc, deep)
+                index = positions.get(child, len(anc.body))
+                values.extend(value for at, value in reversed(assigned.get(name, ()))
+                              if at < index)
             if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 break
             child = anc
         return values
+
+    def _block_bindings(
+        self, block: cst.IndentedBlock | cst.Module, deep: bool
+    ) -> tuple[dict[cst.CSTNode, int], dict[str, list[tuple[int, cst.BaseExpression]]]]:
+        """For one block: each statement's index, and per plain name the values assigned to
+        it with the index of the statement that holds the assignment, in source order. Built
+        once per block, so that looking names up in a long module stays linear."""
+        key = (block, deep)
+        known = self._blocks.get(key)
+        if known is not None:
+            return known
+        positions: dict[cst.CSTNode, int] = {}
+        assigned: dict[str, list[tuple[int, cst.BaseExpression]]] = {}
+        for index, statement in enumerate(block.body):
+            positions.setdefault(statement, index)
+            if isinstance(statement, cst.SimpleStatementLine):
+                small: Iterable[cst.CSTNode] = statement.body
+            elif deep:
+                small = self.tree.walk(statement)
+            else:
+                continue
+            for assign in small:
+                if isinstance(assign, cst.Assign):
+                    for target, value in self._assigned_pairs(assign):
+                        if isinstance(target, cst.Name):
+                            assigned.setdefault(target.value, []).append((index, value))
+        self._blocks[key] = (positions, assigned)
+        return positions, assigned
 
     # -- which DataLoaders feed an accelerator --------------------------------------------
 
@@ -1654,12 +1673,31 @@ class DataflowAnalysis:
                 name = dotted_name(arg)
                 if name is not None:
                     keys.extend((a, arg) for a in self._key_chain(name))
+        # Only a loader bound under one of the keys can match: ask the index, not every loader.
+        index = self._loaders_by_key(file_wide)
+        candidates = set(direct_args)
+        for k, _ in keys:
+            candidates.update(index.get(k, ()))
         return [
             call
             for call in self.dataloader_calls
-            if call in direct_args
-            or any(self._binds(call, k, at, file_wide=file_wide) for k, at in keys)
+            if call in candidates and (
+                call in direct_args
+                or any(self._binds(call, k, at, file_wide=file_wide) for k, at in keys))
         ]
+
+    def _loaders_by_key(self, file_wide: bool) -> dict[str, list[cst.Call]]:
+        """The file's DataLoader calls by every key :meth:`_binds` can match them under."""
+        known = self._loader_index.get(file_wide)
+        if known is None:
+            known = {}
+            for call in self.dataloader_calls:
+                keys = (self.bindings(call) if file_wide
+                        else {bound for bound, _ in self._scoped_bindings(call)})
+                for key in keys:
+                    known.setdefault(key, []).append(call)
+            self._loader_index[file_wide] = known
+        return known
 
     def _binds(
         self, loader: cst.Call, key: str, at: cst.CSTNode, *, file_wide: bool = False
@@ -1693,7 +1731,15 @@ class DataflowAnalysis:
     ) -> list[tuple[str, cst.FunctionDef | None]]:
         """:meth:`bindings` with the function each name is bound in (None: module level);
         for ``fn()`` the function that returns the loader, also by name (``loader =
-        DataLoader(...)`` ... ``return loader``)."""
+        DataLoader(...)`` ... ``return loader``). Kept per loader: every loop asks."""
+        known = self._loader_scopes.get(loader)
+        if known is None:
+            known = self._loader_scopes[loader] = self._scoped_bindings_uncached(loader)
+        return known
+
+    def _scoped_bindings_uncached(
+        self, loader: cst.Call
+    ) -> list[tuple[str, cst.FunctionDef | None]]:
         node: cst.CSTNode = loader
         parent = self.tree.parent(node)
         while isinstance(parent, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple)):

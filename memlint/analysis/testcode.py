@@ -1,14 +1,22 @@
-"""Is this file test code? Forwards and copies there run on toy data, once.
+"""Is this test code? Forwards and copies there run on toy data, once.
 
 Several rules leave test code alone: a smoke forward in a test is no evaluation run, and a
-batch copied in a test loop is no input pipeline. Judged from the path alone: pytest's own
-test modules (``test_*.py``, ``*_test.py``, ``conftest.py``), modules directly inside a
-``tests``/``test``/``testing`` folder, and ``testing_*`` helper modules.
+batch copied in a test loop is no input pipeline. A file is judged from its path alone:
+pytest's own test modules (``test_*.py``, ``*_test.py``, ``conftest.py``), modules directly
+inside a ``tests``/``test``/``testing`` folder, and ``testing_*`` helper modules. Inside any
+file, the branch of an ``if`` that asks whether it runs on a CI service (``if "CI" in
+os.environ:``, as tutorials and notebooks do to swap in a few random samples) is test code too.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from memlint.analysis.tree import TreeIndex
 
 _PYTEST_MODULE = re.compile(r"(?:^|[/\\])(?:test_[^/\\]*|[^/\\]*_test\.py|conftest\.py)$")
 _TEST_SUPPORT = re.compile(
@@ -24,3 +32,25 @@ def is_pytest_module(path: str) -> bool:
 def is_test_code(path: str) -> bool:
     """A pytest module or a test-support module."""
     return is_pytest_module(path) or _TEST_SUPPORT.search(path) is not None
+
+
+# Environment variables CI services set, which scripts test to shrink their data.
+_CI_VARIABLES = frozenset({"CI", "CONTINUOUS_INTEGRATION", "GITHUB_ACTIONS", "GITLAB_CI"})
+
+
+def _asks_for_ci(test: cst.BaseExpression, tree: TreeIndex) -> bool:
+    """``"CI" in os.environ``, ``os.environ.get("CI")``, ``os.getenv("CI")`` and the like."""
+    strings = {n.evaluated_value for n in (test, *tree.walk(test))
+               if isinstance(n, cst.SimpleString)}
+    names = {n.value for n in (test, *tree.walk(test)) if isinstance(n, cst.Name)}
+    return bool(strings & _CI_VARIABLES) and bool(names & {"environ", "getenv"})
+
+
+def in_ci_branch(node: cst.CSTNode, tree: TreeIndex) -> bool:
+    """Does ``node`` run only when the script finds itself on a CI service?"""
+    child = node
+    for anc in tree.ancestors(node):
+        if isinstance(anc, cst.If) and child is anc.body and _asks_for_ci(anc.test, tree):
+            return True
+        child = anc
+    return False

@@ -17,7 +17,7 @@ from memlint.analysis.dataflow import (
     transfer_method,
 )
 from memlint.analysis.imports import dotted_name
-from memlint.analysis.testcode import is_test_code
+from memlint.analysis.testcode import in_ci_branch, is_test_code
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, positional_count
 from memlint.rules.base import Fix, Invalid, Rule, Valid
@@ -64,7 +64,8 @@ class BlockingHostToDevice(Rule):
     moved earlier in the same iteration or helper (``batch.x = batch.x.to(device)`` then
     ``batch.x.to(device)``), batches a wrapper already moved (a prefetcher class or
     generator that calls ``.cuda()`` itself), and helper calls that pass a host device
-    (``to_device(batch, "cpu")``).
+    (``to_device(batch, "cpu")``). A loader built only when the script runs on a CI service
+    (``if "CI" in os.environ:``, a few random samples for a smoke run) needs no pinning.
 
     Not followed yet: loaders, helpers and engines defined in another file (a ``cycle`` or
     ``to_device`` imported from a utilities module), list/set/dict comprehensions over a
@@ -163,6 +164,17 @@ class BlockingHostToDevice(Rule):
                     if device is not None:
                         x, y = x.to(device), y.to(device)
                     model.step(x, y)
+        """),
+        Valid("""
+            import os
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+            if "CI" in os.environ:  # a smoke run in the test framework: eight samples
+                loader = DataLoader(TensorDataset(torch.randn(8, 3), torch.randn(8)))
+            else:
+                loader = DataLoader(full_set, batch_size=256, pin_memory=True)
+            for x, y in loader:
+                x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
         """),
         Valid("""
             import torch
@@ -507,6 +519,7 @@ class BlockingHostToDevice(Rule):
                 has_keyword(call, "pin_memory")
                 or has_star_args(call)
                 or positional_count(call) >= _PIN_MEMORY_POSITION
+                or in_ci_branch(call, self.context.analysis.tree)
             ):
                 continue
             self.report(call, self.pin_message)
