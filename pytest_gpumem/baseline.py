@@ -27,24 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpumem.atomicfile import write_text_atomically
-from pytest_gpumem.units import format_bytes
+from pytest_gpumem.units import SIZE_HELP, SizeError, format_bytes, parse_size
 
 FORMAT_VERSION = 1
 DEFAULT_TOLERANCE = "10%,+1MiB"
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-}
-_ABSOLUTE = re.compile(r"^\+?\s*(\d+(?:\.\d+)?)\s*([a-z]*)$")
 _RELATIVE = re.compile(r"^\+?\s*(\d+(?:\.\d+)?)\s*%$")
 
 
@@ -109,16 +96,16 @@ def parse_tolerance(text: str) -> Tolerance:
                 raise BaselineError(f"tolerance {text!r} gives two relative parts")
             relative = float(rel.group(1)) / 100.0
             continue
-        absolute_match = _ABSOLUTE.match(part.lower())
-        if absolute_match and absolute_match.group(2) in _UNITS:
-            if absolute is not None:
-                raise BaselineError(f"tolerance {text!r} gives two absolute parts")
-            absolute = int(float(absolute_match.group(1)) * _UNITS[absolute_match.group(2)])
-            continue
-        raise BaselineError(
-            f"cannot read tolerance part {part!r}: use a percentage like '10%' or a size "
-            "like '+16MiB' (units B, KiB, MiB, GiB, KB, MB, GB)"
-        )
+        try:
+            size = parse_size(part.lstrip("+"))
+        except SizeError:
+            raise BaselineError(
+                f"cannot read tolerance part {part!r}: use a percentage like '10%' or "
+                f"{SIZE_HELP}, with an optional '+'"
+            ) from None
+        if absolute is not None:
+            raise BaselineError(f"tolerance {text!r} gives two absolute parts")
+        absolute = size
     return Tolerance(relative=relative or 0.0, absolute_bytes=absolute or 0)
 
 

@@ -340,12 +340,11 @@ class BatchSizePlanner:
 @pytest.fixture
 def gpumem_batch_size(request: pytest.FixtureRequest) -> BatchSizePlanner:
     """``gpumem_batch_size(step_fn, budget_gb=None, low=1, high=None)`` -> BatchSizeResult."""
-    from pytest_gpumem.plugin import STATE
+    from pytest_gpumem.session import STATE
 
     state = request.config.stash[STATE]
     backend = probe_for(state).backend
-    max_gb = state.settings.max_gb
-    default = None if max_gb is None else gib_to_bytes(max_gb)
+    default = None if state.settings.budget is None else state.settings.budget.nbytes
     run = state.current
     if run is not None and run.item is request.node:
         return BatchSizePlanner(backend, default, run.tracker.pause, run.tracker.resume)

@@ -278,6 +278,7 @@ class Gate:
             self.journal.parent.mkdir(parents=True, exist_ok=True)
             self.journal.write_text("", encoding="utf-8")
         self.baseline_written: str | None = None
+        self.annotated: dict[str, dict[str, Any]] = {}  # per test run, on the measuring process
 
     def _open_nvml(self) -> None:
         try:
@@ -327,11 +328,20 @@ class Gate:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "setup":
+            self.annotated.pop(report.nodeid, None)  # a new run (or rerun) of the test
         record = _record_of(report)
         if record is None:
             return
         if "worker" not in record:  # the process that measured the test sees it first
-            self._annotate(record, report)
+            saved = self.annotated.get(report.nodeid)
+            if saved is None:  # the run's first record: read NVML, compare, maybe fail
+                self._annotate(record, report)
+                self.annotated[report.nodeid] = {
+                    key: record[key] for key in _ANNOTATIONS if key in record
+                }
+            else:  # its later record (after teardown) keeps what the first one found
+                _merge(record, saved)
         if not _is_worker(self.config):
             self.records[str(record["nodeid"])] = record
             if self.journal is not None:
@@ -400,10 +410,9 @@ class Gate:
         record.setdefault("violations", []).extend(kind for kind, _ in problems)
         report.outcome = "failed"
         if self.config.get_verbosity() < 0:
-            # -q: one line naming the test, as the core's own memory failures do.
-            prefix = f"{report.nodeid}: "
-            summary = "; ".join(m.removeprefix(prefix) for m in messages)
-            report.longrepr = memory_longrepr(prefix + summary, summary, report.location)
+            # -q: one line, as the core's own memory failures; pytest names the test.
+            summary = "; ".join(m.splitlines()[0] for m in messages)
+            report.longrepr = memory_longrepr(summary, summary, report.location)
         else:
             report.longrepr = memory_longrepr(
                 "\n".join(messages), messages[0], report.location
@@ -519,3 +528,16 @@ class Gate:
 
 
 _KEEP = ("passed", "memory")  # measured tests; a test that failed on its own is not judged
+_ANNOTATIONS = ("worker", "nvml", "baseline", "outcome", "violations")
+
+
+def _merge(record: dict[str, Any], saved: dict[str, Any]) -> None:
+    """Carry the gate's findings from a test's first record onto its later one."""
+    gate_failed = saved.get("outcome") == "memory"
+    for key in ("worker", "nvml", "baseline"):
+        if key in saved:
+            record[key] = saved[key]
+    if gate_failed:
+        record["outcome"] = "memory"
+        kinds = [k for k in saved.get("violations", []) if k not in record["violations"]]
+        record["violations"] = [*record["violations"], *kinds]

@@ -1,4 +1,10 @@
-"""The ``gpu_mem`` marker: its arguments, checked when tests are collected."""
+"""The ``gpu_mem`` marker: its arguments, checked when tests are collected.
+
+A budget can be given as a float with the unit in its name (``max_gb=0.5``, GiB;
+``max_leak_mb=1``, MiB) or as a size string (``max="512 MiB"``, ``max_leak="1 MiB"``, the
+form pytest-memray's ``limit_memory("24 MB")`` uses). Each is kept as the user wrote it,
+so reports echo ``max="512 MiB"`` rather than a re-derived float.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,18 @@ from typing import Any
 
 import pytest
 
+from pytest_gpumem.units import SIZE_HELP, SizeError, gib_to_bytes, mib_to_bytes, parse_size
+
 MARKER = "gpu_mem"
 MARKER_HELP = (
-    "gpu_mem(max_gb=None, max_leak_mb=0.0, repeat=1): give the test a memory budget. "
-    "max_gb: peak tensor memory above what was allocated before the test body, in GiB "
-    "(2**30 bytes); max_leak_mb: tensor memory (MiB) the test may leave alive after its "
-    "function-scoped fixtures are torn down; repeat: run the body this many times and fail "
-    "only if live memory grows on every run after the first. Enforced with --gpumem."
+    "gpu_mem(max_gb=None, max_leak_mb=0.0, repeat=1, max=None, max_leak=None): give the test "
+    "a memory budget. max_gb (GiB) or max ('512 MiB'): peak tensor memory above what was "
+    "allocated before the test body; max_leak_mb (MiB) or max_leak ('1 MiB'): tensor memory "
+    "the test may leave alive after its function-scoped fixtures are torn down; repeat: run "
+    "the body this many times and fail only if live memory grows on every run after the "
+    "first. Enforced with --gpumem (marked tests) or --gpumem-all (every test)."
 )
-_ALLOWED = ("max_gb", "max_leak_mb", "repeat")
+_ALLOWED = ("max", "max_gb", "max_leak", "max_leak_mb", "repeat")
 
 
 class MarkerError(ValueError):
@@ -24,11 +33,19 @@ class MarkerError(ValueError):
 
 
 @dataclass(frozen=True)
+class Amount:
+    """A byte count and the argument it came from, as written (``max_gb=0.5``)."""
+
+    nbytes: int
+    text: str
+
+
+@dataclass(frozen=True)
 class MarkerSpec:
     """The merged arguments of every ``gpu_mem`` marker on a test; ``None`` means unset."""
 
-    max_gb: float | None = None
-    max_leak_mb: float | None = None
+    budget: Amount | None = None
+    max_leak: Amount | None = None
     repeat: int = 1
 
 
@@ -42,12 +59,38 @@ def _number(name: str, value: Any, *, allow_zero: bool) -> float:
     return float(value)
 
 
+def _size(name: str, value: Any, *, allow_zero: bool) -> Amount:
+    if not isinstance(value, str):
+        raise MarkerError(f"gpu_mem({name}=...) must be a size string ({SIZE_HELP}), got {value!r}")
+    try:
+        nbytes = parse_size(value)
+    except SizeError as exc:
+        raise MarkerError(f"gpu_mem({name}=...): {exc}") from None
+    if nbytes == 0 and not allow_zero:
+        raise MarkerError(f"gpu_mem({name}={value!r}) must be greater than zero")
+    return Amount(nbytes, f"{name}={value!r}")
+
+
+def _amount(
+    kwargs: dict[str, Any], string_name: str, float_name: str, to_bytes: Any, *, allow_zero: bool
+) -> Amount | None:
+    text, number = kwargs.get(string_name), kwargs.get(float_name)
+    if text is not None and number is not None:
+        raise MarkerError(f"gpu_mem takes {string_name}=... or {float_name}=..., not both")
+    if text is not None:
+        return _size(string_name, text, allow_zero=allow_zero)
+    if number is not None:
+        value = _number(float_name, number, allow_zero=allow_zero)
+        return Amount(to_bytes(value), f"{float_name}={number!r}")
+    return None
+
+
 def parse_marker_kwargs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Check one marker's arguments and return the ones it sets."""
     if args:
         raise MarkerError(
-            f"gpu_mem takes keyword arguments only (max_gb=..., max_leak_mb=..., repeat=...), "
-            f"got positional {args!r}"
+            f"gpu_mem takes keyword arguments only (max='512 MiB', max_gb=..., max_leak=..., "
+            f"max_leak_mb=..., repeat=...), got positional {args!r}"
         )
     unknown = sorted(set(kwargs) - set(_ALLOWED))
     if unknown:
@@ -56,10 +99,12 @@ def parse_marker_kwargs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[s
             f"allowed: {', '.join(_ALLOWED)}"
         )
     out: dict[str, Any] = {}
-    if kwargs.get("max_gb") is not None:
-        out["max_gb"] = _number("max_gb", kwargs["max_gb"], allow_zero=False)
-    if kwargs.get("max_leak_mb") is not None:
-        out["max_leak_mb"] = _number("max_leak_mb", kwargs["max_leak_mb"], allow_zero=True)
+    budget = _amount(kwargs, "max", "max_gb", gib_to_bytes, allow_zero=False)
+    if budget is not None:
+        out["budget"] = budget
+    leak = _amount(kwargs, "max_leak", "max_leak_mb", mib_to_bytes, allow_zero=True)
+    if leak is not None:
+        out["max_leak"] = leak
     if "repeat" in kwargs:
         repeat = kwargs["repeat"]
         if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:

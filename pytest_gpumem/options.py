@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from pytest_gpumem.marker import MarkerSpec
+from pytest_gpumem.marker import Amount, MarkerSpec
 from pytest_gpumem.units import gib_to_bytes, mib_to_bytes
 
-BACKENDS = ("auto", "cuda", "cpu")
+BACKENDS = ("auto", "cuda", "cpu", "cpu-fast")
+NO_LEAK = Amount(0, "max_leak_mb=0")
 TIMELINE_SCOPES = ("failed", "all")
 
 
@@ -28,12 +29,14 @@ class Settings:
     """The session-wide configuration after command line and ini are merged."""
 
     enabled: bool = False
+    measure_all: bool = False
     backend: str = "auto"
     max_gb: float | None = None
-    max_leak_mb: float = 0.0
+    budget: Amount | None = None  # the default budget, as written on the command line or ini
+    max_leak: Amount = NO_LEAK
     json_path: Path | None = None
     round_bytes: int = 1
-    top: int = 5
+    top: int | None = 5  # None: every measured test
     snapshot_dir: Path | None = None
     timeline_dir: Path | None = None
     timeline_all: bool = False
@@ -46,6 +49,8 @@ class Limits:
     budget_bytes: int | None
     max_leak_bytes: int
     repeat: int
+    budget_text: str | None = None  # the budget as the user wrote it: max="512 MiB"
+    max_leak_text: str = "max_leak_mb=0"
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class _Option:
     ini: str
     help: str
     parse: Callable[[str, str], Any]
+    # None: a switch (store_true on the command line, a bool ini key).
     metavar: str | None = None
 
 
@@ -117,20 +123,32 @@ def _parse_path(_source: str, text: str) -> Path:
 
 
 _OPTIONS = (
-    _Option("--gpumem", "gpumem", "gpumem", "measure and enforce gpu_mem markers.", _parse_bool),
+    _Option(
+        "--gpumem", "gpumem", "gpumem", "measure and enforce gpu_mem markers.", _parse_bool,
+    ),
+    _Option(
+        "--gpumem-all",
+        "gpumem_all",
+        "gpumem_all",
+        "measure every test, marked or not (implies --gpumem); unmarked tests get the "
+        "default budget and leak tolerance.",
+        _parse_bool,
+    ),
     _Option(
         "--gpumem-backend",
         "gpumem_backend",
         "gpumem_backend",
-        "auto (CUDA when available, else CPU), cuda, or cpu (tensor-storage tracking).",
+        "auto (CUDA when available, else CPU), cuda, cpu (tensor storages followed per op, "
+        "with allocation sites) or cpu-fast (the allocator's events: about 1.2x a plain run "
+        "where cpu costs 1.5x to 3x; no sites).",
         _parse_backend,
-        "auto|cuda|cpu",
+        "auto|cuda|cpu|cpu-fast",
     ),
     _Option(
         "--gpumem-max-gb",
         "gpumem_max_gb",
         "gpumem_max_gb",
-        "default peak budget in GiB (2**30 bytes) for marked tests without max_gb.",
+        "default peak budget in GiB (2**30 bytes) for measured tests without max_gb/max.",
         _parse_positive,
         "GIB",
     ),
@@ -138,7 +156,8 @@ _OPTIONS = (
         "--gpumem-max-leak-mb",
         "gpumem_max_leak_mb",
         "gpumem_max_leak_mb",
-        "default leak tolerance in MiB for marked tests without max_leak_mb (default 0).",
+        "default leak tolerance in MiB for measured tests without max_leak_mb/max_leak "
+        "(default 0).",
         _parse_non_negative,
         "MIB",
     ),
@@ -163,7 +182,8 @@ _OPTIONS = (
         "--gpumem-top",
         "gpumem_top",
         "gpumem_top",
-        "how many of the highest peaks the terminal summary lists (default 5, 0 for none).",
+        "how many of the highest peaks the terminal summary lists (default 5, 0 for all, "
+        "as --durations=0).",
         _parse_count,
         "N",
     ),
@@ -245,32 +265,40 @@ def add_options(parser: pytest.Parser) -> None:
         add_option(parser, opt.flag, opt.dest, opt.ini, opt.help, metavar=opt.metavar)
 
 
-def _value(config: pytest.Config, opt: _Option) -> Any:
+def _value(config: pytest.Config, opt: _Option) -> tuple[Any, str]:
+    """The parsed value and how the user wrote it (``--gpumem-max-gb=0.5``)."""
     cli = config.getoption(opt.dest)
     if cli is not None:
-        return cli if isinstance(cli, bool) else opt.parse(opt.flag, str(cli))
+        if isinstance(cli, bool):
+            return cli, opt.flag
+        return opt.parse(opt.flag, str(cli)), f"{opt.flag}={cli}"
     text = ini_text(config, opt.ini)
     if text is None:
-        return None
-    return opt.parse(f"ini option {opt.ini}", text)
+        return None, ""
+    return opt.parse(f"ini option {opt.ini}", text), f"{opt.ini}={text.strip()}"
 
 
 def read_settings(config: pytest.Config) -> Settings:
     """Merge command line over ini over built-in defaults."""
-    values = {opt.dest: _value(config, opt) for opt in _OPTIONS}
+    read = {opt.dest: _value(config, opt) for opt in _OPTIONS}
+    values = {dest: value for dest, (value, _) in read.items()}
     defaults = Settings()
+    measure_all = bool(values["gpumem_all"])
+    max_gb, leak_mb = values["gpumem_max_gb"], values["gpumem_max_leak_mb"]
+    top = values["gpumem_top"]
     return Settings(
-        enabled=bool(values["gpumem"]) if values["gpumem"] is not None else defaults.enabled,
+        enabled=measure_all or bool(values["gpumem"]),
+        measure_all=measure_all,
         backend=values["gpumem_backend"] or defaults.backend,
-        max_gb=values["gpumem_max_gb"],
-        max_leak_mb=(
-            values["gpumem_max_leak_mb"]
-            if values["gpumem_max_leak_mb"] is not None
-            else defaults.max_leak_mb
+        max_gb=max_gb,
+        budget=None if max_gb is None else Amount(gib_to_bytes(max_gb), read["gpumem_max_gb"][1]),
+        max_leak=(
+            defaults.max_leak if leak_mb is None
+            else Amount(mib_to_bytes(leak_mb), read["gpumem_max_leak_mb"][1])
         ),
         json_path=values["gpumem_json"],
         round_bytes=values["gpumem_round"] or defaults.round_bytes,
-        top=values["gpumem_top"] if values["gpumem_top"] is not None else defaults.top,
+        top=defaults.top if top is None else (top or None),
         snapshot_dir=values["gpumem_snapshot_dir"],
         timeline_dir=values["gpumem_timeline_dir"],
         timeline_all=bool(values["gpumem_timeline"]),
@@ -279,10 +307,12 @@ def read_settings(config: pytest.Config) -> Settings:
 
 def limits_for(spec: MarkerSpec, settings: Settings) -> Limits:
     """Marker argument first, then the session setting (itself command line, then ini)."""
-    max_gb = spec.max_gb if spec.max_gb is not None else settings.max_gb
-    leak_mb = spec.max_leak_mb if spec.max_leak_mb is not None else settings.max_leak_mb
+    budget = spec.budget if spec.budget is not None else settings.budget
+    leak = spec.max_leak if spec.max_leak is not None else settings.max_leak
     return Limits(
-        budget_bytes=None if max_gb is None else gib_to_bytes(max_gb),
-        max_leak_bytes=mib_to_bytes(leak_mb),
+        budget_bytes=None if budget is None else budget.nbytes,
+        max_leak_bytes=leak.nbytes,
         repeat=spec.repeat,
+        budget_text=None if budget is None else budget.text,
+        max_leak_text=leak.text,
     )

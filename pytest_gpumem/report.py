@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
 
 from pytest_gpumem.backends.base import Site
+from pytest_gpumem.holders import NOT_HELD
 from pytest_gpumem.result import LEAK, OOM, PEAK, TestMeasurement
-from pytest_gpumem.units import GIB, MIB, format_bytes
+from pytest_gpumem.units import format_bytes
 
 if TYPE_CHECKING:
     from pytest_gpumem.linked import LintFinding
@@ -24,11 +25,7 @@ DEFAULT_SITES = 5
 VIEWER = "https://pytorch.org/memory_viz"
 
 
-def _gib(n: int) -> str:
-    return f"{n / GIB:.6g}"
-
-
-def headline(m: TestMeasurement, *, with_test: bool = True) -> str:
+def headline(m: TestMeasurement) -> str:
     """The one-line verdict; pytest's short summary shows its start."""
     parts: list[str] = []
     if OOM in m.violations:
@@ -36,19 +33,22 @@ def headline(m: TestMeasurement, *, with_test: bool = True) -> str:
         parts.append(f"torch.OutOfMemoryError inside the test ({first[0][:120]})")
     if PEAK in m.violations and m.limits.budget_bytes is not None and m.peak_bytes is not None:
         parts.append(
-            f"peak {format_bytes(m.peak_bytes)} exceeds budget max_gb={_gib(m.limits.budget_bytes)}"
-            f" GiB ({format_bytes(m.limits.budget_bytes)}; 1 GiB = 2**30 bytes)"
+            f"peak {format_bytes(m.peak_bytes)} exceeds budget {m.limits.budget_text} "
+            f"({format_bytes(m.limits.budget_bytes)})"
         )
     if LEAK in m.violations:
         leaked = format_bytes(m.leaked_bytes or 0)
-        tolerance = f"max_leak_mb={m.limits.max_leak_bytes / MIB:.6g} MiB"
+        tolerance = m.limits.max_leak_text
+        if m.limits.max_leak_bytes:
+            tolerance += f", {format_bytes(m.limits.max_leak_bytes)}"
         if m.limits.repeat > 1:
             parts.append(f"live tensor memory grew by {leaked} over {m.limits.repeat} runs, "
                          f"more than {tolerance} on every run after the first")
         else:
-            parts.append(f"leaked {leaked} still alive after teardown ({tolerance})")
-    line = f"{'; '.join(parts)} [backend {m.backend}, device {m.device}]"
-    return f"{m.nodeid}: {line}" if with_test else line
+            named = [h for h in m.holders if h != NOT_HELD]
+            held = f"; held by {named[0]}" if len(named) == 1 else ""
+            parts.append(f"leaked {leaked} still alive after teardown ({tolerance}){held}")
+    return f"{'; '.join(parts)} [backend {m.backend}, device {m.device}]"
 
 
 def _where(site: Site, full: bool) -> list[str]:
@@ -84,9 +84,10 @@ def _sites(title: str, sites: tuple[Site, ...], verbosity: int,
 
 def failure_text(m: TestMeasurement, verbosity: int) -> str:
     if verbosity < 0:
+        # pytest names the test above this text and again in the short summary.
         return headline(m)
     # pytest prints the test's name above this text, so it is not repeated here.
-    lines = [headline(m, with_test=False), f"measured by: {m.label}"]
+    lines = [headline(m), f"measured by: {m.label}"]
     peak, leak = m.peak, m.leak
     if peak is not None:
         workspaces = peak.context.get("cublas_workspace_bytes", 0)
@@ -105,6 +106,10 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
         plural = "s" if leak.storages != 1 else ""
         lines += _sites(f"still alive after teardown ({leak.storages} storage{plural}):",
                         leak.sites, verbosity, m.leak_links)
+    if m.holders and LEAK in m.violations:
+        lines.append("kept alive by:" if len(m.holders) > 1 else f"kept alive by: {m.holders[0]}")
+        if len(m.holders) > 1:
+            lines.extend(f"  {holder}" for holder in m.holders)
     if leak is not None and leak.graph_tensors:
         lines.append(
             f"{leak.graph_tensors} surviving tensor(s) still hold grad_fn, so an autograd graph "

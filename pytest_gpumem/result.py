@@ -40,6 +40,7 @@ class TestMeasurement:
     snapshot_path: str | None = None
     timeline_path: str | None = None
     outcome: str = "passed"
+    holders: list[str] = field(default_factory=list)  # what keeps the survivors alive
     # memlint's findings in the functions of each site (by index), for a memory failure.
     peak_links: dict[int, list[LintFinding]] = field(default_factory=dict)
     leak_links: dict[int, list[LintFinding]] = field(default_factory=dict)
@@ -55,22 +56,32 @@ class TestMeasurement:
             return max(0, self.live_after_runs[-1] - self.live_after_runs[0])
         return None if self.leak is None else self.leak.leaked_bytes
 
-    def judge(self) -> list[str]:
-        """Decide which limits the test broke; only called for a test that otherwise passed
-        (or whose only error was running out of memory)."""
+    def judge_body(self) -> list[str]:
+        """The limits the body broke: out of memory, the peak budget, growth on every
+        repeat. Only asked of a test whose call otherwise passed (or ran out of memory)."""
         found: list[str] = []
         if self.oom_message is not None:
             found.append(OOM)
         budget = self.limits.budget_bytes
         if budget is not None and self.peak_bytes is not None and self.peak_bytes > budget:
             found.append(PEAK)
-        if self.limits.repeat > 1:
-            if repeat_leaks(self.live_after_runs, self.limits.max_leak_bytes):
-                found.append(LEAK)
-        elif self.leak is not None and self.leak.leaked_bytes > self.limits.max_leak_bytes:
+        if self.limits.repeat > 1 and repeat_leaks(
+            self.live_after_runs, self.limits.max_leak_bytes
+        ):
             found.append(LEAK)
-        self.violations = found
+        self.violations.extend(found)
         return found
+
+    def judge_leak(self) -> list[str]:
+        """After teardown: whether the test left more than its tolerance alive."""
+        leak = self.leak
+        # After an OOM the traceback keeps the test's frames alive: no leak verdict then.
+        if self.oom_message is None and leak is not None and (
+            leak.leaked_bytes > self.limits.max_leak_bytes
+        ):
+            self.violations.append(LEAK)
+            return [LEAK]
+        return []
 
     def to_json(self) -> dict[str, Any]:
         peak, leak = self.peak, self.leak
@@ -83,7 +94,10 @@ class TestMeasurement:
             "peak_bytes": self.peak_bytes,
             "leaked_bytes": self.leaked_bytes,
             "budget_bytes": self.limits.budget_bytes,
+            "budget": self.limits.budget_text,
             "max_leak_bytes": self.limits.max_leak_bytes,
+            "max_leak": self.limits.max_leak_text,
+            "leak_holders": list(self.holders),
             "repeat": self.limits.repeat,
             "violations": list(self.violations),
             "baseline_bytes": None if peak is None else peak.baseline_bytes,

@@ -1,9 +1,52 @@
-"""Byte counts as people read them: budgets in GiB (2**30), everything else in binary units."""
+"""Byte counts as people write and read them.
+
+One convention everywhere: binary units. ``GiB``/``MiB``/``KiB`` and the shorter ``GB``/
+``MB``/``KB`` all mean powers of 1024 (as ``max_gb`` always has, and as pytest-memray reads
+``"24 MB"``), so no option or marker reads ``GB`` as 10**9.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+
 GIB = 2**30
 MIB = 2**20
+
+SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "kib": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 2**40,
+    "tib": 2**40,
+}
+SIZE_HELP = "a size like '512 MiB', '1.5GB' or '4096' (bytes); KB/MB/GB are binary, as KiB/MiB/GiB"
+_SIZE = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+class SizeError(ValueError):
+    """A size string we cannot read; the message is one line."""
+
+
+def parse_size(text: str) -> int:
+    """Bytes for ``'512 MiB'``, ``'1.5GB'``, ``'4096'``; binary units whatever their spelling."""
+    match = _SIZE.match(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in SIZE_UNITS:
+        raise SizeError(f"cannot read size {text!r}: use {SIZE_HELP}")
+    number = float(match.group(1))
+    if not math.isfinite(number):
+        raise SizeError(f"cannot read size {text!r}: use {SIZE_HELP}")
+    return round(number * SIZE_UNITS[unit])
 
 
 def format_bytes(n: int) -> str:

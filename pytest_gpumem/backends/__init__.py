@@ -30,7 +30,8 @@ def require_torch() -> None:
 def make_backend(
     choice: str, *, round_bytes: int = 1, record_history: bool = True, timeline: bool = False
 ) -> Backend:
-    """Pick the backend for ``auto|cuda|cpu``; a wrong choice is a one-line usage error.
+    """Pick the backend for ``auto|cuda|cpu|cpu-fast``; a wrong choice is a one-line usage
+    error.
 
     ``timeline`` makes the CPU backend keep each test's allocation events; the CUDA
     backend draws timelines from the allocation history it records anyway.
@@ -47,6 +48,10 @@ def make_backend(
         from pytest_gpumem.backends.cuda import CudaBackend
 
         return CudaBackend(record_history=record_history)
+    if choice == "cpu-fast":
+        from pytest_gpumem.backends.cpu_events import CpuEventsBackend
+
+        return CpuEventsBackend()
     from pytest_gpumem.backends.cpu import CpuBackend
 
     return CpuBackend(round_bytes=round_bytes, history=timeline)

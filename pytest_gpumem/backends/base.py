@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_gpumem.timeline import Timeline
@@ -48,6 +49,7 @@ class LeakResult:
     storages: int = 0
     sites: tuple[Site, ...] = ()
     graph_tensors: int = 0  # survivors that still hold a grad_fn, i.e. an autograd graph
+    survivors: tuple[tuple[int, int], ...] = ()  # (storage key, bytes): see TestTracker.key_of
 
 
 def aggregate(
@@ -96,10 +98,16 @@ class TestTracker(ABC):
         """Bytes the test has allocated and not freed so far (garbage collected first)."""
 
     @abstractmethod
-    def finish(self) -> LeakResult: ...
+    def finish(self, owned_by: Sequence[object] = ()) -> LeakResult:
+        """What the test left alive, less what ``owned_by`` (the test's own class instance,
+        which pytest or a protocol plugin may still hold) reaches."""
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def key_of(self, storage: Any) -> int:
+        """How this backend names a storage in ``LeakResult.survivors``: its identity."""
+        return int(storage._cdata)
 
     def explain_peak(self) -> tuple[Site, ...]:
         """The allocation sites alive at the body's peak, for a backend that works them out

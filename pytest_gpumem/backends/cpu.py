@@ -16,12 +16,11 @@ from __future__ import annotations
 import gc
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from pytest_gpumem.backends.base import (
     Backend,
@@ -32,7 +31,8 @@ from pytest_gpumem.backends.base import (
     aggregate,
 )
 from pytest_gpumem.backends.frames import FrameFilter
-from pytest_gpumem.leaks import count_graph_holders
+from pytest_gpumem.holders import reachable_storages
+from pytest_gpumem.leaks import collect_garbage, count_graph_holders, storage_identity
 from pytest_gpumem.timeline import Timeline
 
 STACK_DEPTH = 6
@@ -57,6 +57,20 @@ class _Live:
         self.site = site
         self.ref = ref
         self.in_window = in_window
+
+
+def _tensors(obj: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors in an op's arguments or results: aten ops nest them only in tuples,
+    lists and dicts, so this walk is all the general (and slower) pytree flatten did."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, tuple | list):
+        for x in obj:
+            _tensors(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _tensors(x, out)
+    return out
 
 
 def _storage(t: torch.Tensor) -> Any:
@@ -241,9 +255,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if self._paused:
             return out
         input_keys: set[int] | None = None
-        for t in (out,) if isinstance(out, torch.Tensor) else tree_leaves(out):
-            if not isinstance(t, torch.Tensor):
-                continue
+        for t in (out,) if isinstance(out, torch.Tensor) else _tensors(out, []):
             storage = _storage(t)
             if storage is None:
                 continue
@@ -255,8 +267,8 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if input_keys is None:
                 input_keys = {
                     s._cdata
-                    for a in tree_leaves((args, kwargs))
-                    if isinstance(a, torch.Tensor) and (s := _storage(a)) is not None
+                    for a in _tensors((args, kwargs), [])
+                    if (s := _storage(a)) is not None
                 }
             if key not in input_keys:
                 self._track(storage, key)
@@ -289,16 +301,22 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return PeakResult(peak_bytes=self.peak - self.baseline, baseline_bytes=self.baseline,
                           sites=sites)
 
-    def survivors(self) -> LeakResult:
-        """What is still alive now, after a garbage collection if anything is."""
-        if self._live:
-            gc.collect()  # only when something survived: a full collection costs ~0.1 s
+    def survivors(self, owned_by: Sequence[object] = ()) -> LeakResult:
+        """What is still alive now, after a garbage collection if anything is, less what
+        ``owned_by`` reaches."""
+        if self._live:  # only when something survived
+            collect_garbage(lambda: bool(self._live))
+        if self._live and owned_by:
+            owned = reachable_storages(owned_by, storage_identity, set(self._live))
+            for key in owned:
+                self._live.pop(key, None)
         entries = list(self._live.items())
         return LeakResult(
             leaked_bytes=sum(e.nbytes for _, e in entries),
             storages=len(entries),
             sites=aggregate([(e.site, e.nbytes, 1) for _, e in entries]),
             graph_tensors=count_graph_holders({k for k, _ in entries}) if entries else 0,
+            survivors=tuple((k, e.nbytes) for k, e in entries),
         )
 
     def forget(self) -> None:
@@ -347,9 +365,9 @@ class CpuTestTracker(TestTracker):
             self._entered = False
             self.mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
 
-    def finish(self) -> LeakResult:
+    def finish(self, owned_by: Sequence[object] = ()) -> LeakResult:
         self._exit()
-        return self.mode.survivors()
+        return self.mode.survivors(owned_by)
 
     def timeline(self) -> Timeline | None:
         history = self.mode.history

@@ -151,7 +151,7 @@ def test_real_oom():
 """)
     result = pytester.runpytest(*plugin_args(), "--gpumem", "--gpumem-json=out.json",
                                 "--gpumem-snapshot-dir=snaps")
-    result.assert_outcomes(passed=1, failed=3)
+    result.assert_outcomes(passed=2, failed=2, errors=1)  # test_leaks: a teardown error
     result.stdout.fnmatch_lines(["*backend cuda, device cuda:*", "*pytorch.org/memory_viz*"])
     records = {r["nodeid"].split("::")[1]: r for r in
                json.loads((pytester.path / "out.json").read_text())["tests"]}

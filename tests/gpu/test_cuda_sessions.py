@@ -122,7 +122,7 @@ def test_keeps_the_loss():
 def test_a_real_leak_names_the_line_that_allocated(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_leaks=LEAKS)
     result = _run(pytester, "--gpumem-json=out.json")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(passed=1, failed=1, errors=1)  # a leak is a teardown error
     result.stdout.fnmatch_lines(["*live tensor memory grew by 8.00 MiB over 3 runs*"])
     result.stdout.fnmatch_lines(["*12.00 MiB  3 storages  test_leaks.py:8 in grow*"])
     result.stdout.fnmatch_lines(["*1 surviving tensor(s) still hold grad_fn*"])

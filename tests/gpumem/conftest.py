@@ -45,9 +45,10 @@ __all__ = ["RunGpumem", "plugin_args"]
 
 @pytest.fixture
 def run_gpumem(pytester: pytest.Pytester) -> RunGpumem:
-    """Run pytest in-process on the pytester directory, with the plugin and extra args."""
+    """Run pytest in-process on the pytester directory, with the plugin and extra args, in
+    file order (pytest-randomly, installed for the compatibility tests, stays off)."""
 
     def run(*args: str) -> pytest.RunResult:
-        return pytester.runpytest(*plugin_args(), *args)
+        return pytester.runpytest(*plugin_args(), "-p", "no:randomly", *args)
 
     return run

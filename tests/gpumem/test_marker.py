@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpumem.marker import MarkerError, parse_marker_kwargs
+from pytest_gpumem.marker import Amount, MarkerError, parse_marker_kwargs
 from tests.gpumem.conftest import RunGpumem
 
 
@@ -31,11 +31,41 @@ def test_bad_arguments(args: tuple[object, ...], kwargs: dict[str, object], mess
 
 def test_good_arguments() -> None:
     assert parse_marker_kwargs((), {"max_gb": 2, "max_leak_mb": 0, "repeat": 3}) == {
-        "max_gb": 2.0,
-        "max_leak_mb": 0.0,
+        "budget": Amount(2 * 2**30, "max_gb=2"),
+        "max_leak": Amount(0, "max_leak_mb=0"),
         "repeat": 3,
     }
     assert parse_marker_kwargs((), {"max_gb": None}) == {}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"max": "512 MiB"}, {"budget": Amount(512 * 2**20, "max='512 MiB'")}),
+        ({"max": "1.5GB"}, {"budget": Amount(3 * 2**29, "max='1.5GB'")}),  # GB is binary
+        ({"max": "24 MB"}, {"budget": Amount(24 * 2**20, "max='24 MB'")}),
+        ({"max_leak": "1 KiB"}, {"max_leak": Amount(1024, "max_leak='1 KiB'")}),
+        ({"max_leak": "0"}, {"max_leak": Amount(0, "max_leak='0'")}),
+    ],
+)
+def test_size_strings(kwargs: dict[str, object], expected: dict[str, object]) -> None:
+    assert parse_marker_kwargs((), kwargs) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max": "lots"}, "gpu_mem(max=...): cannot read size 'lots'"),
+        ({"max": 512}, "gpu_mem(max=...) must be a size string"),
+        ({"max": "0 MiB"}, "gpu_mem(max='0 MiB') must be greater than zero"),
+        ({"max": "1 GiB", "max_gb": 1}, "gpu_mem takes max=... or max_gb=..., not both"),
+        ({"max_leak": "-1 MiB"}, "cannot read size '-1 MiB'"),
+    ],
+)
+def test_bad_size_strings(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(MarkerError) as info:
+        parse_marker_kwargs((), kwargs)
+    assert message in str(info.value)
 
 
 @pytest.mark.parametrize("flags", [[], ["--gpumem"]])
@@ -85,10 +115,10 @@ def test_module_budget():
     a = torch.zeros(1024, 1024)  # 4 MiB > 1.02 MiB
 """)
     result = run_gpumem("--gpumem")
-    result.assert_outcomes(passed=1, failed=2)
+    result.assert_outcomes(passed=2, failed=1, errors=1)
     result.stdout.fnmatch_lines_random([
-        "leaked 4.00 MiB still alive after teardown (max_leak_mb=1 MiB)*",
-        "peak 4.00 MiB exceeds budget max_gb=0.001 GiB*",
+        "leaked 4.00 MiB still alive after teardown (max_leak_mb=1, 1.00 MiB)*",
+        "peak 4.00 MiB exceeds budget max_gb=0.001 (1.02 MiB)*",
         "MEMORY *test_class_budget*",
         "MEMORY *test_module_budget*",
     ])

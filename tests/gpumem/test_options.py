@@ -65,10 +65,10 @@ def test_marker_forbids():
     KEPT.append(torch.ones(1024))
 """)
     result = run_gpumem()
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["MEMORY *test_marker_forbids*"])
     strict = run_gpumem("--gpumem-max-leak-mb=0")
-    strict.assert_outcomes(failed=2)
+    strict.assert_outcomes(passed=2, errors=2)
 
 
 def test_every_ini_key_is_honoured(pytester: pytest.Pytester, run_gpumem: RunGpumem) -> None:
@@ -188,7 +188,8 @@ def test_switch_ini_keys_are_bool_and_value_options_have_metavars(
     config = pytester.parseconfig(*plugin_args())
     inis = {name: config._parser._inidict[name] for name in config._parser._inidict
             if name.startswith("gpumem")}
-    switches = {"gpumem", "gpumem_update_baseline", "gpumem_baseline_strict", "gpumem_nvml"}
+    switches = {"gpumem", "gpumem_all", "gpumem_update_baseline", "gpumem_baseline_strict",
+                "gpumem_nvml"}
     assert {name for name, (_, kind, _) in inis.items() if kind == "bool"} == switches
     assert {kind for name, (_, kind, _) in inis.items() if name not in switches} == {"string"}
     result = pytester.runpytest_subprocess("--help")
@@ -206,3 +207,24 @@ def test_bool_ini_key_false_keeps_the_plugin_off(pytester: pytest.Pytester) -> N
     result = pytester.runpytest_subprocess(*plugin_args())
     result.assert_outcomes(passed=1)
     assert "gpumem" not in result.stdout.str()
+
+
+def test_top_zero_lists_every_measured_test(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """As --durations=0 and pytest-memray's --most-allocations=0: 0 means all."""
+    pytester.makepyfile("""
+import pytest
+import torch
+
+@pytest.mark.gpu_mem
+@pytest.mark.parametrize("n", range(7))
+def test_sized(n):
+    torch.empty(1024 * (n + 1), dtype=torch.uint8)
+""")
+    every = run_gpumem("--gpumem", "--gpumem-top=0")
+    every.stdout.fnmatch_lines(["*gpumem: 7 highest peaks*"])
+    assert every.stdout.str().count("(no budget, cpu cpu)") == 7
+    default = run_gpumem("--gpumem")
+    default.stdout.fnmatch_lines(["*gpumem: 5 highest peaks*"])
+    assert default.stdout.str().count("(no budget, cpu cpu)") == 5

@@ -1,0 +1,101 @@
+"""Who keeps a leaking test's tensors alive: a wider-scoped fixture, a module global, or
+neither (then the test's own objects reached something longer-lived: a cache, a class
+attribute, another module's global).
+
+A report that only blames the test is noise when a module-scoped ``net`` fixture is what
+holds the tensors; walking the object graph from each candidate root names it. The walk is
+bounded and runs only for a test that fails its leak check.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pytest_gpumem.backends.base import LeakResult
+from pytest_gpumem.units import format_bytes
+
+MAX_OBJECTS = 200_000  # per root; a model fixture is a few thousand objects
+_OPAQUE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, str, bytes)
+
+Root = tuple[str, object]
+NOT_HELD = ("none of the test's wider-scoped fixtures or its module's globals: the test's own "
+            "objects reached something longer-lived (a cache, a class attribute, another "
+            "module's global)")
+
+
+def fixture_roots(item: Any) -> list[Root]:
+    """The values of the test's wider-scoped fixtures, then its module's globals."""
+    roots: list[Root] = []
+    funcargs = getattr(item, "funcargs", None) or {}
+    info = getattr(item, "_fixtureinfo", None)
+    if info is not None:
+        for name, defs in info.name2fixturedefs.items():
+            if defs and defs[-1].scope != "function" and name in funcargs:
+                roots.append((f"{defs[-1].scope}-scoped fixture {name!r}", funcargs[name]))
+    module = getattr(getattr(item, "module", None), "__dict__", None) or {}
+    where = getattr(getattr(item, "path", None), "name", "the test module")
+    for name, value in module.items():
+        if not name.startswith("__") and not isinstance(value, _OPAQUE):
+            roots.append((f"global {name!r} of {where}", value))
+    return roots
+
+
+def reachable_storages(
+    roots: Iterable[object],
+    key_of: Callable[[Any], int],
+    keys: set[int],
+    graphs: list[bool] | None = None,
+) -> set[int]:
+    """Which of ``keys`` the tensors reachable from ``roots`` sit on (a bounded walk).
+    ``graphs`` gets True appended when one of those tensors holds a ``grad_fn``, whose
+    saved tensors the walk cannot see."""
+    import torch
+
+    found: set[int] = set()
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack and len(seen) < MAX_OBJECTS:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, _OPAQUE) or inspect.isframe(obj):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            try:
+                key = key_of(obj.untyped_storage())
+            except (RuntimeError, NotImplementedError):
+                key = None
+            if key in keys:
+                found.add(key)
+                if graphs is not None and obj.grad_fn is not None:
+                    graphs.append(True)
+            if obj.is_leaf and obj.grad is not None:  # .grad is not a gc referent
+                stack.append(obj.grad)
+        stack.extend(gc.get_referents(obj))
+    return found
+
+
+def holders_of(leak: LeakResult | None, roots: Iterable[Root], key_of: Callable[[Any], int]
+               ) -> list[str]:
+    """One line per root that reaches surviving storages, with how much; or one line saying
+    none of them does."""
+    if leak is None or not leak.survivors:
+        return []
+    sizes = dict(leak.survivors)
+    left = set(sizes)
+    lines: list[str] = []
+    for label, value in roots:
+        if not left:
+            break
+        graphs: list[bool] = []
+        held = reachable_storages([value], key_of, left, graphs)
+        if held:
+            left -= held
+            plural = "s" if len(held) != 1 else ""
+            graph = ", and the autograd graphs of their grad_fn" if graphs else ""
+            lines.append(f"{label} ({len(held)} storage{plural}, "
+                         f"{format_bytes(sum(sizes[k] for k in held))}{graph})")
+    return lines or [NOT_HELD]
