@@ -8,6 +8,7 @@ environment must hold neither torch nor pytest.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,10 +24,11 @@ pytestmark = pytest.mark.slow
 AMP = "import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"  # MEM015
 
 
-def readme_config() -> str:
+def readme_config(repo: str = "https://") -> str:
+    """The README's pre-commit configuration whose ``repo:`` starts with ``repo``."""
     text = (CHECKOUT / "README.md").read_text(encoding="utf-8")
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
-                if "repos:" in b and "id: memlint" in b]
+                if f"repo: {repo}" in b and "id: memlint" in b]
     return block
 
 
@@ -84,3 +86,35 @@ def test_pre_commit_runs_the_hook_as_the_readme_shows_it(tmp_path: Path) -> None
     for absent in ("torch", "pytest"):
         probe = run([python, "-c", f"import {absent}"], project, env=env)
         assert probe.returncode != 0, f"the hook environment has {absent}"
+
+
+def _notebook(source: str) -> str:
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": source.splitlines(keepends=True)}
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5},
+                      indent=1) + "\n"
+
+
+def test_pre_commit_runs_the_readme_local_hook_on_scripts_and_notebooks(tmp_path: Path) -> None:
+    """The README's ``repo: local`` snippet runs the memlint installed beside pre-commit."""
+    pytest.importorskip("pre_commit", reason="pre-commit is not installed")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(AMP, encoding="utf-8")
+    (project / "explore.ipynb").write_text(_notebook(AMP), encoding="utf-8")
+    (project / "clean.py").write_text("x = 1\n", encoding="utf-8")
+    (project / ".pre-commit-config.yaml").write_text(readme_config("local"), encoding="utf-8")
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    bindir = str(Path(sys.executable).parent)  # where the installed memlint command lives
+    env = _env(PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),
+               PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    pre_commit = [sys.executable, "-m", "pre_commit"]
+    done = run([*pre_commit, "run", "--all-files"], project, env=env, timeout=900)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "train.py:3:6: MEM015" in done.stdout
+    assert "explore.ipynb:cell 1:3:6: MEM015" in done.stdout
+    clean = run([*pre_commit, "run", "--files", "clean.py"], project, env=env, timeout=900)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
