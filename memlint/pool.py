@@ -99,12 +99,12 @@ def _warm_up() -> None:
         del memlint
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """End this worker when the parent dies, however it dies (SIGKILL from a CI timeout or
     the OOM killer included): workers forked later hold copies of this worker's pipe, so
     it would never see end-of-file and would wait forever. Linux only; elsewhere the pipe
-    closing is the signal."""
-    parent = os.getppid()
+    closing is the signal. ``parent`` is the pid the parent had before it forked: read in
+    the child, it could already be the reaper's, if the parent died in between."""
     with contextlib.suppress(Exception):
         import ctypes
 
@@ -115,7 +115,7 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _serve(conn: Connection, warm: bool) -> None:
+def _serve(conn: Connection, warm: bool, parent: int) -> None:
     """A worker's loop: the rules first, then one task in, one result out, until None.
 
     A warm worker imports libcst on a background thread, so that a file no rule applies to
@@ -124,7 +124,7 @@ def _serve(conn: Connection, warm: bool) -> None:
     # Ctrl-C reaches the whole process group; the parent alone decides what to do.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler
-    _die_with_parent()
+    _die_with_parent(parent)
     # A crash is reported by the parent as one line; no C-level traceback dump on stderr,
     # nor the parser's own "memory allocation failed" lines when the ceiling is hit.
     faulthandler.disable()
@@ -189,7 +189,7 @@ def crash_message(code: int | None) -> str:
 class _Worker:
     def __init__(self, ctx: multiprocessing.context.BaseContext, warm: bool) -> None:
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, warm), daemon=True)  # type: ignore[attr-defined]
+        self.process = ctx.Process(target=_serve, args=(child, warm, os.getpid()), daemon=True)  # type: ignore[attr-defined]
         try:
             self.process.start()
         except BaseException:
