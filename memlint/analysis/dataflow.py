@@ -1676,7 +1676,7 @@ class DataflowAnalysis:
         # Only a loader bound under one of the keys can match: ask the index, not every loader.
         index = self._loaders_by_key(file_wide)
         candidates = set(direct_args)
-        for k, _ in keys:
+        for k in {k for k, _ in keys}:
             candidates.update(index.get(k, ()))
         return [
             call

@@ -133,6 +133,21 @@ class ScopeFacts:
     rewrites: defaultdict[str, list[tuple[int, cst.BaseExpression]]] = field(
         default_factory=lambda: defaultdict(list)
     )
+    # name -> the names bound (here) to a value built from it; see ``users``.
+    _users: dict[str, set[str]] | None = None
+
+    def users(self) -> dict[str, set[str]]:
+        """Which bound names a name flows into (``loss = a + b``: a -> loss, b -> loss).
+        Built once per scope: asking it per query was quadratic in a long module."""
+        if self._users is None:
+            users: dict[str, set[str]] = {}
+            for bound, bindings in self.bindings.items():
+                for binding in bindings:
+                    if binding.value is not None:
+                        for used in _names_in(binding.value):
+                            users.setdefault(used, set()).add(bound)
+            self._users = users
+        return self._users
 
 
 class GraphAnalysis:
@@ -212,19 +227,14 @@ class GraphAnalysis:
         backpropagated in any of ``scopes``? (``terms`` -> ``loss = sum(terms)`` -> backward.)"""
         reached = {name}
         all_facts = [self.facts(s) for s in scopes]
-        changed = True
-        while changed:
-            changed = False
+        todo = [name]
+        while todo:
+            current = todo.pop()
             for facts in all_facts:
-                for bound, bindings in facts.bindings.items():
-                    if bound in reached:
-                        continue
-                    if any(
-                        b.value is not None and reached.intersection(_names_in(b.value))
-                        for b in bindings
-                    ):
+                for bound in facts.users().get(current, ()):
+                    if bound not in reached:
                         reached.add(bound)
-                        changed = True
+                        todo.append(bound)
         if any(reached & facts.backward_names for facts in all_facts):
             return True
         return any(reached & self._passed_to_backward(scope) for scope in scopes)

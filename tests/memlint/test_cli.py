@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -267,3 +268,29 @@ def test_diff_reports_a_file_it_could_not_check(tmp_path: Path,
     assert run.rc == 1 and run.out == ""
     assert "bad.py:1:1: MEM999" in run.err
     assert "blob.py: skipped: binary file" in run.err
+
+
+def test_a_long_module_reports_every_copy_of_its_findings(tmp_path: Path) -> None:
+    """A long file (here the example script 60 times over) is linted whole: every copy's
+    findings, no more and no fewer, and no internal error. Guards the per-block and
+    per-function caches that keep long modules linear: a cache keyed too coarsely would
+    make the copies answer for one another."""
+    example = (REPO / "examples" / "train_with_leaks.py").read_text(encoding="utf-8")
+    body = "\n".join(line for line in example.splitlines()
+                     if not line.startswith("from __future__"))
+    one = tmp_path / "one.py"
+    one.write_text(body + "\n", encoding="utf-8")
+    many = tmp_path / "many.py"
+    many.write_text("\n".join([body] * 60) + "\n", encoding="utf-8")
+    single = _codes(one)
+    assert single and "MEM997" not in single
+    combined = _codes(many)
+    assert sorted(combined) == sorted(single * 60)
+
+
+def _codes(path: Path) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "memlint", "--no-cache", "--isolated", "--output-format",
+         "json", str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    return [item["code"] for item in json.loads(done.stdout)]
