@@ -34,7 +34,7 @@ from libcst._nodes.internal import CodegenState  # see _SpanRecorder
 from memlint.config import Settings
 from memlint.context import FileContext
 from memlint.diagnostics import ENGINE_CODES, Diagnostic, FixSafety
-from memlint.engine import lint_module, lint_source, parse
+from memlint.engine import decoded_source, lint_module, lint_source, parse
 from memlint.filecheck import FileResult, Task
 from memlint.notebook import is_notebook
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
@@ -208,6 +208,10 @@ class _LineMap:
 
     def map(self, offset: int) -> int | None:
         line = bisect.bisect_right(self.r_starts, offset) - 1
+        if offset == len(self.rendered) and offset == self.r_starts[line]:
+            # The end of a rendering that stops after a line break (the module rendered
+            # only down to the fixed code): the start of the same line in the file.
+            return self.o_starts[line] if line < len(self.o_starts) else len(self.original)
         if line >= len(self.o_starts):
             return len(self.original) if offset == len(self.rendered) else None
         col = offset - self.r_starts[line]
@@ -238,7 +242,18 @@ def _fix_edits(module: cst.Module, text: str, fixes: Sequence[Fix]) -> list[list
     wanted = frozenset(n for fix in fixes for n in fix.replacements)
     state = _SpanRecorder(default_indent=module.default_indent,
                           default_newline=module.default_newline, wanted=wanted)
-    module._codegen(state)
+    # Rendered from the top only as far as the fixed code: what follows cannot move it, and a
+    # deeply nested statement further down (past Python 3.12's C recursion limit for
+    # libcst's renderer) is never rendered at all.
+    for line in module.header:
+        line._codegen(state)
+    for statement in module.body:
+        statement._codegen(state)
+        if len(state.spans) == len(wanted):
+            break
+    else:
+        for line in module.footer:
+            line._codegen(state)
     rendered = "".join(state.tokens)
     lines = _LineMap(rendered, text)
     out: list[list[Edit] | str] = []
@@ -357,8 +372,8 @@ def fix_source(
         try:
             module = parse(current)
             result.encoding = module.encoding
-            context = FileContext(path=path, source=module.code, module=module,
-                                  project=project)
+            context = FileContext(path=path, source=decoded_source(current, module),
+                                  module=module, project=project)
             findings, diagnostics = lint_module(context, active)
             pairs = keep(context, list(zip(findings, diagnostics, strict=True)))
         except Exception:  # lint_source reports it as MEM999/MEM997

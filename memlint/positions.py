@@ -5,8 +5,9 @@ libcst computes positions by regenerating the code of the whole module, and
 when there are none. A finding sits in one top-level statement, so only those statements are
 regenerated here, each starting at the line the stdlib parser gives it. Every statement
 rendered is checked to end where the next one starts; when anything does not line up (a
-node outside the module's statements, a file the stdlib cannot parse) the whole module is
-rendered instead, so the answer is always libcst's own.
+file the stdlib cannot parse) the module is rendered from its top down to the last statement
+with a finding, and a node outside the statements (a header comment) renders the whole
+module, so the answer is always libcst's own.
 """
 
 from __future__ import annotations
@@ -87,11 +88,24 @@ def finding_positions(module: cst.Module, source: str, tree: TreeIndex,
         wanted.add(index[id(top)])
     starts = _statement_starts(module, source)
     if starts is None:
-        return module_positions(module)
+        return _leading_positions(module, max(wanted))
     provider = PositionProvider()
     for k in sorted(wanted):
         state = _state(module, provider, starts[k])
         module.body[k]._codegen(state)
         if state.line != starts[k + 1]:
-            return module_positions(module)
+            return _leading_positions(module, max(wanted))
+    return provider._computed  # type: ignore[return-value]
+
+
+def _leading_positions(module: cst.Module, last: int) -> Mapping[cst.CSTNode, CodeRange]:
+    """The module rendered as libcst renders it, but only up to statement ``last``: what
+    follows cannot move what comes before. Also spares a deeply nested statement after the
+    findings (which the stdlib parser of Python 3.12 refuses) from being rendered at all."""
+    provider = PositionProvider()
+    state = _state(module, provider)
+    for line in module.header:
+        line._codegen(state)
+    for statement in module.body[:last + 1]:
+        statement._codegen(state)
     return provider._computed  # type: ignore[return-value]

@@ -76,11 +76,16 @@ def test_node_outside_statements_falls_back_to_the_whole_module() -> None:
     assert got[comment].start.line == 1
 
 
-def test_source_the_stdlib_cannot_parse_falls_back() -> None:
-    # The text handed in does not parse: the whole module is rendered instead.
-    module = cst.parse_module("x = 1\ny = 2\n")
-    assert _statement_starts(module, "x = (\n") is None
+def test_source_the_stdlib_cannot_parse_renders_down_to_the_last_finding() -> None:
+    """Python 3.12's parser refuses 200+ nested brackets that libcst accepts: the module is
+    then rendered from the top, only as far as the last statement with a finding."""
+    source = "# head\nx = 1\ny = [2]\nz = 3\n"
+    module = cst.parse_module(source)
+    assert _statement_starts(module, "x = (\n") is None  # the text handed in does not parse
     tree = TreeIndex(module)
+    full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     target = module.body[1]
     got = finding_positions(module, "x = (\n", tree, [target])
-    assert got[target].start.line == 2
+    for node in [module.body[0], target, *tree.walk(module.body[0]), *tree.walk(target)]:
+        assert got[node] == full[node]
+    assert module.body[2] not in got  # never rendered
