@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,19 @@ def test_the_readme_is_short_and_keeps_its_two_commands() -> None:
     assert "bash .ci/run\n" in bodies
     assert any("pip install -e . && memlint examples/" in b for b in bodies)
     langs = {s.lang for s in snippets()}
-    assert langs <= {"bash", "python", "toml", "yaml"}, langs
+    # `text` blocks show output (checked against the real run below), nothing to execute.
+    assert langs <= {"bash", "python", "toml", "yaml", "text"}, langs
+
+
+def test_the_readme_notebook_output_is_what_memlint_prints() -> None:
+    """The sample finding in the README is memlint's own line for the corpus notebook."""
+    (sample,) = [s.body for s in snippets() if s.lang == "text"]
+    shown = sample.splitlines()[0].removesuffix("...")
+    notebook = CHECKOUT / "tests" / "memlint" / "notebooks" / "training.ipynb"
+    done = subprocess.run([sys.executable, "-m", "memlint", "--no-cache", "--isolated",
+                           notebook.name], cwd=notebook.parent, capture_output=True,
+                          text=True, check=False)
+    assert any(line.startswith(shown) for line in done.stdout.splitlines()), done.stdout
 
 
 def test_readme_links_work_off_github() -> None:
