@@ -38,6 +38,7 @@ from memlint.engine import decoded_source, lint_module, lint_source, parse
 from memlint.filecheck import FileResult, Task
 from memlint.notebook import is_notebook
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool
+from memlint.positions import render_top_down
 from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Fix, Rule
 from memlint.rules.mem998_unused_noqa import resolve_unused_findings
@@ -242,18 +243,8 @@ def _fix_edits(module: cst.Module, text: str, fixes: Sequence[Fix]) -> list[list
     wanted = frozenset(n for fix in fixes for n in fix.replacements)
     state = _SpanRecorder(default_indent=module.default_indent,
                           default_newline=module.default_newline, wanted=wanted)
-    # Rendered from the top only as far as the fixed code: what follows cannot move it, and a
-    # deeply nested statement further down (past Python 3.12's C recursion limit for
-    # libcst's renderer) is never rendered at all.
-    for line in module.header:
-        line._codegen(state)
-    for statement in module.body:
-        statement._codegen(state)
-        if len(state.spans) == len(wanted):
-            break
-    else:
-        for line in module.footer:
-            line._codegen(state)
+    # Rendered from the top only as far as the fixed code.
+    render_top_down(module, state, lambda _statement: len(state.spans) == len(wanted))
     rendered = "".join(state.tokens)
     lines = _LineMap(rendered, text)
     out: list[list[Edit] | str] = []

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 from libcst._position import CodeRange
 from libcst.metadata import PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
@@ -98,14 +99,25 @@ def finding_positions(module: cst.Module, source: str, tree: TreeIndex,
     return provider._computed  # type: ignore[return-value]
 
 
-def _leading_positions(module: cst.Module, last: int) -> Mapping[cst.CSTNode, CodeRange]:
-    """The module rendered as libcst renders it, but only up to statement ``last``: what
-    follows cannot move what comes before. Also spares a deeply nested statement after the
-    findings (which the stdlib parser of Python 3.12 refuses) from being rendered at all."""
-    provider = PositionProvider()
-    state = _state(module, provider)
+def render_top_down(module: cst.Module, state: CodegenState,
+                    done: Callable[[cst.BaseStatement], bool]) -> None:
+    """Render ``module`` into ``state`` as libcst does, from the header down, stopping after
+    the first statement for which ``done`` holds (the footer only if it never does). What
+    follows cannot move what comes before, and a deeply nested statement further down (past
+    Python 3.12's C recursion limit for libcst's renderer) is never rendered at all."""
     for line in module.header:
         line._codegen(state)
-    for statement in module.body[:last + 1]:
+    for statement in module.body:
         statement._codegen(state)
+        if done(statement):
+            return
+    for line in module.footer:
+        line._codegen(state)
+
+
+def _leading_positions(module: cst.Module, last: int) -> Mapping[cst.CSTNode, CodeRange]:
+    """Positions from rendering the module only down to statement ``last``."""
+    provider = PositionProvider()
+    stop = module.body[last]
+    render_top_down(module, _state(module, provider), lambda statement: statement is stop)
     return provider._computed  # type: ignore[return-value]
