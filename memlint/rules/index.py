@@ -70,7 +70,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
-        code_gate=(),
+        code_gate=('call:append', 'call:extend', 'node:AugAssign', 'node:ListComp'),
     ),
     RuleSpec(
         code='MEM006',
@@ -209,7 +209,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
-        code_gate=(),
+        code_gate=('call:append', 'call:extend', 'node:AugAssign', 'node:ListComp'),
     ),
     RuleSpec(
         code='MEM998',
