@@ -93,6 +93,12 @@ def _stat(path: Path) -> os.stat_result | None:
         return None
 
 
+def _size(stat: os.stat_result | None) -> int:
+    """Largest files first: a big file taken last would leave the other workers idle while
+    it finishes (the pass ends when its slowest worker does)."""
+    return 0 if stat is None else stat.st_size
+
+
 def _state(stats: dict[str, os.stat_result | None]) -> str:
     """What the project model read, as of this run: every path with its size and mtime."""
     material = "\n".join(
@@ -176,6 +182,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
         if not keep_summary(key, store.known(key, stats[key])):
             scans.append(Task(key, key, phase="scan", summary_digest=None))
     scanned = {task.display: task for task in scans}
+    scans.sort(key=lambda task: _size(stats.get(task.path)), reverse=True)
     for result in work.run(scans, enabled, jobs, file_timeout, _failed, keep=True):
         task = scanned[result.path]
         key = task.path
@@ -241,6 +248,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
         results.pop(key, None)
         tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes))
     linting = {task.display: task.path for task in tasks}
+    tasks.sort(key=lambda task: _size(stats.get(task.path)), reverse=True)
     for result in work.run(tasks, enabled, jobs, file_timeout, _failed, keep=pool is not None):
         key = linting[result.path]
         if result.unchanged and cache is not None:
