@@ -76,6 +76,8 @@ _DEVICE_NAME = re.compile(
     r"|_device$|_dev$|_gpu$",
     re.IGNORECASE,
 )
+# A mapping key that holds a device (`state["device"]`, `state[keys.DEVICE]`, `DEVICE_KEY`).
+_DEVICE_KEY = re.compile(r"^(?:device|gpu|cuda_device|target_device)(?:_key)?$", re.IGNORECASE)
 _DTYPE_NAME = re.compile(r"dtype$|^(?:half|float|precision)$", re.IGNORECASE)
 _TORCH_DTYPES = frozenset({
     "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
@@ -173,6 +175,16 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
             return DeviceTarget.NOT_A_MOVE
         if _DEVICE_NAME.search(last):
             return DeviceTarget.ACCELERATOR
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        # A device kept in a mapping under a device-like key: `state["device"]`,
+        # `state[torchbearer.DEVICE]`, `cfg[DEVICE_KEY]`.
+        index = expr.slice[0].slice
+        if isinstance(index, cst.Index):
+            key = _string_value(index.value)
+            if key is None and isinstance(index.value, (cst.Name, cst.Attribute)):
+                key = _last_part(index.value)
+            if key is not None and _DEVICE_KEY.search(key):
+                return DeviceTarget.ACCELERATOR
     return DeviceTarget.NOT_A_MOVE
 
 
@@ -658,6 +670,11 @@ class DataflowAnalysis:
             if inner is not None:
                 yield from self._sources(inner, follow_names=follow_names)
                 return
+        elif isinstance(expr, cst.IfExp):
+            # `tqdm(loader) if verbose else loader`: either arm hands on the loader's items.
+            yield from self._sources(expr.body, follow_names=follow_names)
+            yield from self._sources(expr.orelse, follow_names=follow_names)
+            return
         elif isinstance(expr, cst.Name) and follow_names:
             yield expr
             for value in self._bindings_before(expr, expr.value, deep=False)[:1]:

@@ -31,6 +31,13 @@ _COPY_ONLY_KEYWORDS = frozenset({"non_blocking"})
 # They are kept, and run on the device after the fix.
 _CASTS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short", "bool",
                     "byte", "char", "contiguous"})
+# Shape-only views and copies between the factory and the move (`torch.arange(t).view(1, t)
+# .expand(b, -1).to(x.device)`): the same values on either device, so they stay in place
+# and run on the device after the fix. `expand` returns a broadcast view where the move
+# returned a fresh tensor (an in-place write would now fail): no safe fix with it.
+_SHAPE_OPS = frozenset({"view", "reshape", "unsqueeze", "squeeze", "flatten", "repeat",
+                        "permute", "transpose", "t", "expand"})
+_ALIASING_SHAPE_OPS = frozenset({"expand"})
 _CUDA_LITERAL = re.compile(r"""^[rRbB]?(['"])(cuda|mps|xpu)(:\d+)?\1$""")
 
 
@@ -39,6 +46,18 @@ def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg
     return None
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _is_cast_or_reshape(call: cst.Call) -> bool:
+    """A no-argument dtype cast, or a shape op given plain (unstarred) arguments."""
+    method = _method(call)
+    if method in _CASTS:
+        return not call.args
+    return method in _SHAPE_OPS and not any(a.star for a in call.args)
 
 
 def _positional(call: cst.Call) -> list[cst.Arg]:
@@ -110,7 +129,9 @@ class FactoryThenMove(Rule):
     trigger_pattern = (
         rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
-        rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous)\(\))*"
+        rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous"
+        rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand)"
+        rb"\((?:[^()]|\([^()]*\))*\))*"
         rb"\s*\.(?:cuda|to)\("
     )
     fix_safety = FixSafety.SAFE
@@ -188,9 +209,9 @@ class FactoryThenMove(Rule):
             return
         factory = func.value
         casts: list[cst.Call] = []  # outermost first
-        while (isinstance(factory, cst.Call) and not factory.args
-               and isinstance(factory.func, cst.Attribute) and factory.func.attr.value in _CASTS):
+        while isinstance(factory, cst.Call) and _is_cast_or_reshape(factory):
             casts.append(factory)
+            assert isinstance(factory.func, cst.Attribute)
             factory = factory.func.value
         if not isinstance(factory, cst.Call):
             return
@@ -211,7 +232,8 @@ class FactoryThenMove(Rule):
         device, fixable = target
         fix = None
         if fixable and device is not None:
-            unsafe = short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
+            unsafe = (short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
+                      or any(_method(c) in _ALIASING_SHAPE_OPS for c in casts))
             safety = FixSafety.UNSAFE if unsafe else FixSafety.SAFE
             built: cst.BaseExpression = append_arg(factory, keyword_arg("device", device))
             for cast in reversed(casts):
