@@ -42,9 +42,14 @@ class BlockingHostToDevice(Rule):
 
     - through what wraps the loader before the loop: ``enumerate``, ``tqdm(...)`` (also bound
       to a name first: ``pbar = tqdm(loader)``), ``metric_logger.log_every(loader, ...)``,
-      ``iter``, ``itertools.cycle``, a generator expression over the loader, and same-file
+      ``iter``, ``itertools.cycle``, a generator expression over the loader, a conditional
+      expression that picks a wrapper or the loader (``tqdm(loader) if verbose else
+      loader``; either arm that is a loader counts), and same-file
       infinite-iterator helpers (a generator that re-yields its argument's items, or a small
       class with ``__iter__``/``__next__`` around it);
+    - through what the loop does to the batch on the host first: indexing, unpacking, its
+      methods (``x.float()``) and torch functions that rearrange it (``torch.stack(xs)``,
+      ``torch.argmax(labels, 0)``, ``F.one_hot(y)``);
     - through ``next(it)`` / ``next(iter(loader))`` inside a ``while`` or ``for`` loop, where
       each iteration draws a new batch (a single ``next()`` before the loop, or one batch
       sampled per epoch beside a loop over a loader, is a one-off and stays silent);
@@ -271,6 +276,19 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            from tqdm import tqdm
+            def summarise(dataset, device, verbose):
+                loader = DataLoader(dataset, batch_size=1, pin_memory=True)
+                for item in tqdm(loader) if verbose else loader:
+                    image = item["image"].to(device)
+                    label = torch.argmax(item["label"], dim=0).to(device)
+            """,
+            lines=(8, 9),
+        ),
         Invalid(
             """
             import torch

@@ -73,8 +73,10 @@ class FactoryThenMove(Rule):
     ## What it does
     Flags a tensor factory whose result is immediately moved to an accelerator:
     ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
-    also with dtype casts in between: ``torch.arange(n).float().to(device)``, and with
-    starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``.
+    also with dtype casts or shape ops in between: ``torch.arange(n).float().to(device)``,
+    ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, and with starred sizes:
+    ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``. A device kept in a
+    mapping under a device key counts as a device (``.to(state["device"])``).
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device and the host
@@ -110,8 +112,11 @@ class FactoryThenMove(Rule):
     ``.to(<device>)``. Unsafe for random factories (``rand``, ``randn``, ``randint``,
     ``randperm``, ``normal``): on the device they draw from the device's generator and produce
     different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
-    a non-leaf, the directly created one is a leaf. Casts between the factory and the move stay
-    where they are and run on the device; a cast gives the same values on either device. A
+    a non-leaf, the directly created one is a leaf. Casts and shape ops (``view``,
+    ``reshape``, ``unsqueeze``, ``repeat`` ...) between the factory and the move stay where
+    they are and run on the device; they give the same values on either device. Unsafe with
+    ``expand`` in between: the move returned a fresh tensor, the fixed line a broadcast view
+    that in-place writes reject. A
     starred size argument is kept as it is and ``device=`` is added after it
     (``torch.zeros(*shape, device=device)``): the factories take every option keyword-only, so
     ``*shape`` cannot already carry a device. No fix is offered when the move also changes the
@@ -199,6 +204,21 @@ class FactoryThenMove(Rule):
             noise = torch.randn(*x.shape, device="cuda")
             grid = torch.ones(batch, *spatial, dtype=torch.bool, device=x.device)
             ids = torch.full(*size_and_value, device="cuda:0").long()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            pos = torch.arange(t).view(1, t).to(x.device)
+            mask = torch.arange(t).unsqueeze(0).expand(b, -1).long().to(x.device)
+            onehot = torch.zeros(1, n).to(state["device"])
+            """,
+            lines=(3, 4, 5),
+            fixed="""
+            import torch
+            pos = torch.arange(t, device=x.device).view(1, t)
+            mask = torch.arange(t, device=x.device).unsqueeze(0).expand(b, -1).long()
+            onehot = torch.zeros(1, n, device=state["device"])
             """,
         ),
     )
