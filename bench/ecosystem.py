@@ -84,12 +84,15 @@ PACKAGES: tuple[tuple[str, str], ...] = (
 # tuned against (see the module docstring).
 BLIND_PACKAGES: tuple[tuple[str, str], ...] = (
     ("darts", "0.48.1"),
+    ("denoising-diffusion-pytorch", "2.3.4"),
     ("fairseq", "0.12.2"),
     ("fastai", "2.8.12"),
     ("lightning-bolts", "0.7.0"),
     ("monai", "1.6.1"),
     ("neuralforecast", "3.3.0"),
     ("poutyne", "1.19.0"),
+    ("pytorch-tabnet", "4.1.0"),
+    ("stylegan2-pytorch", "1.9.0"),
     ("torchbearer", "0.5.5"),
     ("torchdistill", "1.1.5"),
     ("tsai", "1.0.1"),

@@ -90,7 +90,10 @@ class LossKeptWithGraph(Rule):
 
     What it leaves alone: values whose origin it cannot see (a callee from another file,
     an opaque helper) are not reported unless their name or call says loss or model output;
-    an unpacked name that reads like a count (``ntokens``, ``n_samples``) is taken as a number.
+    an unpacked name that reads like a count (``ntokens``, ``n_samples``) is taken as a number,
+    and one that reads like a log record (``logging_output``, ``stats``, ``metrics``) is not
+    taken for the loss when only the call's name says loss
+    (``loss, sample_size, logging_output = criterion(model, sample)``).
 
     ## Fix safety
     Appending ``.detach()`` is unsafe: code that later backpropagates through the stored
