@@ -104,6 +104,8 @@ _MOVING_HELPER = re.compile(
 _BATCH_PARAM = re.compile(r"batch", re.IGNORECASE)
 # How many helper calls (or callbacks) a batch is followed through from its loop.
 _MAX_HOPS = 4
+# A collection of loaders (`loaders`, `train_dataloaders`, `dls`): its items are loaders.
+_LOADERS_NAME = re.compile(r"loaders$|(?:^|_)dls$", re.IGNORECASE)
 _LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
 
 
@@ -879,7 +881,12 @@ class DataflowAnalysis:
         name = dotted_name(base)
         if name is None:
             return False
-        if name in known or _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
+        if name in known:
+            return True
+        last = name.rsplit(".", 1)[-1]
+        if base is expr and _LOADERS_NAME.search(last):
+            return False  # `for dl in loaders:` iterates loaders; `loaders[phase]` is one
+        if _LOADER_NAME.search(last):
             return True
         # `def run(model, data): for x, y in data:` called as `run(model, train_loader)`.
         return follow_params and isinstance(base, cst.Name) and any(

@@ -69,7 +69,9 @@ class BlockingHostToDevice(Rule):
     moved earlier in the same iteration or helper (``batch.x = batch.x.to(device)`` then
     ``batch.x.to(device)``), batches a wrapper already moved (a prefetcher class or
     generator that calls ``.cuda()`` itself), and helper calls that pass a host device
-    (``to_device(batch, "cpu")``). A loader built only when the script runs on a CI service
+    (``to_device(batch, "cpu")``), and loops over a collection of loaders (``for dl in
+    loaders:`` hands on loaders, whose ``to()`` copies nothing). A loader built only when the
+    script runs on a CI service
     (``if "CI" in os.environ:``, a few random samples for a smoke run) needs no pinning.
 
     Not followed yet: loaders, helpers and engines defined in another file (a ``cycle`` or

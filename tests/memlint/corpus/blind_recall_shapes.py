@@ -60,3 +60,11 @@ def relative_offsets(length, like):
     # Moved as a whole tensor later, after more host work: not a factory moved at once.
     grid = grid * 2
     return grid.to(like.device), torch.arange(length).view(-1, 1).to(like)
+
+
+def place_loaders(train_loaders, device):
+    # Iterates the loaders themselves, not their batches: `to` here sets where a loader's
+    # batches will go and copies nothing.
+    for i, dl in enumerate(train_loaders):
+        dl.to(device=device)
+    return train_loaders
