@@ -104,8 +104,11 @@ class EvalWithoutNoGrad(Rule):
 
     No finding is reported when grad is off through ``torch.no_grad()``,
     ``torch.inference_mode()`` or ``torch.set_grad_enabled(False)`` as a context manager or
-    decorator, in the function or in every same-file caller, or when the mode is decided at
-    run time (``torch.set_grad_enabled(phase == "train")``). Lightning's ``validation_step``,
+    decorator, in the function or in every same-file caller, through a same-file
+    ``@contextmanager`` that yields under one (``with evaluating(model):``, also
+    ``with self._mode(False):`` around ``torch.set_grad_enabled(training)``), or when the
+    mode is decided at run time (``torch.set_grad_enabled(phase == "train")``). Lightning's
+    ``validation_step``,
     ``test_step`` and ``predict_step`` already run under no-grad, and so does Hugging Face's
     ``generate()``. Functions named ``test_*`` are pytest tests, not evaluation code, except
     the tutorial-style ``test_epoch``, ``test_one_epoch`` and ``test_loop`` in a file that
