@@ -4,8 +4,7 @@ Two questions several rules share:
 
 - Is this loop fed by a DataLoader, and does this expression hold (part of) its batch?
   Batches travel through unpacking (``x, y = batch``), indexing (``batch["input_ids"]``),
-  method calls on the batch (``batch.items()``, ``x.float()``), torch functions that
-  rearrange it (``torch.stack(batch)``, ``torch.argmax(labels, 0)``) and comprehensions
+  method calls on the batch (``batch.items()``, ``x.float()``) and comprehensions
   (``{k: v.to(device) for k, v in batch.items()}``), but not through a model forward: the
   output of ``model(x)`` is a result, not input data.
 - Where does ``t.to(...)`` / ``t.cuda()`` send a tensor? Only a move to an accelerator is a
@@ -351,17 +350,6 @@ def _covers(moved: tuple[str, ...], key: tuple[str, ...]) -> bool:
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _DATA_BUILDERS = frozenset({"tuple", "list", "dict", "map"})
-# torch functions whose result is their tensor arguments rearranged, as the batch's own
-# methods (`x.float()`, `x.view(...)`) are: `torch.stack(batch)`, `torch.argmax(labels, 0)`,
-# `F.one_hot(labels)` hand on batch data still on the host. Factories
-# (`torch.ones(batch.size(0))`, MEM010's concern) and constructors from non-tensor data
-# (`torch.from_numpy`, which a DataLoader cannot have pinned) do not.
-_TORCH_DATA_FUNCTIONS = frozenset({
-    "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "argmax",
-    "argmin", "flatten", "squeeze", "unsqueeze", "reshape", "permute", "transpose", "where",
-    "clamp", "clip", "one_hot", "pad", "index_select", "gather", "masked_select",
-    "nan_to_num",
-})
 _Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
 _Function = cst.FunctionDef | cst.Lambda
 
@@ -1031,8 +1019,6 @@ class DataflowAnalysis:
         if isinstance(expr, (cst.Tuple, cst.List)):
             return any(self._derives(e.value, known, next_ok) for e in expr.elements)
         if isinstance(expr, cst.Call):
-            if self._torch_data_function(expr):
-                return any(self._derives(a.value, known, next_ok) for a in expr.args)
             if isinstance(expr.func, cst.Attribute):
                 return self._derives(expr.func.value, known, next_ok)
             if next_ok and _is_builtin_next(expr):
@@ -1058,13 +1044,6 @@ class DataflowAnalysis:
             return (self._derives(expr.body, known, next_ok)
                     or self._derives(expr.orelse, known, next_ok))
         return False
-
-    def _torch_data_function(self, call: cst.Call) -> bool:
-        """``torch.stack(...)``, ``torch.nn.functional.one_hot(...)``: see
-        ``_TORCH_DATA_FUNCTIONS``."""
-        qualified = self.tree.imports.qualified_name(call.func)
-        return (qualified is not None and qualified.startswith("torch.")
-                and qualified.rsplit(".", 1)[-1] in _TORCH_DATA_FUNCTIONS)
 
     def is_batch_data(self, expr: cst.BaseExpression, loop: cst.For) -> bool:
         """Does ``expr`` (inside ``loop``'s body) hold batch data from the loop's DataLoader?

@@ -753,6 +753,31 @@ class GraphAnalysis:
                     for_in = for_in.inner_for_in
         return None
 
+    def instance_classes(self, obj: cst.BaseExpression) -> set[str]:
+        """The names of the classes ``obj`` was certainly built from, as called
+        (``losses = AverageMeter()`` -> ``AverageMeter``, wherever it is defined); empty
+        when some binding of it is not such a call."""
+        name = dotted_name(obj)
+        if name is None:
+            return set()
+        if name.startswith("self."):
+            cls = self.tree.enclosing_class(obj)
+            scopes: list[Scope] = list(class_methods(cls)) if cls is not None else []
+        else:
+            scope = self.scope_of(obj)
+            scopes = [scope]
+            if isinstance(scope, cst.FunctionDef) and not self.facts(scope).bindings.get(name):
+                scopes.append(self.tree.module)
+        found: set[str] = set()
+        for scope in scopes:
+            for binding in self.facts(scope).bindings.get(name, ()):
+                value = binding.value
+                cls_name = last_name(value.func) if isinstance(value, cst.Call) else None
+                if binding.kind != "assign" or cls_name is None:
+                    return set()
+                found.add(cls_name)
+        return found
+
     def _instance_methods(
         self, obj: cst.BaseExpression, names: tuple[str, ...]
     ) -> list[cst.FunctionDef]:

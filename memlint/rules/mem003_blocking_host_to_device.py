@@ -47,9 +47,6 @@ class BlockingHostToDevice(Rule):
       loader``; either arm that is a loader counts), and same-file
       infinite-iterator helpers (a generator that re-yields its argument's items, or a small
       class with ``__iter__``/``__next__`` around it);
-    - through what the loop does to the batch on the host first: indexing, unpacking, its
-      methods (``x.float()``) and torch functions that rearrange it (``torch.stack(xs)``,
-      ``torch.argmax(labels, 0)``, ``F.one_hot(y)``);
     - through ``next(it)`` / ``next(iter(loader))`` inside a ``while`` or ``for`` loop, where
       each iteration draws a new batch (a single ``next()`` before the loop, or one batch
       sampled per epoch beside a loop over a loader, is a one-off and stays silent);
@@ -287,7 +284,7 @@ class BlockingHostToDevice(Rule):
                 loader = DataLoader(dataset, batch_size=1, pin_memory=True)
                 for item in tqdm(loader) if verbose else loader:
                     image = item["image"].to(device)
-                    label = torch.argmax(item["label"], dim=0).to(device)
+                    label = item["label"][0].to(device)
             """,
             lines=(8, 9),
         ),

@@ -15,7 +15,7 @@ def collect_statistics(dataset, summarise, device, rank, quiet):
     for record in tqdm(loader) if rank == 0 and not quiet else loader:
         record = record[0]
         image = record["image"].to(device)  # expect: MEM003
-        label = torch.argmax(record["label"], dim=0)
+        label = record["label"].argmax(0) if record["label"].shape[0] > 1 else record["label"][0]
         stats.append(summarise(image, label.to(device)))  # expect: MEM003
     return stats
 
