@@ -190,6 +190,29 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
     return DeviceTarget.NOT_A_MOVE
 
 
+def names_other_tensor(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+    """Does a ``.to(expr)`` argument name another tensor (``.to(lprobs)``, ``.to(x.grad)``),
+    whose device and dtype the result takes? Not a device, a dtype or a literal."""
+    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+        return False
+    if classify_device_expr(expr, imports) is not DeviceTarget.NOT_A_MOVE:
+        return False
+    base = expr
+    while isinstance(base, cst.Subscript):
+        index = base.slice[0].slice if len(base.slice) == 1 else None
+        key = _string_value(index.value) if isinstance(index, cst.Index) else None
+        if key is not None and (_DTYPE_NAME.search(key) or key.lower().endswith("type")):
+            return False  # `state["dtype"]`
+        base = base.value
+    last = _last_part(base) or ""
+    qualified = imports.qualified_name(base) or ""
+    return bool(last) and not (
+        _DTYPE_NAME.search(last) or last.lower().endswith("type") or last in _TORCH_DTYPES
+        or qualified.startswith("torch.")
+        or last.lower() in ("memory_format", "non_blocking", "copy", "none", "true", "false")
+    )
+
+
 def transfer_method(call: cst.Call) -> str | None:
     """``to`` / ``cuda`` / ``cpu`` for a tensor transfer method call, else None."""
     func = call.func

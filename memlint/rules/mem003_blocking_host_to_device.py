@@ -287,6 +287,16 @@ class BlockingHostToDevice(Rule):
                     label = item["label"][0].to(device)
             """,
             lines=(8, 9),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            from tqdm import tqdm
+            def summarise(dataset, device, verbose):
+                loader = DataLoader(dataset, batch_size=1, pin_memory=True)
+                for item in tqdm(loader) if verbose else loader:
+                    image = item["image"].to(device, non_blocking=True)
+                    label = item["label"][0].to(device, non_blocking=True)
+            """,
         ),
         Invalid(
             """

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from memlint.analysis.dataflow import DeviceTarget, device_argument
+from memlint.analysis.dataflow import DeviceTarget, device_argument, names_other_tensor
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
@@ -101,7 +101,10 @@ class FactoryThenMove(Rule):
     mask = torch.zeros(n, n, device="cuda")
     positions = torch.arange(seq_len, device=device)
     ```
-    ``.to(dtype)``, ``.to(other_tensor)`` and ``.to(*args)`` are not reported, nor are factories
+    A move to another tensor (``torch.zeros(n).to(lprobs)``: its device and dtype) is
+    reported too, with no fix offered (``lprobs.new_zeros(n)`` or ``device=lprobs.device,
+    dtype=lprobs.dtype`` keep both). ``.to(dtype)`` and ``.to(*args)`` are not reported, nor
+    are factories
     given ``out=``, ``device=``, ``pin_memory=`` or a ``generator=``, nor factories given
     ``**kwargs`` (which may hold any of those). ``*_like`` factories are not reported either:
     they inherit the device of their argument, which is often already the target.
@@ -146,7 +149,8 @@ class FactoryThenMove(Rule):
             import torch
             mask = torch.zeros(n, n, device="cuda")
             half = torch.ones(n).to(torch.float16)
-            same = torch.zeros(n).to(other)
+            cast = torch.ones(n).to(self.dtype)
+            typed = torch.ones(n).to(compute_type)
             staged = torch.empty(n, pin_memory=True).cuda(non_blocking=True)
             torch.zeros(n, out=buf).cuda()
             host = torch.ones(n).to("cpu")
@@ -205,6 +209,14 @@ class FactoryThenMove(Rule):
             grid = torch.ones(batch, *spatial, dtype=torch.bool, device=x.device)
             ids = torch.full(*size_and_value, device="cuda:0").long()
             """,
+        ),
+        Invalid(
+            """
+            import torch
+            buf = torch.zeros(bsz, beam).to(lprobs)
+            steps = torch.arange(n).float().to(x.grad)
+            """,
+            lines=(3, 4),
         ),
         Invalid(
             """
@@ -284,6 +296,13 @@ class FactoryThenMove(Rule):
         """The device a ``.to(...)`` moves to, or None when it is no move off the host."""
         kind = self.context.analysis.dataflow.device_target(move)
         if not (kind.to_accelerator or kind is DeviceTarget.OTHER_DEVICE):
+            positional = _positional(move)
+            if (len(move.args) == 1 and len(positional) == 1 and not positional[0].star
+                    and names_other_tensor(positional[0].value,
+                                           self.context.analysis.imports)):
+                # `torch.zeros(n).to(lprobs)`: built on the host, then copied to wherever
+                # `lprobs` lives (and cast to its dtype): reported, with no fix to offer.
+                return None, False
             return None
         device = device_argument(move)
         device_kw = _keyword(move, "device")

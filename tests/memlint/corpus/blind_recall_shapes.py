@@ -59,7 +59,7 @@ def relative_offsets(length, like):
     grid = torch.arange(length).unsqueeze(0).repeat(2, 1)
     # Moved as a whole tensor later, after more host work: not a factory moved at once.
     grid = grid * 2
-    return grid.to(like.device), torch.arange(length).view(-1, 1).to(like)
+    return grid.to(like.device), torch.arange(length).view(-1, 1).to(like)  # expect: MEM010
 
 
 def place_loaders(train_loaders, device):
