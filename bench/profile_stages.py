@@ -1,10 +1,11 @@
 """Where a cold lint spends its CPU: the stages of the per-file pipeline, timed one by one.
 
 Runs in one process over a folder of ``.py`` files with the default rules, in the order a
-worker does the work (read, prefilter, stdlib parse, module summary, libcst parse, tree
-index, rule visits, positions of findings), and prints each stage's CPU seconds and share.
-The stdlib-parse row is the syntax check of files no rule applies to; for the others the
-summary parses the file itself, so that row counts twice for them.
+worker does the work, with the worker's own functions: read, text prefilter, stdlib parse and
+module summary (files some rule's text admits, and files that may hold cross-file facts),
+code gates, the syntax check of files left with no rule (skipped when the stdlib parse
+already succeeded), libcst parse, tree index, rule visits, positions of findings. It prints
+each stage's CPU seconds and share.
 
     python bench/profile_stages.py bench/.work/transformers
     python bench/profile_stages.py DIR --select MEM001,MEM010
@@ -16,8 +17,6 @@ side by side with the peers.
 from __future__ import annotations
 
 import argparse
-import ast
-import contextlib
 import sys
 import time
 from collections.abc import Sequence
@@ -35,15 +34,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from memlint.context import FileContext
     from memlint.engine import decoded_source, parse, position_findings, run_rules
+    from memlint.filecheck import syntax_errors
+    from memlint.gates import code_facts, gated
     from memlint.prefilter import applicable_rules
-    from memlint.project.summary import summarise_source
+    from memlint.project.summary import needs_summary, parse_source, summary_of
     from memlint.rules import all_rules
 
     wanted = {c.strip() for c in args.select.split(",") if c.strip()}
     rules = [r for r in all_rules()
              if (r.code in wanted if wanted else r.default_enabled)]
-    stages = dict.fromkeys(("read", "prefilter", "stdlib parse", "summary", "libcst parse",
-                            "tree index", "rules", "positions"), 0.0)
+    stages = dict.fromkeys(("read", "prefilter", "syntax check", "stdlib parse", "summary",
+                            "code gates", "libcst parse", "tree index", "rules", "positions"),
+                           0.0)
     files = sorted(args.folder.rglob("*.py"))
     lines = linted = findings = 0
 
@@ -59,13 +61,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines += source.count(b"\n")
         active = applicable_rules(source, rules)
         t = lap("prefilter", t)
+        tree = None
+        if active or needs_summary(source) or path.name == "__init__.py":
+            tree = parse_source(source, str(path))
+            t = lap("stdlib parse", t)
+            if tree is not None:
+                summary_of(tree)
+                t = lap("summary", t)
+        if active and tree is not None:
+            active = gated(active, code_facts(tree))
+            t = lap("code gates", t)
         if not active:
-            with contextlib.suppress(SyntaxError, ValueError):
-                ast.parse(source)
-            lap("stdlib parse", t)
+            if tree is None:
+                syntax_errors(str(path), source)
+            lap("syntax check", t)
             continue
-        summarise_source(source, str(path))
-        t = lap("summary", t)
         try:
             module = parse(source)
         except Exception:  # reported as MEM999 by memlint; nothing more to time

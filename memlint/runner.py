@@ -165,6 +165,9 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
                                           entry.skipped, entry.digest)
             else:
                 active[key] = entry.active
+                if not entry.active:
+                    results[key] = FileResult(displays[key], list(entry.for_path(displays[key])),
+                                              entry.skipped, entry.digest)
             continue
         ignored = settings.ignored_for(Path(key))
         scans.append(Task(key, displays[key], ignored, phase="scan",
@@ -185,9 +188,9 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
                 summaries[key] = summary
         if key not in linted:
             continue
-        if result.active is None:
-            results[key] = result
-        else:
+        if not result.active:
+            results[key] = result  # finished, unless the project model adds a rule (())
+        if result.active is not None:
             active[key] = result.active
 
     from memlint.project.model import build_views
@@ -232,6 +235,10 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
             # after `.eval()`), in a file whose own text did not suggest evaluation.
             codes = tuple(sorted({*codes, *_EVALUATION_RULES} & {r.code for r in enabled}))
             active[key] = codes
+        if not codes and key in results:
+            results[key].active = ()  # no rule passed its code gate: the scan's result stands
+            continue
+        results.pop(key, None)
         tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes))
     linting = {task.display: task.path for task in tasks}
     for result in work.run(tasks, enabled, jobs, file_timeout, _failed, keep=pool is not None):

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from memlint.astwalk import walk
 from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
 
 SCHEMA = 3
@@ -271,7 +273,7 @@ def _calls_backward(nodes: Sequence[ast.stmt]) -> bool:
         isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
         and (n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id)
         in ("backward", "manual_backward")
-        for stmt in nodes for n in ast.walk(stmt)
+        for stmt in nodes for n in walk(stmt)
     )
 
 
@@ -567,12 +569,12 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
     yielded: set[str] = set()
     loops: dict[str, str] = {}  # loop variable -> parameter it iterates
     moved: set[str] = set()
-    nodes = list(ast.walk(node))
+    nodes = list(walk(node))
     for sub in nodes:
         if isinstance(sub, (ast.For, ast.comprehension)):
             root = _root_name(sub.iter)
             if root in parts:
-                for target in ast.walk(sub.target):
+                for target in walk(sub.target):
                     if isinstance(target, ast.Name):
                         parts[target.id] = parts[root]
                         if isinstance(sub, ast.For):
@@ -627,16 +629,13 @@ def _clears_grad(call: ast.Call) -> bool:
         func.value, ast.Attribute) and func.value.attr == "grad"
 
 
+_NESTED_SCOPES: frozenset[type[ast.AST]] = frozenset(
+    {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+
+
 def _walk_expression(node: ast.AST) -> Iterator[ast.AST]:
     """The nodes of an expression (or a simple statement), not entering nested scopes."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        for child in ast.iter_child_nodes(current):
-            if isinstance(child, (*_FUNCTION, ast.ClassDef, ast.Lambda)):
-                continue
-            stack.append(child)
+    return walk(node, _NESTED_SCOPES)
 
 
 def _always_returns(body: Sequence[ast.stmt]) -> bool:
@@ -671,13 +670,26 @@ def needs_summary(source: bytes) -> bool:
         _CALLABLE_CLASS in source and _DETACHES in source)
 
 
-def summarise_source(source: bytes, filename: str = "<file>") -> ModuleSummary | None:
-    """The summary of a file's bytes; None when it does not parse (MEM999 is the engine's)."""
+def parse_source(source: bytes, filename: str = "<file>") -> ast.Module | None:
+    """The stdlib tree of a file's bytes; None when it does not parse (MEM999 is the engine's).
+    Python 3.12's parser warns about invalid escapes: the user's business, not ours to print."""
     try:
-        tree = ast.parse(source, filename)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(source, filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def summary_of(tree: ast.Module) -> ModuleSummary | None:
+    """The module's summary; None for a tree too deep to walk."""
     try:
         return summarise(tree)
     except RecursionError:
         return None
+
+
+def summarise_source(source: bytes, filename: str = "<file>") -> ModuleSummary | None:
+    """The summary of a file's bytes; None when it does not parse."""
+    tree = parse_source(source, filename)
+    return None if tree is None else summary_of(tree)

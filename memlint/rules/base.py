@@ -79,6 +79,9 @@ class Rule(cst.BatchableCSTVisitor):
     requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
     # A bytes regular expression that must also match, where plain words are too broad.
     trigger_pattern: ClassVar[bytes | None] = None
+    # Checked on the parsed code, after the text triggers: the rule can only report in a
+    # file whose code holds one of these (`call:backward`, `node:Try`; see memlint.gates).
+    code_gate: ClassVar[tuple[str, ...]] = ()
     # The best fix this rule can offer, for `memlint rule` and the README table.
     fix_safety: ClassVar[FixSafety | None] = None
     valid: ClassVar[Sequence[Valid]] = ()

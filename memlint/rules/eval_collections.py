@@ -20,6 +20,9 @@ from memlint.rules.base import Rule
 class EvalCollectionRule(Rule):
     """Calls :meth:`check` with every per-batch collection in evaluation code."""
 
+    # The three places looked at below: a file without any of them has nothing to report.
+    code_gate = ("call:append", "call:extend", "node:AugAssign", "node:ListComp")
+
     @cached_property
     def _collections(self) -> EvaluationCollections:
         return EvaluationCollections(self.context.analysis, self.context.path)

@@ -16,6 +16,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('backward(', 'step('),
         requires=(),
         trigger_pattern=None,
+        code_gate=('call:backward', 'call:manual_backward', 'call:step'),
     ),
     RuleSpec(
         code='MEM002',
@@ -30,6 +31,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'nfer|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_'
                          b')?epoch|test_loop|(?:validate|validation|valid)(?:\\(|_epoch|_one_epo'
                          b'ch|_loop|_model|_batch))'),
+        code_gate=(),
     ),
     RuleSpec(
         code='MEM003',
@@ -41,6 +43,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('loader', 'Loader', '_dl', 'dl_', ' dl', '(dl'),
         requires=(),
         trigger_pattern=None,
+        code_gate=(),
     ),
     RuleSpec(
         code='MEM004',
@@ -52,6 +55,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('backward(',),
         requires=(('step(',),),
         trigger_pattern=None,
+        code_gate=('call:backward', 'call:manual_backward'),
     ),
     RuleSpec(
         code='MEM005',
@@ -66,6 +70,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
+        code_gate=('call:append', 'call:extend', 'node:AugAssign', 'node:ListComp'),
     ),
     RuleSpec(
         code='MEM006',
@@ -77,6 +82,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('OutOfMemory', 'of memory', 'OOM', 'oom'),
         requires=(),
         trigger_pattern=None,
+        code_gate=('node:Try', 'node:TryStar'),
     ),
     RuleSpec(
         code='MEM007',
@@ -88,6 +94,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('hidden', 'lstm', 'LSTM', 'rnn', 'RNN', 'gru', 'GRU', 'state', 'hx'),
         requires=(('backward(', 'step('),),
         trigger_pattern=None,
+        code_gate=('call:backward', 'call:manual_backward', 'call:step'),
     ),
     RuleSpec(
         code='MEM008',
@@ -99,6 +106,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('retain_graph',),
         requires=(),
         trigger_pattern=None,
+        code_gate=('call:backward', 'call:manual_backward'),
     ),
     RuleSpec(
         code='MEM009',
@@ -110,6 +118,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('set_to_none', 'zero_grad(False'),
         requires=(),
         trigger_pattern=None,
+        code_gate=(),
     ),
     RuleSpec(
         code='MEM010',
@@ -125,6 +134,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|view|res'
                          b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand)\\(('
                          b'?:[^()]|\\([^()]*\\))*\\))*\\s*\\.(?:cuda|to)\\('),
+        code_gate=(),
     ),
     RuleSpec(
         code='MEM011',
@@ -136,6 +146,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('utils.checkpoint', 'import checkpoint'),
         requires=(),
         trigger_pattern=None,
+        code_gate=(),
     ),
     RuleSpec(
         code='MEM012',
@@ -147,6 +158,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('empty_cache',),
         requires=(),
         trigger_pattern=None,
+        code_gate=(),
     ),
     RuleSpec(
         code='MEM013',
@@ -158,6 +170,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('.item(', '.cpu(', '.tolist(', 'print('),
         requires=(('backward(', 'step('),),
         trigger_pattern=None,
+        code_gate=('call:backward', 'call:manual_backward', 'call:step'),
     ),
     RuleSpec(
         code='MEM014',
@@ -170,6 +183,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=(b'load\\((?:(?!map_location|\\*\\*)(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\(('
                          b'?:[^()]|\\([^()]*\\))*\\))*\\))*\\)))*\\)'),
+        code_gate=(),
     ),
     RuleSpec(
         code='MEM015',
@@ -181,6 +195,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('cuda.amp', 'cpu.amp', 'import amp', 'amp.autocast', 'amp.GradScaler'),
         requires=(),
         trigger_pattern=None,
+        code_gate=(),
     ),
     RuleSpec(
         code='MEM016',
@@ -195,6 +210,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
+        code_gate=('call:append', 'call:extend', 'node:AugAssign', 'node:ListComp'),
     ),
     RuleSpec(
         code='MEM998',
@@ -206,5 +222,6 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('MEM',),
         requires=(('noqa', 'NOQA', 'Noqa', 'memlint:'),),
         trigger_pattern=None,
+        code_gate=(),
     ),
 )

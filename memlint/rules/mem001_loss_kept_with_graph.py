@@ -112,6 +112,9 @@ class LossKeptWithGraph(Rule):
     name = "loss-kept-with-graph"
     message = "graph-carrying tensor is kept beyond its training iteration"
     triggers = ("backward(", "step(")
+    # Findings are in training code, a loop or function that runs backward or an optimizer
+    # step (memlint.analysis.loops), so the code calls one of them.
+    code_gate = ("call:backward", "call:manual_backward", "call:step")
     fix_safety = FixSafety.UNSAFE
 
     valid = (

@@ -97,6 +97,8 @@ class MissingZeroGrad(Rule):
     message = "training loop steps the optimizer but never clears gradients"
     triggers = ("backward(",)
     requires = (("step(",),)
+    # Findings need a backward pass in this file (memlint.analysis.loops).
+    code_gate = ("call:backward", "call:manual_backward")
 
     valid = (
         Valid("""

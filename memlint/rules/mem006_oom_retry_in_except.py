@@ -114,6 +114,8 @@ class OomRetryInExcept(Rule):
         "tensors stay alive until the handler exits: set a flag and retry after it"
     )
     triggers = ("OutOfMemory", "of memory", "OOM", "oom")
+    # Findings are retries in an `except` clause.
+    code_gate = ("node:Try", "node:TryStar")
 
     valid = (
         Valid("""

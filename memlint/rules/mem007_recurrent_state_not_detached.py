@@ -79,6 +79,9 @@ class RecurrentStateNotDetached(Rule):
     triggers = ("hidden", "lstm", "LSTM", "rnn", "RNN", "gru", "GRU", "state", "hx")
     # Only a training loop (backward or an optimizer step) can chain graphs across steps.
     requires = (("backward(", "step("),)
+    # Findings are in training code, a loop or function that runs backward or an optimizer
+    # step (memlint.analysis.loops), so the code calls one of them.
+    code_gate = ("call:backward", "call:manual_backward", "call:step")
 
     valid = (
         Valid("""

@@ -88,6 +88,8 @@ class RetainGraphInLoop(Rule):
         "step's graph is kept alive; drop `retain_graph` and detach state carried across steps"
     )
     triggers = ("retain_graph",)
+    # Findings need a backward pass in this file (memlint.analysis.loops).
+    code_gate = ("call:backward", "call:manual_backward")
 
     valid = (
         Valid("""

@@ -105,6 +105,9 @@ class SyncInHotLoop(Rule):
     triggers = (".item(", ".cpu(", ".tolist(", "print(")
     # Only a training step (backward or an optimizer step) is a hot loop here.
     requires = (("backward(", "step("),)
+    # Findings are in training code, a loop or function that runs backward or an optimizer
+    # step (memlint.analysis.loops), so the code calls one of them.
+    code_gate = ("call:backward", "call:manual_backward", "call:step")
     valid = (
         Valid(
             """

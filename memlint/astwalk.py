@@ -1,0 +1,67 @@
+"""Fast walks of stdlib ``ast`` trees, for the scan pass (module summaries, rule gates).
+
+``ast.walk`` and ``ast.iter_child_nodes`` look every field up by name and test every value,
+and they also yield the ``Load``/``Store`` context objects hanging off every name: about
+half of a module summary's time went there. Here each node type's child fields are found
+once, contexts are left out, and the walk is one loop over a stack.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+# Fields that never hold child nodes (names, flags, constants, the expression context).
+_SCALAR_FIELDS = frozenset({
+    "ctx", "id", "attr", "arg", "name", "asname", "module", "level", "kind", "is_async",
+    "conversion", "type_comment", "tag", "rest", "names", "n", "s",
+})
+
+_child_fields: dict[type[ast.AST], tuple[str, ...]] = {}
+
+
+def _fields_of(kind: type[ast.AST]) -> tuple[str, ...]:
+    fields = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)
+    if kind is ast.Constant:
+        fields = ()
+    elif kind in (ast.Import, ast.ImportFrom):
+        fields = ("names",)  # the alias nodes
+    _child_fields[kind] = fields
+    return fields
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """The child nodes of ``node`` in field order, without expression contexts."""
+    out: list[ast.AST] = []
+    fields = _child_fields.get(type(node))
+    if fields is None:
+        fields = _fields_of(type(node))
+    for name in fields:
+        value = getattr(node, name)
+        if type(value) is list:
+            out.extend([v for v in value if isinstance(v, ast.AST)])
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
+def walk(node: ast.AST, prune: frozenset[type[ast.AST]] = frozenset()) -> Iterator[ast.AST]:
+    """``node`` and its descendants (order unspecified, as ``ast.walk``), contexts left out;
+    a child whose type is in ``prune`` is neither yielded nor entered (nested scopes)."""
+    stack = [node]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    known = _child_fields
+    ast_type = ast.AST
+    while stack:
+        current = pop()
+        yield current
+        fields = known.get(type(current))
+        if fields is None:
+            fields = _fields_of(type(current))
+        for name in fields:
+            value = getattr(current, name)
+            if type(value) is list:
+                extend([v for v in value if isinstance(v, ast_type)
+                        and type(v) not in prune])
+            elif isinstance(value, ast_type) and type(value) not in prune:
+                push(value)

@@ -1,0 +1,132 @@
+"""The code gates (memlint.gates) and the fast stdlib walk under them.
+
+A gate drops a rule before libcst parses a file, so a gate narrower than its rule loses
+findings silently. Every gate is checked here against every place its rule is known to
+report: the rule's own invalid examples, the labelled corpus and the corpus projects.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from memlint.astwalk import walk
+from memlint.cli import main
+from memlint.filecheck import scan_bytes
+from memlint.gates import code_facts, gated
+from memlint.rules import all_rules
+from memlint.rules.index import RULES
+from memlint.rules.spec import RuleSpec
+from tests.memlint.test_corpus import CORPUS, EXPECT
+
+GATED = [rule for rule in all_rules() if rule.code_gate]
+SOURCES = sorted(CORPUS.rglob("*.py"))
+
+
+def _passes(code: str, source: str) -> bool:
+    spec = next(s for s in RULES if s.code == code)
+    return bool(gated([spec], code_facts(ast.parse(source))))
+
+
+def test_the_training_and_except_rules_are_gated() -> None:
+    assert {r.code for r in GATED} >= {"MEM001", "MEM004", "MEM005", "MEM006", "MEM007",
+                                       "MEM008", "MEM013", "MEM016"}
+    for spec in RULES:  # the generated index carries the classes' gates
+        assert spec.code_gate == spec.load().code_gate
+
+
+@pytest.mark.parametrize("rule", GATED, ids=lambda r: r.code)
+def test_gate_admits_every_invalid_example(rule: type) -> None:
+    for case in rule.invalid:  # type: ignore[attr-defined]
+        assert _passes(rule.code, textwrap.dedent(case.source)), case.source  # type: ignore[attr-defined]
+
+
+def test_gate_admits_every_labelled_corpus_finding() -> None:
+    checked = 0
+    for path in SOURCES:
+        text = path.read_text(encoding="utf-8")
+        codes = {c.strip() for m in EXPECT.finditer(text) for c in m.group(1).split(",")}
+        for rule in GATED:
+            if rule.code in codes:
+                assert _passes(rule.code, text), (path, rule.code)
+                checked += 1
+    assert checked >= 20  # the corpus really exercises the gates
+
+
+def test_words_in_docstrings_and_comments_do_not_pass_a_gate() -> None:
+    source = textwrap.dedent('''
+        """Train with `loss.backward()` then `optimizer.step()`; on OutOfMemory retry."""
+
+        def forward(x):  # the caller runs loss.backward()
+            return x * 2
+    ''').encode()
+    result = scan_bytes("lib.py", source, RULES, frozenset(), summary_known=False)
+    assert result.active == ()  # admitted by the text, dropped by the gates: nothing to lint
+    assert result.diagnostics == [] and result.summary is not None
+    code = source.replace(b"return x * 2", b"x.sum().backward()\n    return x")
+    active = scan_bytes("lib.py", code, RULES, frozenset(), summary_known=False).active
+    assert active is not None and "MEM001" in active and "MEM006" not in active
+
+
+def test_a_file_that_does_not_parse_keeps_its_rules_and_its_error() -> None:
+    source = b'"""loss.backward()"""\ndef f(:\n    pass\n'
+    result = scan_bytes("bad.py", source, RULES, frozenset(), summary_known=False)
+    assert result.active is not None and "MEM001" in result.active  # libcst has the last word
+
+
+def test_gate_tokens_are_calls_and_node_types() -> None:
+    facts = code_facts(ast.parse("f(x).backward()\nstep()\ntry:\n    pass\nexcept E:\n    pass\n"))
+    assert {"call:backward", "call:step", "call:f", "node:Try"} <= facts
+    spec = RuleSpec("X001", "x", "m", "X", True, None, (), code_gate=("call:zero_grad",))
+    assert gated([spec], facts) == []
+    assert gated([spec], facts | {"call:zero_grad"}) == [spec]
+
+
+@pytest.mark.parametrize("path", SOURCES[:40], ids=lambda p: p.name)
+def test_fast_walk_visits_what_ast_walk_does(path: Path) -> None:
+    tree = ast.parse(path.read_bytes())
+    slow = Counter(id(n) for n in ast.walk(tree) if not isinstance(n, ast.expr_context))
+    assert Counter(id(n) for n in walk(tree)) == slow
+
+
+def test_fast_walk_prunes_nested_scopes() -> None:
+    tree = ast.parse("a(1)\ndef f():\n    b(2)\nc = lambda: d(3)\n")
+    names = {n.func.id for n in walk(tree, frozenset({ast.FunctionDef, ast.Lambda}))
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert names == {"a"}
+
+
+def _findings(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+              *args: str) -> set[tuple[str, int, str]]:
+    monkeypatch.chdir(root)
+    capsys.readouterr()
+    assert main([*args, "--isolated", "--select", "ALL", "--output-format", "json", "."]) in (0, 1)
+    return {(Path(d["path"]).as_posix(), d["line"], d["code"])
+            for d in json.loads(capsys.readouterr().out)}
+
+
+def test_gated_out_file_still_gets_the_rules_the_project_adds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """viz.py's MEM002 comes from the project (the training loop calls it as a side job).
+    With `loss.backward()` in its docstring the text admits MEM001, the gate drops it, and
+    the file must still be linted for the rule the project model adds, cold and warm."""
+    root = tmp_path / "vision_app"
+    shutil.copytree(CORPUS / "projects" / "vision_app", root)
+    before = _findings(root, monkeypatch, capsys, "--no-cache")
+    viz = root / "vision" / "viz.py"
+    viz.write_text(viz.read_text(encoding="utf-8").replace(
+        "training loop every", "training loop (after `loss.backward()`) every"), encoding="utf-8")
+    scanned = scan_bytes("viz.py", viz.read_bytes(), RULES, frozenset(), summary_known=False)
+    assert scanned.active == ()
+    assert ("vision/viz.py", 9, "MEM002") in before
+    assert _findings(root, monkeypatch, capsys, "--no-cache") == before
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert _findings(root, monkeypatch, capsys, *cache) == before
+    assert _findings(root, monkeypatch, capsys, *cache) == before  # from the cache
