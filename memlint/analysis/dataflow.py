@@ -197,7 +197,7 @@ def names_other_tensor(expr: cst.BaseExpression, imports: ImportTable) -> bool:
         return False
     if classify_device_expr(expr, imports) is not DeviceTarget.NOT_A_MOVE:
         return False
-    base = expr
+    base: cst.BaseExpression = expr
     while isinstance(base, cst.Subscript):
         index = base.slice[0].slice if len(base.slice) == 1 else None
         key = _string_value(index.value) if isinstance(index, cst.Index) else None
