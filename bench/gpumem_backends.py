@@ -18,12 +18,22 @@ A CUDA-only fast path (allocator counters, no per-op work) is the CUDA backend i
 ``bench/gpumem_overhead.py --backend cuda`` on a GPU.
 
     python bench/gpumem_backends.py [--steps 300] [--rounds 5]
+
+``--suite skorch`` (after ``bash bench/setup_suites.sh``) compares the candidates on a real
+suite instead: bench/gpumem_candidate_plugin.py runs every test phase inside the candidate,
+and the pytest process's CPU time is divided by the plain run's. ``--candidate`` picks some.
+
+    python bench/gpumem_backends.py --suite skorch [--candidate noop-dispatch ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import resource
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -101,11 +111,44 @@ def _loop(steps: int) -> None:
         opt.step()
 
 
+def _suite(name: str, candidates: list[str]) -> None:
+    """Each candidate around every test phase of a real suite, one run each."""
+    from gpumem_suites import PYTHON, SUITES, WORK
+
+    suite = next((s for s in SUITES if s.name == name), None)
+    if suite is None:
+        sys.exit(f"no suite {name!r}; one of {', '.join(s.name for s in SUITES)}")
+    if not PYTHON.exists():
+        sys.exit("run bash bench/setup_suites.sh first")
+    here = os.path.dirname(os.path.abspath(__file__))
+    base = None
+    for candidate in ["plain", *[c for c in candidates if c != "plain"]]:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "GPUMEM_CANDIDATE": candidate,
+               "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc = subprocess.run(
+            [str(PYTHON), "-m", "pytest", *suite.tests, "-q", "-p", "no:randomly",
+             "-p", "no:cacheprovider", "-p", "gpumem_candidate_plugin"],
+            cwd=WORK / suite.tree, env=env, capture_output=True, text=True, check=False)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        base = base or cpu
+        last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
+        print(f"  {candidate:26s} {cpu:7.1f} s CPU  {cpu / base:5.2f}x  {last}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--suite", help="compare on this real suite (bench/gpumem_suites.py)")
+    parser.add_argument("--candidate", action="append", choices=list(CANDIDATES),
+                        help="candidates to run (default: all)")
     ns = parser.parse_args()
+    if ns.suite:
+        print(f"{ns.suite}: every test phase inside the candidate, process CPU time")
+        _suite(ns.suite, ns.candidate or list(CANDIDATES))
+        return
     torch.set_num_threads(1)
     _loop(10)  # warm caches and lazy imports
     best = dict.fromkeys(CANDIDATES, float("inf"))

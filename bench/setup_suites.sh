@@ -2,7 +2,10 @@
 # Prepare the real test suites bench/gpumem_suites.py runs, under bench/.work/ (git-ignored):
 #   - suites-venv: a venv that sees this checkout's environment (torch, pytest, the plugin)
 #     through a .pth file and adds each suite's own dependencies from the package registry;
-#   - skorch, pytorch-metric-learning, kornia: their pinned sdists, unpacked.
+#   - each suite's pinned sdist, unpacked; its tests run from that tree (python -m pytest puts
+#     the tree first on sys.path), so the package itself is never built or installed.
+# Which suites, and why these versions (the sdists of pytorch-metric-learning, every version
+# tried, and of kornia after 0.6.5 ship no tests): see the docstring of bench/gpumem_suites.py.
 # Safe to run again: every step is skipped when its result is already there.
 set -euo pipefail
 
@@ -11,11 +14,11 @@ work="$here/.work"
 python="${PYTHON:-python3}"
 mkdir -p "$work"
 
-# name==version, then the extra test dependencies its tests import
+# name==version, then the dependencies its tests import
 suites=(
     "skorch==1.4.0|scikit-learn scipy numpy tabulate tqdm pandas flaky safetensors"
-    "pytorch-metric-learning==2.9.0|numpy scikit-learn tqdm"
-    "kornia==0.9.0|kornia-rs packaging numpy"
+    "kornia==0.6.5|packaging numpy"
+    "gpytorch==1.15.2|linear_operator>=0.6.1 mpmath>=0.19,<=1.3 scikit-learn scipy"
 )
 
 venv="$work/suites-venv"
@@ -43,7 +46,22 @@ for entry in "${suites[@]}"; do
     fi
     # shellcheck disable=SC2086
     "$venv/bin/python" -m pip install --quiet $deps
-    "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e "$tree" \
-        || "$venv/bin/python" -m pip install --quiet --no-deps "$tree"
     echo "ready: $tree"
 done
+
+# kornia's sdist ships test/ but not the repository's root conftest.py, whose fixtures give
+# every test its device and dtype; these two stand in for it (CPU, float32 only).
+cat > "$work/kornia-0.6.5/conftest.py" <<'PY'
+import pytest
+import torch
+
+
+@pytest.fixture
+def device():
+    return torch.device("cpu")
+
+
+@pytest.fixture
+def dtype():
+    return torch.float32
+PY

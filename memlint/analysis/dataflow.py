@@ -462,7 +462,7 @@ class DataflowAnalysis:
     def host_device_names(self) -> frozenset[str]:
         """Dotted names every assignment in the file binds to the CPU (``device = "cpu"``)."""
         verdicts: dict[str, bool] = {}
-        for node in self.tree.parents:
+        for node in self.tree.preorder:
             value: cst.BaseExpression | None
             kind = type(node)
             if kind not in _BINDING_TYPES:  # an exact type test: most nodes stop here

@@ -55,23 +55,20 @@ def _learn_child_fields(node: cst.CSTNode) -> tuple[str, ...]:
     return fields
 
 
-# Node classes seen so far. CSTNode is an ABC, and ``isinstance`` against an ABC is slow
-# enough to show in profiles when asked for every field of every node.
-_NODE_TYPES: set[type] = set()
-
-
 # Leaves that only hold spaces and line breaks: no rule or analysis asks about them (comments
 # live in other nodes), and they are about half of a module's nodes.
 LAYOUT_LEAVES: frozenset[type] = frozenset({cst.SimpleWhitespace, cst.Newline})
 
+# For every type met in a child field: is a value of it a child to keep? Known for the types
+# seen so far. CSTNode is an ABC, and ``issubclass`` against an ABC is slow enough to show in
+# profiles when asked for every field of every node (strings, None and sentinels included).
+_KEPT: dict[type, bool] = {}
 
-def _is_node_type(value_type: type) -> bool:
-    if value_type in LAYOUT_LEAVES:
-        return False
-    if issubclass(value_type, cst.CSTNode):
-        _NODE_TYPES.add(value_type)
-        return True
-    return False
+
+def _is_kept_type(value_type: type) -> bool:
+    kept = value_type not in LAYOUT_LEAVES and issubclass(value_type, cst.CSTNode)
+    _KEPT[value_type] = kept
+    return kept
 
 
 def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -85,13 +82,18 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     if fields is None:
         fields = _learn_child_fields(node)
     out: list[cst.CSTNode] = []
+    kept = _KEPT
     for name in fields:
         value = getattr(node, name)
         value_type = type(value)
         if value_type is tuple or value_type is list:
             out.extend(value)
-        elif value_type in _NODE_TYPES or _is_node_type(value_type):
-            out.append(value)
+        else:
+            keep = kept.get(value_type)
+            if keep is None:
+                keep = _is_kept_type(value_type)
+            if keep:
+                out.append(value)
     return out
 
 
@@ -106,6 +108,8 @@ _UNKNOWN = object()
 class TreeIndex:
     def __init__(self, module: cst.Module) -> None:
         self.module = module
+        # Each node's parent (the module has none). Its order is not the visiting order:
+        # iterate ``preorder`` for that.
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.functions_by_name: defaultdict[str, list[cst.FunctionDef]] = defaultdict(list)
         self.classes_by_name: defaultdict[str, list[cst.ClassDef]] = defaultdict(list)
@@ -128,47 +132,53 @@ class TreeIndex:
         ends = self.subtree_end
         call_t, func_t, class_t = cst.Call, cst.FunctionDef, cst.ClassDef
         import_t, import_from_t = cst.Import, cst.ImportFrom
-        # Pending work: a node with its parent, or the preorder index of a node whose
-        # subtree is finished (an int).
-        todo: list[tuple[cst.CSTNode, cst.CSTNode | None] | int] = [(root, None)]
+        # Pending work: a node (its parent already recorded), or the preorder index of a node
+        # whose subtree is finished (an int).
+        todo: list[cst.CSTNode | int] = [root]
+        pop, push, extend = todo.pop, todo.append, todo.extend
+        kinds = frozenset({call_t, func_t, class_t, import_t, import_from_t})
         while todo:
-            item = todo.pop()
-            if type(item) is int:
-                ends[item] = len(preorder)
+            node = pop()
+            if type(node) is int:
+                ends[node] = len(preorder)
                 continue
-            node, parent = item  # type: ignore[misc]  # not an int: checked above
-            if parent is not None:
-                parents[node] = parent
             index = len(preorder)
-            preorder.append(node)
+            preorder.append(node)  # type: ignore[arg-type]  # not an int: checked above
             ends.append(index + 1)
             kind = type(node)
-            if kind is call_t:
-                assert isinstance(node, cst.Call)
-                func = node.func
-                if type(func) is cst.Attribute:
-                    # `scaler.scale(loss).backward()` has no dotted name but is a backward call.
-                    self.calls_by_name[func.attr.value].append(node)
-                else:
-                    name = dotted_name(func)
-                    if name is not None:
-                        self.calls_by_name[name].append(node)
-            elif kind is func_t:
-                assert isinstance(node, cst.FunctionDef)
-                self.functions_by_name[node.name.value].append(node)
-            elif kind is class_t:
-                assert isinstance(node, cst.ClassDef)
-                self.classes_by_name[node.name.value].append(node)
-            elif kind is import_t:
-                assert isinstance(node, cst.Import)
-                self.imports.add_import(node, fallback=_in_except(node, parents))
-            elif kind is import_from_t:
-                assert isinstance(node, cst.ImportFrom)
-                self.imports.add_import_from(node, fallback=_in_except(node, parents))
-            children = child_nodes(node)
+            if kind in kinds:
+                self._index(node, kind)  # type: ignore[arg-type]
+            children = child_nodes(node)  # type: ignore[arg-type]
             if children:
-                todo.append(index)
-                todo.extend([(child, node) for child in reversed(children)])
+                parents.update(dict.fromkeys(children, node))  # type: ignore[arg-type]
+                push(index)
+                children.reverse()
+                extend(children)
+
+    def _index(self, node: cst.CSTNode, kind: type[cst.CSTNode]) -> None:
+        """Calls by callee name, definitions by name, imports: the by-name indexes."""
+        if kind is cst.Call:
+            assert isinstance(node, cst.Call)
+            func = node.func
+            if type(func) is cst.Attribute:
+                # `scaler.scale(loss).backward()` has no dotted name but is a backward call.
+                self.calls_by_name[func.attr.value].append(node)
+            else:
+                name = dotted_name(func)
+                if name is not None:
+                    self.calls_by_name[name].append(node)
+        elif kind is cst.FunctionDef:
+            assert isinstance(node, cst.FunctionDef)
+            self.functions_by_name[node.name.value].append(node)
+        elif kind is cst.ClassDef:
+            assert isinstance(node, cst.ClassDef)
+            self.classes_by_name[node.name.value].append(node)
+        elif kind is cst.Import:
+            assert isinstance(node, cst.Import)
+            self.imports.add_import(node, fallback=_in_except(node, self.parents))
+        elif kind is cst.ImportFrom:
+            assert isinstance(node, cst.ImportFrom)
+            self.imports.add_import_from(node, fallback=_in_except(node, self.parents))
 
     def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """The direct children of ``node`` in source order (a cheap ``node.children``)."""

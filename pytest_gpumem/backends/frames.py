@@ -64,6 +64,8 @@ class FrameFilter:
 
     def user_frames(self, frame: FrameType | None, depth: int) -> tuple[Frame, ...]:
         """Up to ``depth`` user frames from ``frame`` outwards, innermost first."""
+        if depth <= 0:
+            return ()
         out: list[Frame] = []
         kinds = self._kinds
         while frame is not None:

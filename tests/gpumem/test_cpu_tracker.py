@@ -174,3 +174,16 @@ def test_event_history_stays_bounded_and_keeps_the_peak() -> None:
     assert max(values) == 1_000 + 7_777 % 50 and min(values[1:]) == 0
     assert events == sorted(events) and events[-1] == 10_000
     assert values[-1] == 9_999 % 50  # ends at the present value, even if thinned away
+
+
+def test_stack_depth_zero_keeps_no_frames_and_the_same_peak() -> None:
+    """Depth 0 (the bench's "no sites" candidate) must not walk the stack at all; it used
+    to walk up to the first user frame and keep it."""
+    kept = []
+    tracker = StorageTracker(stack_depth=0)
+    with tracker:
+        tracker.open_window()
+        kept.append(torch.empty(1000, dtype=torch.float64))
+        result = tracker.close_window()
+    assert result.peak_bytes == 8000
+    assert [site.frames for site in result.sites] == [()]

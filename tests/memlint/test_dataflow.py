@@ -24,7 +24,7 @@ def _analysis(source: str) -> ModuleAnalysis:
 
 def _nodes(analysis: ModuleAnalysis) -> list[cst.CSTNode]:
     """Every node, nested functions included, in source order."""
-    return [analysis.module, *analysis.tree.parents]
+    return list(analysis.tree.preorder)
 
 
 def _calls(analysis: ModuleAnalysis, method: str) -> list[cst.Call]:

@@ -135,8 +135,6 @@ def _check(source: str) -> None:
     assert {id(k): id(v) for k, v in index.parents.items()} == {
         id(k): id(v) for k, v in recorder.parents.items()
     }
-    # Insertion order of parents is pre-order too (analyses iterate it).
-    assert [id(n) for n in index.parents] == [id(n) for n in recorder.order[1:]]
     for position, node in enumerate(index.preorder):
         assert [id(c) for c in child_nodes(node)] == [
             id(c) for c in node.children if type(c) not in LAYOUT_LEAVES]
