@@ -217,7 +217,8 @@ class CallClassifier:
 
     def is_module_class(self, cls: cst.ClassDef) -> bool:
         """Model code: the class defines ``forward``, or a base is named like a module
-        (``nn.Module``, ``PreTrainedModel``, ``ResNet``; same-file bases followed).
+        (``nn.Module``, ``PreTrainedModel``, ``ResNet``). A base defined in this file or
+        elsewhere in the project is followed instead of trusting its name.
 
         Its methods (``encode``, ``predict_boxes``) run inside some caller's forward, so
         evaluation-style names there say nothing about autograd.
@@ -239,14 +240,22 @@ class CallClassifier:
             name = last_name(base.value)
             if name is None or name in seen:
                 continue
-            if _MODULE_BASE_NAME.search(name):
-                return True
+            # A base the project defines decides by what it is, not by its name: a plain
+            # `class TabModel(BaseEstimator)` or `class BaseModel(ABC)` holding networks
+            # makes no nn.Module of its subclasses.
+            local = self.tree.classes_by_name.get(name, ()) if isinstance(
+                base.value, cst.Name) else ()
+            if local:
+                if any(self._compute_is_module_class(c, seen) for c in local):
+                    return True
+                continue
             written = dotted_name(base.value)
-            if self.project is not None and written is not None and (
-                    self.project.is_module_class(written)):
-                return True  # a project class from another module that is a module
-            if any(self._compute_is_module_class(c, seen)
-                   for c in self.tree.classes_by_name.get(name, ())):
+            if self.project is not None and written is not None:
+                if self.project.is_module_class(written):
+                    return True  # a project class from another module that is a module
+                if self.project.is_plain_class(written):
+                    continue
+            if _MODULE_BASE_NAME.search(name):
                 return True
         return False
 

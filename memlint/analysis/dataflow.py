@@ -76,6 +76,8 @@ _DEVICE_NAME = re.compile(
     r"|_device$|_dev$|_gpu$",
     re.IGNORECASE,
 )
+# A mapping key that holds a device (`state["device"]`, `state[keys.DEVICE]`, `DEVICE_KEY`).
+_DEVICE_KEY = re.compile(r"(?:^|_)(?:device|gpu)(?:_key)?$", re.IGNORECASE)
 _DTYPE_NAME = re.compile(r"dtype$|^(?:half|float|precision)$", re.IGNORECASE)
 _TORCH_DTYPES = frozenset({
     "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
@@ -101,6 +103,8 @@ _MOVING_HELPER = re.compile(
 _BATCH_PARAM = re.compile(r"batch", re.IGNORECASE)
 # How many helper calls (or callbacks) a batch is followed through from its loop.
 _MAX_HOPS = 4
+# A collection of loaders (`loaders`, `train_dataloaders`, `dls`): its items are loaders.
+_LOADERS_NAME = re.compile(r"loaders$|(?:^|_)dls$", re.IGNORECASE)
 _LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
 
 
@@ -173,7 +177,40 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
             return DeviceTarget.NOT_A_MOVE
         if _DEVICE_NAME.search(last):
             return DeviceTarget.ACCELERATOR
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        # A device kept in a mapping under a device-like key: `state["device"]`,
+        # `state[torchbearer.DEVICE]`, `cfg[DEVICE_KEY]`.
+        index = expr.slice[0].slice
+        if isinstance(index, cst.Index):
+            key = _string_value(index.value)
+            if key is None and isinstance(index.value, (cst.Name, cst.Attribute)):
+                key = _last_part(index.value)
+            if key is not None and _DEVICE_KEY.search(key):
+                return DeviceTarget.ACCELERATOR
     return DeviceTarget.NOT_A_MOVE
+
+
+def names_other_tensor(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+    """Does a ``.to(expr)`` argument name another tensor (``.to(lprobs)``, ``.to(x.grad)``),
+    whose device and dtype the result takes? Not a device, a dtype or a literal."""
+    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+        return False
+    if classify_device_expr(expr, imports) is not DeviceTarget.NOT_A_MOVE:
+        return False
+    base: cst.BaseExpression = expr
+    while isinstance(base, cst.Subscript):
+        index = base.slice[0].slice if len(base.slice) == 1 else None
+        key = _string_value(index.value) if isinstance(index, cst.Index) else None
+        if key is not None and (_DTYPE_NAME.search(key) or key.lower().endswith("type")):
+            return False  # `state["dtype"]`
+        base = base.value
+    last = _last_part(base) or ""
+    qualified = imports.qualified_name(base) or ""
+    return bool(last) and not (
+        _DTYPE_NAME.search(last) or last.lower().endswith("type") or last in _TORCH_DTYPES
+        or qualified.startswith("torch.")
+        or last.lower() in ("memory_format", "non_blocking", "copy", "none", "true", "false")
+    )
 
 
 def transfer_method(call: cst.Call) -> str | None:
@@ -658,6 +695,11 @@ class DataflowAnalysis:
             if inner is not None:
                 yield from self._sources(inner, follow_names=follow_names)
                 return
+        elif isinstance(expr, cst.IfExp):
+            # `tqdm(loader) if verbose else loader`: either arm hands on the loader's items.
+            yield from self._sources(expr.body, follow_names=follow_names)
+            yield from self._sources(expr.orelse, follow_names=follow_names)
+            return
         elif isinstance(expr, cst.Name) and follow_names:
             yield expr
             for value in self._bindings_before(expr, expr.value, deep=False)[:1]:
@@ -850,7 +892,12 @@ class DataflowAnalysis:
         name = dotted_name(base)
         if name is None:
             return False
-        if name in known or _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
+        if name in known:
+            return True
+        last = name.rsplit(".", 1)[-1]
+        if base is expr and _LOADERS_NAME.search(last):
+            return False  # `for dl in loaders:` iterates loaders; `loaders[phase]` is one
+        if _LOADER_NAME.search(last):
             return True
         # `def run(model, data): for x, y in data:` called as `run(model, train_loader)`.
         return follow_params and isinstance(base, cst.Name) and any(

@@ -8,6 +8,9 @@ Contract (owned by the core-rules work; keep the public methods stable):
 - ``grad_mode_at(node) -> "off" | "on" | "unknown"``: the same question with a third answer
   for ``set_grad_enabled(<expression>)`` (``phase == "train"``), which only runtime knows.
 
+A same-file ``@contextmanager`` whose ``yield`` sits under a switch is that switch
+(``with evaluating(model):``), a parameter it passes to the switch read from the call.
+
 The nearest switch wins, so ``enable_grad()`` inside ``no_grad()`` is "on";
 ``stack.enter_context(torch.no_grad())`` switches for the rest of its block. A function with
 no switch of its own takes the mode of its call sites: with a project model, every call
@@ -41,6 +44,26 @@ def _bool_literal(expr: cst.BaseExpression) -> bool | None:
 
 
 
+def _argument_of(call: cst.Call, function: cst.FunctionDef,
+                 param: str) -> cst.BaseExpression | None:
+    """The expression ``call`` passes for ``function``'s parameter ``param`` (``self`` of a
+    method not counted), or None when it is not passed plainly."""
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if param not in params and param not in {p.name.value for p in function.params.kwonly_params}:
+        return None
+    if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
+        params = params[1:]
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None and arg.keyword.value == param:
+            return arg.value
+    positional = [a.value for a in call.args if a.keyword is None]
+    if param in params and params.index(param) < len(positional):
+        return positional[params.index(param)]
+    return None
+
+
 # The ancestors grad_mode_at looks at; every other node type passes straight through.
 _MODE_TYPES: frozenset[type[cst.CSTNode]] = frozenset(
     {cst.IndentedBlock, cst.Module, cst.With, cst.FunctionDef, cst.Lambda})
@@ -52,6 +75,7 @@ class GradModeAnalysis:
         self.project = project
         self._function_modes: dict[cst.FunctionDef, GradMode] = {}
         self._in_progress: set[cst.FunctionDef] = set()
+        self._entering: set[cst.FunctionDef] = set()  # context managers being read
 
     def switch_mode(self, expr: cst.BaseExpression) -> GradMode | None:
         """The mode a ``with`` item or decorator sets, or None when it does not touch grad."""
@@ -67,7 +91,68 @@ class GradModeAnalysis:
             written = dotted_name(target)
             if written is not None:
                 mode = self.project.switch_mode(written, call is not None)
+        if mode is None and call is not None:
+            mode = self._context_manager_mode(call)
         return mode
+
+    def _context_manager_mode(self, call: cst.Call) -> GradMode | None:
+        """A same-file ``@contextmanager`` (a function, or a method called on ``self``) that
+        yields inside a switch: ``with evaluating(model):`` where ``evaluating`` does
+        ``model.eval(); with torch.no_grad(): yield``. A switch given one of its parameters
+        (``with torch.set_grad_enabled(training): yield``) takes the argument of this call.
+        Every ``yield`` must sit under the same mode."""
+        function = self._local_callee(call)
+        if function is None or function in self._entering or not any(
+                (self.tree.imports.qualified_name(d.decorator) or "").endswith("contextmanager")
+                for d in function.decorators):
+            return None
+        self._entering.add(function)
+        try:
+            modes = [self._mode_at_yield(node, function, call)
+                     for node in self.tree.walk(function.body)
+                     if isinstance(node, cst.Yield)
+                     and self.tree.enclosing_function(node) is function]
+        finally:
+            self._entering.discard(function)
+        return modes[0] if modes and all(m == modes[0] for m in modes) else None
+
+    def _local_callee(self, call: cst.Call) -> cst.FunctionDef | None:
+        func = call.func
+        if isinstance(func, cst.Name):
+            found = self.tree.functions_by_name.get(func.value, ())
+            top = [f for f in found if self.tree.enclosing_class(f) is None]
+            return top[0] if len(top) == 1 else None
+        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.value.value == "self"):
+            cls = self.tree.enclosing_class(call)
+            methods = [f for f in self.tree.functions_by_name.get(func.attr.value, ())
+                       if cls is not None and self.tree.enclosing_class(f) is cls]
+            return methods[0] if len(methods) == 1 else None
+        return None
+
+    def _mode_at_yield(self, node: cst.CSTNode, function: cst.FunctionDef,
+                       call: cst.Call) -> GradMode | None:
+        for anc in self.tree.ancestors(node):
+            if anc is function:
+                return None
+            if isinstance(anc, cst.With):
+                modes = [self._bound_switch_mode(i.item, function, call) for i in anc.items]
+                decided = [m for m in modes if m is not None]
+                if decided:
+                    return decided[-1]
+        return None
+
+    def _bound_switch_mode(self, expr: cst.BaseExpression, function: cst.FunctionDef,
+                           call: cst.Call) -> GradMode | None:
+        """The mode a ``with`` item inside the context manager sets, its first argument
+        read from ``call`` when it is one of the manager's parameters."""
+        if isinstance(expr, cst.Call) and expr.args and isinstance(expr.args[0].value, cst.Name):
+            argument = _argument_of(call, function, expr.args[0].value.value)
+            if argument is not None:
+                name = self.tree.imports.qualified_name(expr.func)
+                if name is not None:
+                    return grad_switch(name, True, True, _bool_literal(argument))
+        return self.switch_mode(expr)
 
     @cached_property
     def _entered(self) -> dict[Block, list[tuple[int, GradMode]]]:

@@ -89,6 +89,14 @@ _COUNT_NAME = re.compile(
     r"|elements?|frames?|pixels?|imgs?|images?|correct|valid|batch)$|^bsz$",
     re.IGNORECASE,
 )
+# An unpacked name that reads like a log or statistics record (fairseq's
+# `loss, sample_size, logging_output = criterion(model, sample)`): a criterion's name says
+# which call returns the loss, not which element of its tuple is it.
+_LOG_NAME = re.compile(
+    r"^(?:logging_outputs?|log_dict|logs?|stats|info|infos|metrics|meters)$"
+    r"|_(?:logs?|stats|info|metrics)$",
+    re.IGNORECASE,
+)
 
 
 def tri_or(values: list[Tri]) -> Tri:
@@ -669,17 +677,24 @@ class GraphAnalysis:
         call = binding.value
         assert isinstance(call, cst.Call)
         assert binding.index is not None and binding.arity is not None
-        resolved, state = self._element_of_call(call, binding.index, binding.arity)
-        if resolved:
+        short = name.rsplit(".", 1)[-1]
+        whole: list[bool] = []  # set when the element's state is a whole call's, by its name
+        resolved, state = self._element_of_call(call, binding.index, binding.arity, whole)
+        by_name = _COUNT_NAME.search(short) or _LOG_NAME.search(short)
+        if resolved and not (whole and state is True and by_name):
             return state  # the callee's body, not its name, decides (None: it cannot tell)
         # The callee is elsewhere: judge the call as a whole.
-        if _COUNT_NAME.search(name.rsplit(".", 1)[-1]):
+        if _COUNT_NAME.search(short):
             return None  # `loss, n_seen = model.forward_loss(batch)`: the count is a number.
+        if _LOG_NAME.search(short):
+            return None  # `loss, n, logging_output = criterion(...)`: a record, not the loss
         return self._eval(call)
 
-    def _element_of_call(self, call: cst.Call, index: int, arity: int) -> tuple[bool, Tri]:
+    def _element_of_call(self, call: cst.Call, index: int, arity: int,
+                         whole: list[bool] | None = None) -> tuple[bool, Tri]:
         """Element ``index`` of the ``arity``-tuple a call returns, read from the same-file
-        callee's ``return`` statements. First item False: the callee is not in this file."""
+        callee's ``return`` statements. First item False: the callee is not in this file.
+        ``whole`` gets an entry when a returned value could only be judged as a whole."""
         if self._produced_without_grad(call) or method_name(call) in DETACHING_METHODS:
             return True, False
         defs = self.callee_defs(call)
@@ -698,12 +713,13 @@ class GraphAnalysis:
             states: list[Tri] = []
             for func in defs:
                 for value in _return_values(self.tree, func):
-                    states.append(self._element_of(value, index, arity))
+                    states.append(self._element_of(value, index, arity, whole))
         finally:
             self._in_progress.discard(call)
         return (True, tri_or(states)) if states else (False, None)
 
-    def _element_of(self, value: cst.BaseExpression, index: int, arity: int) -> Tri:
+    def _element_of(self, value: cst.BaseExpression, index: int, arity: int,
+                    whole: list[bool] | None = None) -> Tri:
         """Element ``index`` of a returned value: a tuple literal's own element, a forwarded
         same-file call's (``return self._loss(p, y)``), else the whole value's state."""
         if isinstance(value, (cst.Tuple, cst.List)):
@@ -713,9 +729,11 @@ class GraphAnalysis:
             ):
                 return self._eval(elements[index].value)
         elif isinstance(value, cst.Call):
-            resolved, state = self._element_of_call(value, index, arity)
+            resolved, state = self._element_of_call(value, index, arity, whole)
             if resolved:
                 return state
+        if whole is not None:
+            whole.append(True)
         return self._eval(value)
 
     def _comprehension_iter(self, name: str, use: cst.CSTNode) -> cst.BaseExpression | None:
@@ -734,6 +752,31 @@ class GraphAnalysis:
                         return for_in.iter
                     for_in = for_in.inner_for_in
         return None
+
+    def instance_classes(self, obj: cst.BaseExpression) -> set[str]:
+        """The names of the classes ``obj`` was certainly built from, as called
+        (``losses = AverageMeter()`` -> ``AverageMeter``, wherever it is defined); empty
+        when some binding of it is not such a call."""
+        name = dotted_name(obj)
+        if name is None:
+            return set()
+        if name.startswith("self."):
+            cls = self.tree.enclosing_class(obj)
+            scopes: list[Scope] = list(class_methods(cls)) if cls is not None else []
+        else:
+            scope = self.scope_of(obj)
+            scopes = [scope]
+            if isinstance(scope, cst.FunctionDef) and not self.facts(scope).bindings.get(name):
+                scopes.append(self.tree.module)
+        found: set[str] = set()
+        for scope in scopes:
+            for binding in self.facts(scope).bindings.get(name, ()):
+                value = binding.value
+                cls_name = last_name(value.func) if isinstance(value, cst.Call) else None
+                if binding.kind != "assign" or cls_name is None:
+                    return set()
+                found.add(cls_name)
+        return found
 
     def _instance_methods(
         self, obj: cst.BaseExpression, names: tuple[str, ...]

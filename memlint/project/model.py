@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 
 from memlint.project.layout import ModuleName
 from memlint.project.summary import Class, Function, ModuleSummary, Site, Switch
@@ -427,6 +428,8 @@ class ProjectModel:
                 absolute = self.resolve(module, base)
                 if self.is_module_class(absolute):
                     view.module_classes = view.module_classes | {absolute}
+                elif isinstance((self.definition(absolute) or (None, None))[1], Class):
+                    view.plain_classes = view.plain_classes | {absolute}
             if self.is_module_class(f"{module}.{klass.qualname}"):
                 view.module_classes = view.module_classes | {f"{module}.{klass.qualname}"}
         for absolute in sorted(referenced):
@@ -476,8 +479,6 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
     """
-    from pathlib import Path
-
     from memlint.project.layout import located
 
     roots: dict[Path, dict[ModuleName, ModuleSummary]] = defaultdict(dict)
@@ -486,6 +487,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         root, name = located(Path(path))
         roots[root][name] = summary
         where[path] = (root, name.name)
+    _add_namespace_names(roots)
     models = {root: ProjectModel(modules) for root, modules in roots.items()}
     views: dict[str, ModuleView] = {}
     for path in wanted:
@@ -499,7 +501,48 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
             if path in summaries:
                 continue
             root, name = located(Path(path))
-            prefix = f"{name.name}."
-            if any(c.startswith(prefix) for c in callees.get(root, ())):
+            if any(any(c.startswith(f"{written}.") for c in callees.get(where_used, ()))
+                   for where_used, written in _names_seen_from(root, name.name)):
                 missing.add(path)
     return views, missing
+
+
+# How many folders up a folder without ``__init__.py`` is looked at as a namespace package.
+_NAMESPACE_DEPTH = 2
+
+
+def _add_namespace_names(roots: dict[Path, dict[ModuleName, ModuleSummary]]) -> None:
+    """Also name each module as a namespace package would: ``models/resnet.py`` (no
+    ``__init__.py`` in ``models/``) is ``models.resnet`` to a script beside ``models/``
+    (``from models.resnet import ResNet``) and to its own siblings when they import it so.
+
+    The extra names go into the model of the module's own root and of each ancestor root
+    up to ``_NAMESPACE_DEPTH`` folders up; a name a real module already has is kept.
+    """
+    extra: dict[Path, dict[ModuleName, ModuleSummary]] = defaultdict(dict)
+    for root, modules in roots.items():
+        for name, summary in modules.items():
+            for where_used, written in _names_seen_from(root, name.name):
+                if written != name.name and where_used in roots:
+                    extra[where_used][ModuleName(written, name.is_package)] = summary
+    for root, aliases in extra.items():
+        known = {name.name for name in roots[root]}
+        for alias, summary in aliases.items():
+            if alias.name not in known:
+                roots[root][alias] = summary
+
+
+def _names_seen_from(root: Path, name: str) -> Iterator[tuple[Path, str]]:
+    """(import root, module name there) pairs under which module ``name`` of ``root`` can be
+    imported: its own, and the namespace-package names (see ``_add_namespace_names``), in
+    its own root and in the roots above it."""
+    yield root, name
+    ancestor, parts = root, [name]
+    for _ in range(_NAMESPACE_DEPTH):
+        if not ancestor.name.isidentifier() or ancestor.parent == ancestor:
+            return
+        parts.insert(0, ancestor.name)
+        ancestor = ancestor.parent
+        written = ".".join(parts)
+        yield root, written
+        yield ancestor, written

@@ -42,6 +42,9 @@ class ModuleView:
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     # absolute names of project classes (referenced here) that are nn.Module subclasses
     module_classes: frozenset[str] = frozenset()
+    # absolute names of project classes used as bases here that are not: a base named like
+    # a model (``TabModel``, ``BaseModel``) that the project defines as a plain class
+    plain_classes: frozenset[str] = frozenset()
     # callees as written here that clear gradients (themselves or through project callees)
     grad_clearers: frozenset[str] = frozenset()
     # callees as written here, defined in another module, that hand on the items of one
@@ -73,6 +76,10 @@ class ModuleView:
     def is_module_class(self, dotted: str) -> bool:
         return self.qualify(dotted) in self.module_classes
 
+    def is_plain_class(self, dotted: str) -> bool:
+        """A project class, known not to derive from ``nn.Module`` whatever its name."""
+        return self.qualify(dotted) in self.plain_classes
+
     def fingerprint(self) -> str:
         data = json.dumps(
             [self.module, sorted(self.imports.items()), sorted(self.switches.items()),
@@ -80,7 +87,8 @@ class ModuleView:
              sorted(self.side_jobs),
              sorted((k, v.detached, v.is_tuple) for k, v in self.returns.items()),
              sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
-             sorted(self.module_classes), sorted(self.grad_clearers),
+             sorted(self.module_classes), sorted(self.plain_classes),
+             sorted(self.grad_clearers),
              sorted(self.wrappers.items()), sorted(self.movers.items())],
             separators=(",", ":"),
         )

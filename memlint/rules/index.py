@@ -131,8 +131,9 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
                          b')\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|do'
-                         b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous)\\(\\))*\\s'
-                         b'*\\.(?:cuda|to)\\('),
+                         b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|view|res'
+                         b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand)\\(('
+                         b'?:[^()]|\\([^()]*\\))*\\))*\\s*\\.(?:cuda|to)\\('),
         code_gate=(),
     ),
     RuleSpec(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from memlint.analysis.graph import Scope, class_methods
@@ -10,7 +12,10 @@ from memlint.analysis.tree import Loop
 from memlint.diagnostics import FixSafety
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 
-_STORE_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add"})
+_STORE_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add", "update"})
+# Classes whose `update(value, n)` keeps a running sum of `value`: `AverageMeter`,
+# `AverageValueMeter`, `RunningAverage` (not metrics objects, which may detach inside).
+_METER_CLASS = re.compile(r"(?:Meter|Averager|RunningAverage|RunningMean)$")
 _ACCUMULATING_OPS = (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideAssign)
 
 
@@ -87,10 +92,16 @@ class LossKeptWithGraph(Rule):
     - Same-file callees: ``loss, items = criterion(pred, y)`` reads what ``criterion``'s
       ``__call__`` (or the function) returns at each position, so ``items.detach()`` there is
       no graph; ``meter.add(loss)`` on a same-file class is judged in ``add``'s own body.
+    - ``meter.update(loss, n)`` on an instance of a class defined elsewhere and named like a
+      running average (``AverageMeter``, ``AverageValueMeter``, ``RunningAverage``) keeps a
+      running sum of ``loss``; ``update`` on anything else (a dict, a metric) is left alone.
 
     What it leaves alone: values whose origin it cannot see (a callee from another file,
     an opaque helper) are not reported unless their name or call says loss or model output;
-    an unpacked name that reads like a count (``ntokens``, ``n_samples``) is taken as a number.
+    an unpacked name that reads like a count (``ntokens``, ``n_samples``) is taken as a number,
+    and one that reads like a log record (``logging_output``, ``stats``, ``metrics``) is not
+    taken for the loss when only the call's name says loss
+    (``loss, sample_size, logging_output = criterion(model, sample)``).
 
     ## Fix safety
     Appending ``.detach()`` is unsafe: code that later backpropagates through the stored
@@ -107,6 +118,16 @@ class LossKeptWithGraph(Rule):
     fix_safety = FixSafety.UNSAFE
 
     valid = (
+        Valid("""
+            from torchmetrics import MeanMetric
+            logs, mean_loss = {}, MeanMetric()
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                logs.update({"loss": loss})
+                mean_loss.update(loss)
+        """),
         Valid("""
             losses = []
             for x, y in loader:
@@ -236,6 +257,31 @@ class LossKeptWithGraph(Rule):
     invalid = (
         Invalid(
             """
+            from utils import AverageMeter
+            losses, top1 = AverageMeter(), AverageMeter()
+            for images, target in loader:
+                loss = criterion(model(images), target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.update(loss, images.size(0))
+                top1.update(accuracy.item(), images.size(0))
+            """,
+            lines=(9,),
+            fixed="""
+            from utils import AverageMeter
+            losses, top1 = AverageMeter(), AverageMeter()
+            for images, target in loader:
+                loss = criterion(model(images), target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.update(loss.detach(), images.size(0))
+                top1.update(accuracy.item(), images.size(0))
+            """,
+        ),
+        Invalid(
+            """
             losses = []
             for x, y in loader:
                 loss = criterion(model(x), y)
@@ -354,9 +400,17 @@ class LossKeptWithGraph(Rule):
         container = dotted_name(func.value)
         if container is None:
             return
-        if self.context.analysis.graph.callee_defs(node):
+        graph = self.context.analysis.graph
+        if graph.callee_defs(node):
             # `meter.add(loss)` on a same-file class: its method's body is where anything is
             # kept, and the rule checks that body (`self.total += v.data.sum()`) on its own.
+            return
+        if func.attr.value == "update":
+            # `losses.update(loss, n)` on a meter imported from elsewhere (`AverageMeter`):
+            # a running sum of its first argument; any other `update` keeps nothing known.
+            classes = graph.instance_classes(func.value)
+            if classes and all(_METER_CLASS.search(c) for c in classes):
+                self._check(node, container, node.args[0].value, accumulates=True)
             return
         self._check(node, container, node.args[-1].value)
 

@@ -39,6 +39,8 @@ _NEEDS_INPUT_GRAD = re.compile(
 )
 # `load_model(...)`, `self._wrap_model(model)`, `accelerator.unwrap_model(m)`: helpers named
 # after a model, not forwards.
+# What a shape probe reads of a forward's output.
+_MEASURES = frozenset({"shape", "size", "ndim", "dim", "dtype", "numel"})
 _HELPER_VERB = re.compile(
     r"^_*(?:load|build|get|create|make|init|initialize|setup|set|prepare|wrap|unwrap|save|"
     r"export|compile|copy|clone|freeze|unfreeze|register|resize|print|log|count|check|convert|"
@@ -104,8 +106,11 @@ class EvalWithoutNoGrad(Rule):
 
     No finding is reported when grad is off through ``torch.no_grad()``,
     ``torch.inference_mode()`` or ``torch.set_grad_enabled(False)`` as a context manager or
-    decorator, in the function or in every same-file caller, or when the mode is decided at
-    run time (``torch.set_grad_enabled(phase == "train")``). Lightning's ``validation_step``,
+    decorator, in the function or in every same-file caller, through a same-file
+    ``@contextmanager`` that yields under one (``with evaluating(model):``, also
+    ``with self._mode(False):`` around ``torch.set_grad_enabled(training)``), or when the
+    mode is decided at run time (``torch.set_grad_enabled(phase == "train")``). Lightning's
+    ``validation_step``,
     ``test_step`` and ``predict_step`` already run under no-grad, and so does Hugging Face's
     ``generate()``. Functions named ``test_*`` are pytest tests, not evaluation code, except
     the tutorial-style ``test_epoch``, ``test_one_epoch`` and ``test_loop`` in a file that
@@ -128,7 +133,8 @@ class EvalWithoutNoGrad(Rule):
     class. A helper that switches a model to eval and returns its output leaves the grad
     mode to its caller.
     A model's ``forward``, ``__init__`` and helpers run in whatever mode their callers
-    chose. Left alone: calls
+    chose. A forward whose output is only measured (``out.shape[1]``, ``len(out)``) probes
+    the model's output shape and is left alone. Left alone: calls
     through attributes or third-party objects (``self.model.recognize(...)``), whose targets
     and callers cannot be known statically.
 
@@ -168,6 +174,12 @@ class EvalWithoutNoGrad(Rule):
     )
 
     valid = (
+        Valid("""
+            import torch
+            def infer_conv_output_dim(encoder, in_channels, length):
+                out = encoder(torch.randn(1, in_channels, length))
+                return out.shape[1], out.size(-1)
+        """),
         Valid("""
             import torch
             @torch.no_grad()
@@ -578,8 +590,38 @@ class EvalWithoutNoGrad(Rule):
 
     # -- the visit ------------------------------------------------------------------------
 
+    def _shape_probe(self, call: cst.Call) -> bool:
+        """A forward whose output is only measured (``out.shape[1]``, ``out.size(-1)``,
+        ``len(out)``): a probe of the model's output shape, whose graph dies at once."""
+        tree = self.context.analysis.tree
+        parent = tree.parent(call)
+        if isinstance(parent, cst.Attribute) and parent.attr.value in _MEASURES:
+            return True
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            return False
+        name = parent.targets[0].target.value
+        scope = tree.enclosing_function(call)
+        if scope is None:
+            return False
+        uses = [n for n in tree.walk(scope.body) if isinstance(n, cst.Name)
+                and n.value == name and n is not parent.targets[0].target]
+        return bool(uses) and all(self._measured(use) for use in uses)
+
+    def _measured(self, use: cst.Name) -> bool:
+        parent = self.context.analysis.tree.parent(use)
+        if isinstance(parent, cst.Attribute):
+            return parent.value is use and parent.attr.value in _MEASURES
+        if isinstance(parent, cst.Arg):
+            call = self.context.analysis.tree.parent(parent)
+            return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+                    and call.func.value == "len")
+        return False
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self._is_forward(node) or not self._active():
+            return
+        if self._shape_probe(node):
             return
         region = self._region_of(node)
         if region is None or region in self._reported:

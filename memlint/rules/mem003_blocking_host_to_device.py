@@ -42,7 +42,9 @@ class BlockingHostToDevice(Rule):
 
     - through what wraps the loader before the loop: ``enumerate``, ``tqdm(...)`` (also bound
       to a name first: ``pbar = tqdm(loader)``), ``metric_logger.log_every(loader, ...)``,
-      ``iter``, ``itertools.cycle``, a generator expression over the loader, and same-file
+      ``iter``, ``itertools.cycle``, a generator expression over the loader, a conditional
+      expression that picks a wrapper or the loader (``tqdm(loader) if verbose else
+      loader``; either arm that is a loader counts), and same-file
       infinite-iterator helpers (a generator that re-yields its argument's items, or a small
       class with ``__iter__``/``__next__`` around it);
     - through ``next(it)`` / ``next(iter(loader))`` inside a ``while`` or ``for`` loop, where
@@ -64,7 +66,9 @@ class BlockingHostToDevice(Rule):
     moved earlier in the same iteration or helper (``batch.x = batch.x.to(device)`` then
     ``batch.x.to(device)``), batches a wrapper already moved (a prefetcher class or
     generator that calls ``.cuda()`` itself), and helper calls that pass a host device
-    (``to_device(batch, "cpu")``). A loader built only when the script runs on a CI service
+    (``to_device(batch, "cpu")``), and loops over a collection of loaders (``for dl in
+    loaders:`` hands on loaders, whose ``to()`` copies nothing). A loader built only when the
+    script runs on a CI service
     (``if "CI" in os.environ:``, a few random samples for a smoke run) needs no pinning.
 
     Not followed yet: loaders, helpers and engines defined in another file (a ``cycle`` or
@@ -271,6 +275,29 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            from tqdm import tqdm
+            def summarise(dataset, device, verbose):
+                loader = DataLoader(dataset, batch_size=1, pin_memory=True)
+                for item in tqdm(loader) if verbose else loader:
+                    image = item["image"].to(device)
+                    label = item["label"][0].to(device)
+            """,
+            lines=(8, 9),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            from tqdm import tqdm
+            def summarise(dataset, device, verbose):
+                loader = DataLoader(dataset, batch_size=1, pin_memory=True)
+                for item in tqdm(loader) if verbose else loader:
+                    image = item["image"].to(device, non_blocking=True)
+                    label = item["label"][0].to(device, non_blocking=True)
+            """,
+        ),
         Invalid(
             """
             import torch

@@ -45,7 +45,8 @@ class EvalOutputsRetained(EvalCollectionRule):
     MEM016 reports device-resident collections separately.
 
     Test code (pytest modules, ``tests/`` folders, ``testing_*`` helpers) is not checked.
-    The grad mode comes from the project model when the file belongs to a package: a
+    Grad switched off by a same-file ``@contextmanager`` (``with evaluating(model):``) counts
+    as off. The grad mode comes from the project model when the file belongs to a package: a
     decorator factory or caller in another module that switches grad off silences the rule.
     """
 

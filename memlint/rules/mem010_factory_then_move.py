@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from memlint.analysis.dataflow import DeviceTarget, device_argument
+from memlint.analysis.dataflow import DeviceTarget, device_argument, names_other_tensor
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
@@ -31,6 +31,13 @@ _COPY_ONLY_KEYWORDS = frozenset({"non_blocking"})
 # They are kept, and run on the device after the fix.
 _CASTS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short", "bool",
                     "byte", "char", "contiguous"})
+# Shape-only views and copies between the factory and the move (`torch.arange(t).view(1, t)
+# .expand(b, -1).to(x.device)`): the same values on either device, so they stay in place
+# and run on the device after the fix. `expand` returns a broadcast view where the move
+# returned a fresh tensor (an in-place write would now fail): no safe fix with it.
+_SHAPE_OPS = frozenset({"view", "reshape", "unsqueeze", "squeeze", "flatten", "repeat",
+                        "permute", "transpose", "t", "expand"})
+_ALIASING_SHAPE_OPS = frozenset({"expand"})
 _CUDA_LITERAL = re.compile(r"""^[rRbB]?(['"])(cuda|mps|xpu)(:\d+)?\1$""")
 
 
@@ -39,6 +46,18 @@ def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg
     return None
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _is_cast_or_reshape(call: cst.Call) -> bool:
+    """A no-argument dtype cast, or a shape op given plain (unstarred) arguments."""
+    method = _method(call)
+    if method in _CASTS:
+        return not call.args
+    return method in _SHAPE_OPS and not any(a.star for a in call.args)
 
 
 def _positional(call: cst.Call) -> list[cst.Arg]:
@@ -54,8 +73,10 @@ class FactoryThenMove(Rule):
     ## What it does
     Flags a tensor factory whose result is immediately moved to an accelerator:
     ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
-    also with dtype casts in between: ``torch.arange(n).float().to(device)``, and with
-    starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``.
+    also with dtype casts or shape ops in between: ``torch.arange(n).float().to(device)``,
+    ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, and with starred sizes:
+    ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``. A device kept in a
+    mapping under a device key counts as a device (``.to(state["device"])``).
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device and the host
@@ -80,7 +101,10 @@ class FactoryThenMove(Rule):
     mask = torch.zeros(n, n, device="cuda")
     positions = torch.arange(seq_len, device=device)
     ```
-    ``.to(dtype)``, ``.to(other_tensor)`` and ``.to(*args)`` are not reported, nor are factories
+    A move to another tensor (``torch.zeros(n).to(lprobs)``: its device and dtype) is
+    reported too, with no fix offered (``lprobs.new_zeros(n)`` or ``device=lprobs.device,
+    dtype=lprobs.dtype`` keep both). ``.to(dtype)`` and ``.to(*args)`` are not reported, nor
+    are factories
     given ``out=``, ``device=``, ``pin_memory=`` or a ``generator=``, nor factories given
     ``**kwargs`` (which may hold any of those). ``*_like`` factories are not reported either:
     they inherit the device of their argument, which is often already the target.
@@ -91,8 +115,11 @@ class FactoryThenMove(Rule):
     ``.to(<device>)``. Unsafe for random factories (``rand``, ``randn``, ``randint``,
     ``randperm``, ``normal``): on the device they draw from the device's generator and produce
     different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
-    a non-leaf, the directly created one is a leaf. Casts between the factory and the move stay
-    where they are and run on the device; a cast gives the same values on either device. A
+    a non-leaf, the directly created one is a leaf. Casts and shape ops (``view``,
+    ``reshape``, ``unsqueeze``, ``repeat`` ...) between the factory and the move stay where
+    they are and run on the device; they give the same values on either device. Unsafe with
+    ``expand`` in between: the move returned a fresh tensor, the fixed line a broadcast view
+    that in-place writes reject. A
     starred size argument is kept as it is and ``device=`` is added after it
     (``torch.zeros(*shape, device=device)``): the factories take every option keyword-only, so
     ``*shape`` cannot already carry a device. No fix is offered when the move also changes the
@@ -110,7 +137,9 @@ class FactoryThenMove(Rule):
     trigger_pattern = (
         rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
-        rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous)\(\))*"
+        rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous"
+        rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand)"
+        rb"\((?:[^()]|\([^()]*\))*\))*"
         rb"\s*\.(?:cuda|to)\("
     )
     fix_safety = FixSafety.SAFE
@@ -120,7 +149,8 @@ class FactoryThenMove(Rule):
             import torch
             mask = torch.zeros(n, n, device="cuda")
             half = torch.ones(n).to(torch.float16)
-            same = torch.zeros(n).to(other)
+            cast = torch.ones(n).to(self.dtype)
+            typed = torch.ones(n).to(compute_type)
             staged = torch.empty(n, pin_memory=True).cuda(non_blocking=True)
             torch.zeros(n, out=buf).cuda()
             host = torch.ones(n).to("cpu")
@@ -180,6 +210,29 @@ class FactoryThenMove(Rule):
             ids = torch.full(*size_and_value, device="cuda:0").long()
             """,
         ),
+        Invalid(
+            """
+            import torch
+            buf = torch.zeros(bsz, beam).to(lprobs)
+            steps = torch.arange(n).float().to(x.grad)
+            """,
+            lines=(3, 4),
+        ),
+        Invalid(
+            """
+            import torch
+            pos = torch.arange(t).view(1, t).to(x.device)
+            mask = torch.arange(t).unsqueeze(0).expand(b, -1).long().to(x.device)
+            onehot = torch.zeros(1, n).to(state["device"])
+            """,
+            lines=(3, 4, 5),
+            fixed="""
+            import torch
+            pos = torch.arange(t, device=x.device).view(1, t)
+            mask = torch.arange(t, device=x.device).unsqueeze(0).expand(b, -1).long()
+            onehot = torch.zeros(1, n, device=state["device"])
+            """,
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -188,9 +241,9 @@ class FactoryThenMove(Rule):
             return
         factory = func.value
         casts: list[cst.Call] = []  # outermost first
-        while (isinstance(factory, cst.Call) and not factory.args
-               and isinstance(factory.func, cst.Attribute) and factory.func.attr.value in _CASTS):
+        while isinstance(factory, cst.Call) and _is_cast_or_reshape(factory):
             casts.append(factory)
+            assert isinstance(factory.func, cst.Attribute)
             factory = factory.func.value
         if not isinstance(factory, cst.Call):
             return
@@ -211,7 +264,8 @@ class FactoryThenMove(Rule):
         device, fixable = target
         fix = None
         if fixable and device is not None:
-            unsafe = short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
+            unsafe = (short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
+                      or any(_method(c) in _ALIASING_SHAPE_OPS for c in casts))
             safety = FixSafety.UNSAFE if unsafe else FixSafety.SAFE
             built: cst.BaseExpression = append_arg(factory, keyword_arg("device", device))
             for cast in reversed(casts):
@@ -242,6 +296,13 @@ class FactoryThenMove(Rule):
         """The device a ``.to(...)`` moves to, or None when it is no move off the host."""
         kind = self.context.analysis.dataflow.device_target(move)
         if not (kind.to_accelerator or kind is DeviceTarget.OTHER_DEVICE):
+            positional = _positional(move)
+            if (len(move.args) == 1 and len(positional) == 1 and not positional[0].star
+                    and names_other_tensor(positional[0].value,
+                                           self.context.analysis.imports)):
+                # `torch.zeros(n).to(lprobs)`: built on the host, then copied to wherever
+                # `lprobs` lives (and cast to its dtype): reported, with no fix to offer.
+                return None, False
             return None
         device = device_argument(move)
         device_kw = _keyword(move, "device")

@@ -38,6 +38,7 @@ def fixed(code: str, source: str, *, unsafe: bool) -> str:
         ("torch.ones(3).to(device, torch.float16)", None),
         ("torch.ones(3).to(device, copy=True)", None),
         ("torch.ones(3).cuda(gpu_index)", None),
+        ("torch.zeros(3).to(other)", None),  # to another tensor's device and dtype
     ],
 )
 def test_factory_fix_safety(line: str, safety: FixSafety | None) -> None:
@@ -50,7 +51,6 @@ def test_factory_fix_safety(line: str, safety: FixSafety | None) -> None:
     [
         "torch.zeros(3).to(torch.float16)",
         "torch.zeros(3).to(dtype=torch.float16)",
-        "torch.zeros(3).to(other)",
         "torch.zeros(3).to('cpu')",
         "torch.zeros(3).cpu()",
         "torch.zeros(3, out=buf).cuda()",

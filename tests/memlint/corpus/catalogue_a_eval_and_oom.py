@@ -158,7 +158,7 @@ def build_masks(seq_len, device, batch):
     staged = torch.empty(batch, seq_len, pin_memory=True).cuda(non_blocking=True)
     like = torch.zeros_like(positions).cuda()
     host = torch.ones(seq_len).to("cpu")
-    ref = torch.zeros(seq_len).to(positions)
+    ref = torch.zeros(seq_len).to(positions)  # expect: MEM010
     noise = torch.randn(batch, seq_len).cuda()  # expect: MEM010
     g = torch.Generator().manual_seed(0)
     fixed_noise = torch.randn(batch, seq_len, generator=g).to(device)
