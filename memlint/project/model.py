@@ -414,6 +414,12 @@ class ProjectModel:
                 if site.callee not in clearers and self.clears_grad(absolute):
                     clearers.add(site.callee)
                 self._data_helper(view, module, site.callee, absolute)
+        # Copy helpers imported by name but called where no site is recorded (inside a
+        # lambda: `map(lambda b: batch_to_device(b, device), features)`).
+        for local, absolute in self.imports(module).items():
+            if local not in view.movers and local not in view.wrappers:
+                self._data_helper(view, module, local, absolute)
+                view.wrappers.pop(local, None)
         view.grad_clearers = frozenset(clearers)
         for klass in summary.classes:
             attributes: dict[str, str] = {}

@@ -31,6 +31,12 @@ _PROJECT_FACTS = re.compile(
     rb"|(?:no_grad|inference_mode|set_grad_enabled)\([^\n]*:\s*\n\s+return"
     rb"|enter_context\(|\.eval\(\)"
 )
+# A helper named for what it moves (`batch_to_device`, `move_to_cuda`, `prepare_batch`) or
+# taking a device (`def move_features(features, device)`) in a file that copies to a device:
+# maybe a blocking copy helper that other modules' loader loops call.
+_MOVER_DEF = re.compile(
+    rb"def \w*(?:device|cuda|gpu|batch)\w*\(|def \w+\([^)]*\b\w*(?:device|gpu)\b")
+_COPIES = (b".to(", b".cuda(")
 _CALLABLE_CLASS = b"def __call__"
 _DETACHES = b".detach()"
 _LOOP = (ast.For, ast.AsyncFor, ast.While)
@@ -667,7 +673,8 @@ def summarise(tree: ast.Module) -> ModuleSummary:
 def needs_summary(source: bytes) -> bool:
     """May this file (which no rule applies to) hold facts that other modules need?"""
     return _PROJECT_FACTS.search(source) is not None or (
-        _CALLABLE_CLASS in source and _DETACHES in source)
+        _CALLABLE_CLASS in source and _DETACHES in source) or (
+        any(c in source for c in _COPIES) and _MOVER_DEF.search(source) is not None)
 
 
 def parse_source(source: bytes, filename: str = "<file>") -> ast.Module | None:

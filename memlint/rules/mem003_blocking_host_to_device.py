@@ -49,7 +49,10 @@ class BlockingHostToDevice(Rule):
       class with ``__iter__``/``__next__`` around it);
     - through ``next(it)`` / ``next(iter(loader))`` inside a ``while`` or ``for`` loop, where
       each iteration draws a new batch (a single ``next()`` before the loop, or one batch
-      sampled per epoch beside a loop over a loader, is a one-off and stays silent);
+      sampled per epoch beside a loop over a loader, is a one-off and stays silent), and
+      through ``next(self.replay)`` anywhere in a method when ``self.replay`` holds
+      ``cycle(loader)``: an endless iterator kept on the object is drawn once per step (its
+      ``DataLoader`` is found inside the ``cycle(...)`` call for the ``pin_memory`` report);
     - into same-file helpers the loop hands the batch to (``to_device(batch, device)``,
       ``self.training_step(batch)``, a few calls deep), callbacks applied to it
       (``apply_to(batch, lambda t: t.cuda())``, ``map(to_gpu, batch)``), and step functions an
@@ -71,11 +74,11 @@ class BlockingHostToDevice(Rule):
     script runs on a CI service
     (``if "CI" in os.environ:``, a few random samples for a smoke run) needs no pinning.
 
-    Not followed yet: loaders, helpers and engines defined in another file (a ``cycle`` or
-    ``to_device`` imported from a utilities module), list/set/dict comprehensions over a
-    loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()`` outside any loop in a
-    method the framework calls per step, and (for the ``pin_memory`` report) a DataLoader
-    that reaches an engine's ``run`` only as a closure variable of a nested handler.
+    Not followed yet: loaders and engines defined in another file, list/set/dict
+    comprehensions over a loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()``
+    outside any loop in a method the framework calls per step (unless it draws from a
+    ``cycle`` kept on the object), and (for the ``pin_memory`` report) a DataLoader that
+    reaches an engine's ``run`` only as a closure variable of a nested handler.
 
     ## Why is this bad?
     A copy from pageable host memory makes the host wait until the data has reached the GPU,
@@ -87,7 +90,9 @@ class BlockingHostToDevice(Rule):
     package (a generator that re-yields a loader's batches) is a loader loop, and a helper
     from another module that copies what it is given to the device without
     ``non_blocking`` (``to_device(batch, device)``) is reported where the loop calls it with
-    a batch. Loaders built in another module are not followed.
+    a batch, also when it is imported through a package's re-exports or called inside a
+    lambda (``map(lambda f: batch_to_device(f, device), features)``). Loaders built in
+    another module are not followed.
 
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop
@@ -273,6 +278,19 @@ class BlockingHostToDevice(Rule):
             for images, labels in CudaPrefetcher(train_loader):
                 images = images.to("cuda")
         """),
+        # A plain iterator kept on the object and drawn once per epoch is a preview, not a
+        # stream; a string key into a mapping of devices is no device list.
+        Valid("""
+            from torch.utils.data import DataLoader
+            class Preview:
+                def setup(self, dataset):
+                    self.preview = iter(DataLoader(dataset, batch_size=8))
+                def on_epoch_end(self):
+                    images, _ = next(self.preview)
+                    self.log(self.model(images.to(self.device)))
+            def spread(chunks, devices):
+                return [c.to(devices["main"]) for c in chunks]
+        """),
     )
     invalid = (
         Invalid(
@@ -448,6 +466,45 @@ class BlockingHostToDevice(Rule):
             trainer = Engine(train_step)
             train_loader = DataLoader(train_set, batch_size=32, shuffle=True)
             trainer.run(train_loader, max_epochs=10)
+            """,
+        ),
+        # A cycle kept on the object and drawn with next() in a per-step method, and a helper
+        # that copies to one of a list of devices (`devices[0]`).
+        Invalid(
+            """
+            from itertools import cycle
+            from torch.utils.data import DataLoader
+            class Replay:
+                def before_experience(self, buffer):
+                    self.replay_stream = cycle(DataLoader(buffer, batch_size=32, shuffle=True))
+                def criterion(self, out, y):
+                    x_mem, y_mem = next(self.replay_stream)
+                    x_mem = x_mem.to(self.device)
+                    return loss(out, y) + loss(self.model(x_mem), y_mem)
+            def train_batch(net, X, y, devices):
+                X = X.to(devices[0])
+                return net(X), y
+            def train(net, train_loader, devices):
+                for features, labels in train_loader:
+                    train_batch(net, features, labels, devices)
+            """,
+            lines=(6, 9, 12),
+            fixed="""
+            from itertools import cycle
+            from torch.utils.data import DataLoader
+            class Replay:
+                def before_experience(self, buffer):
+                    self.replay_stream = cycle(DataLoader(buffer, batch_size=32, shuffle=True))
+                def criterion(self, out, y):
+                    x_mem, y_mem = next(self.replay_stream)
+                    x_mem = x_mem.to(self.device, non_blocking=True)
+                    return loss(out, y) + loss(self.model(x_mem), y_mem)
+            def train_batch(net, X, y, devices):
+                X = X.to(devices[0], non_blocking=True)
+                return net(X), y
+            def train(net, train_loader, devices):
+                for features, labels in train_loader:
+                    train_batch(net, features, labels, devices)
             """,
         ),
     )
