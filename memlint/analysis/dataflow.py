@@ -585,6 +585,7 @@ class DataflowAnalysis:
                 parent = self.tree.parent(call)
                 if isinstance(parent, cst.Assign) and call.args:
                     candidates.append((call, parent))
+        self._with_wrapped(bound, wrapped)
         for _ in range(4):
             grew = False
             for call, parent in candidates:
@@ -602,6 +603,27 @@ class DataflowAnalysis:
             if not grew:
                 break
         return bound, wrapped
+
+    def _with_wrapped(self, bound: set[str], wrapped: dict[str, str]) -> None:
+        """``with Manager(data_loader=train_loader, ...) as safe_loader:``: a context manager
+        that takes a loader and hands out one named like a loader gives out the same batches
+        (a memory-limiting or sharding wrapper); ``safe_loader`` leads back to
+        ``train_loader``."""
+        for node in self.tree.preorder:
+            if type(node) is not cst.WithItem or node.asname is None:
+                continue
+            target = node.asname.name
+            if not (isinstance(target, cst.Name) and isinstance(node.item, cst.Call)
+                    and _LOADER_NAME.search(target.value)):
+                continue
+            for arg in node.item.args:
+                key = self._key_of(arg.value) if not arg.star else None
+                if key is not None and self._is_loader_like(
+                        arg.value, follow_params=False, bound=bound):
+                    bound.add(target.value)
+                    if key != target.value:
+                        wrapped.setdefault(target.value, key)
+                    break
 
     def _wrapped_loader(
         self, call: cst.Call, bound: Collection[str]

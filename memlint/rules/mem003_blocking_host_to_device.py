@@ -41,7 +41,9 @@ class BlockingHostToDevice(Rule):
     The batch is followed from the loader to the copy within one file:
 
     - through what wraps the loader before the loop: ``enumerate``, ``tqdm(...)`` (also bound
-      to a name first: ``pbar = tqdm(loader)``), ``metric_logger.log_every(loader, ...)``,
+      to a name first: ``pbar = tqdm(loader)``), a context manager given the loader that
+      hands out one named like a loader (``with Manager(data_loader=loader) as
+      safe_loader:``), ``metric_logger.log_every(loader, ...)``,
       ``iter``, ``itertools.cycle``, a generator expression over the loader, a conditional
       expression that picks a wrapper or the loader (``tqdm(loader) if verbose else
       loader``; either arm that is a loader counts), and same-file
@@ -506,6 +508,19 @@ class BlockingHostToDevice(Rule):
                 for features, labels in train_loader:
                     train_batch(net, features, labels, devices)
             """,
+        ),
+        # A context manager that hands out a loader for the one it is given (a memory-limiting
+        # wrapper) leads back to the DataLoader for the pin_memory report.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            def main(model, train_set, engine):
+                train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+                with engine.limit_batches(data_loader=train_loader, max_size=16) as small_loader:
+                    for batch in small_loader:
+                        model(batch.cuda(non_blocking=True))
+            """,
+            lines=(4,),
         ),
     )
 
