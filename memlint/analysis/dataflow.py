@@ -1804,6 +1804,15 @@ class DataflowAnalysis:
                     found[call] = None
         return list(found)
 
+    def loaders_passed(self, arg: cst.BaseExpression) -> list[cst.Call]:
+        """The ``DataLoader(...)`` calls a call argument stands for (``DataLoader(ds)``
+        itself, or a name bound to one in the same function or at module level), loaders
+        over device-resident datasets left out."""
+        if not self.dataloader_calls or not self._is_loader_like(arg, follow_params=False):
+            return []
+        return [call for call in self._dataloader_calls_for(arg)
+                if not self._dataset_on_device(call)]
+
     def _dataloader_calls_for(
         self, source: cst.BaseExpression, *, file_wide: bool = False
     ) -> list[cst.Call]:

@@ -94,7 +94,11 @@ class BlockingHostToDevice(Rule):
     ``non_blocking`` (``to_device(batch, device)``) is reported where the loop calls it with
     a batch, also when it is imported through a package's re-exports or called inside a
     lambda (``map(lambda f: batch_to_device(f, device), features)``). Loaders built in
-    another module are not followed.
+    another module are not followed, but a ``DataLoader`` handed to a helper of another module
+    that loops over it and copies each batch (``train_one_epoch(model, opt, train_loader,
+    device)``) gets the ``pin_memory`` report here (the copy is reported in that module). A
+    folder of scripts that imports its siblings by bare name (``from engine import
+    train_one_epoch``) resolves them as Python does when the script runs.
 
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop
@@ -528,6 +532,8 @@ class BlockingHostToDevice(Rule):
         super().__init__(context)
         # Where the batches this file copies to the GPU come from (for pin_memory).
         self._origins: dict[BatchOrigin, None] = {}
+        # DataLoaders handed to a helper of another module that copies their batches.
+        self._handed: dict[cst.Call, None] = {}
         # Tests copy a batch or two of toy data: no input pipeline to overlap.
         self._test_code = is_test_code(context.path)
 
@@ -584,6 +590,11 @@ class BlockingHostToDevice(Rule):
                     self._origins[origin] = None
                 self.report(call, self.helper_message.format(helper=written))
                 return
+            # `train_one_epoch(model, train_loader, device)`: the helper loops over the
+            # loader and copies each batch; the copy is reported in its own module, the
+            # loader's missing pin_memory here.
+            for loader in flow.loaders_passed(arg):
+                self._handed[loader] = None
 
     def _optional_move(self, call: cst.Call) -> bool:
         """``if device is not None: x = x.to(device)`` where ``device=None`` is the
@@ -610,10 +621,12 @@ class BlockingHostToDevice(Rule):
         return False
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        if not self._origins:
+        if not self._origins and not self._handed:
             return
         flow = self.context.analysis.dataflow
-        for call in flow.loaders_feeding_origins(self._origins):
+        loaders = dict.fromkeys(flow.loaders_feeding_origins(self._origins))
+        loaders.update(self._handed)
+        for call in loaders:
             if (
                 has_keyword(call, "pin_memory")
                 or has_star_args(call)
