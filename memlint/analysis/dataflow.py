@@ -53,7 +53,7 @@ class DeviceTarget(enum.Enum):
     # an integer device index, .cuda().
     CUDA = "cuda"
     # A device value whose kind is not known statically: `device`, `args.device`, `x.device`,
-    # torch.device(name), "cuda" if available else "cpu". Usually an accelerator.
+    # torch.device(name), `devices[0]`, "cuda" if available else "cpu". Usually an accelerator.
     ACCELERATOR = "accelerator"
     # The host: .cpu(), "cpu", torch.device("cpu"), a name only ever bound to the CPU.
     HOST = "host"
@@ -76,6 +76,8 @@ _DEVICE_NAME = re.compile(
     r"|_device$|_dev$|_gpu$",
     re.IGNORECASE,
 )
+# A list of devices whose items are devices (`devices[0]`, `self.gpus[rank]`, `device_ids[0]`).
+_DEVICES_NAME = re.compile(r"^(?:devices|gpus|device_ids|gpu_ids)$|_devices$|_gpus$", re.IGNORECASE)
 # A mapping key that holds a device (`state["device"]`, `state[keys.DEVICE]`, `DEVICE_KEY`).
 _DEVICE_KEY = re.compile(r"(?:^|_)(?:device|gpu)(?:_key)?$", re.IGNORECASE)
 _DTYPE_NAME = re.compile(r"dtype$|^(?:half|float|precision)$", re.IGNORECASE)
@@ -178,9 +180,16 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
         if _DEVICE_NAME.search(last):
             return DeviceTarget.ACCELERATOR
     if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        # A device picked from a list of devices: `devices[0]`, `self.gpus[rank]`.
+        index = expr.slice[0].slice
+        if (
+            isinstance(index, cst.Index)
+            and isinstance(index.value, (cst.Integer, cst.Name))
+            and _DEVICES_NAME.search(_last_part(expr.value) or "")
+        ):
+            return DeviceTarget.ACCELERATOR
         # A device kept in a mapping under a device-like key: `state["device"]`,
         # `state[torchbearer.DEVICE]`, `cfg[DEVICE_KEY]`.
-        index = expr.slice[0].slice
         if isinstance(index, cst.Index):
             key = _string_value(index.value)
             if key is None and isinstance(index.value, (cst.Name, cst.Attribute)):
@@ -576,6 +585,7 @@ class DataflowAnalysis:
                 parent = self.tree.parent(call)
                 if isinstance(parent, cst.Assign) and call.args:
                     candidates.append((call, parent))
+        self._with_wrapped(bound, wrapped)
         for _ in range(4):
             grew = False
             for call, parent in candidates:
@@ -593,6 +603,27 @@ class DataflowAnalysis:
             if not grew:
                 break
         return bound, wrapped
+
+    def _with_wrapped(self, bound: set[str], wrapped: dict[str, str]) -> None:
+        """``with Manager(data_loader=train_loader, ...) as safe_loader:``: a context manager
+        that takes a loader and hands out one named like a loader gives out the same batches
+        (a memory-limiting or sharding wrapper); ``safe_loader`` leads back to
+        ``train_loader``."""
+        for node in self.tree.preorder:
+            if type(node) is not cst.WithItem or node.asname is None:
+                continue
+            target = node.asname.name
+            if not (isinstance(target, cst.Name) and isinstance(node.item, cst.Call)
+                    and _LOADER_NAME.search(target.value)):
+                continue
+            for arg in node.item.args:
+                key = self._key_of(arg.value) if not arg.star else None
+                if key is not None and self._is_loader_like(
+                        arg.value, follow_params=False, bound=bound):
+                    bound.add(target.value)
+                    if key != target.value:
+                        wrapped.setdefault(target.value, key)
+                    break
 
     def _wrapped_loader(
         self, call: cst.Call, bound: Collection[str]
@@ -620,9 +651,14 @@ class DataflowAnalysis:
         node: cst.CSTNode = value
         parent = self.tree.parent(node)
         while isinstance(parent, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple,
-                                  cst.DictComp, cst.ListComp, cst.CompFor)):
+                                  cst.DictComp, cst.ListComp, cst.CompFor, cst.Arg)):
             if isinstance(parent, cst.CompFor):
                 return keys
+            if isinstance(parent, cst.Arg):
+                wrapper = self._wrapper_of(parent)
+                if wrapper is None:
+                    return keys
+                parent = wrapper
             node = parent
             parent = self.tree.parent(node)
         if isinstance(parent, cst.Assign):
@@ -641,6 +677,14 @@ class DataflowAnalysis:
                         for target in call_parent.targets:
                             keys.update(names_in(target.target))
         return keys
+
+    def _wrapper_of(self, arg: cst.Arg) -> cst.Call | None:
+        """The call ``arg`` belongs to, when that call hands on the argument's items
+        unchanged (``cycle(DataLoader(...))``): the loader can be found under its result."""
+        call = self.tree.parent(arg)
+        if isinstance(call, cst.Call) and self._wrapped_arg(call) is arg.value:
+            return call
+        return None
 
     def _returned_names(self, function: cst.FunctionDef) -> frozenset[str]:
         """Plain names a function returns (``return loader`` / ``return train, val``)."""
@@ -1176,6 +1220,10 @@ class DataflowAnalysis:
                 if decided is not None:
                     return decided
             child = anc
+        if isinstance(scope, cst.FunctionDef) and scope in self._cycled_draws:
+            decided = self._draw_origin(scope, expr, at, comprehensions)
+            if decided is not None:
+                return decided
         if hops >= _MAX_HOPS or scope is None:
             return []
         return self._param_origins(expr, scope, comprehensions, transfer, hops, seen)
@@ -1265,6 +1313,61 @@ class DataflowAnalysis:
             for loop in self.tree.enclosing_loops(call):
                 draws.setdefault(loop, []).append(call)
         return draws
+
+    @cached_property
+    def _cycled_draws(self) -> dict[cst.FunctionDef, list[cst.Call]]:
+        """``next(self.replay)`` outside any loop, by function, where ``self.replay`` holds an
+        endless iterator over a loader (``self.replay = cycle(DataLoader(...))``): a method
+        that draws from a cycle kept on the object runs once per training step."""
+        cycled: set[str] = set()
+        for call in self.tree.calls_by_name.get("cycle", ()):
+            parent = self.tree.parent(call)
+            inner = self._wrapped_arg(call)
+            if not isinstance(parent, cst.Assign) or inner is None or not any(
+                self._is_loader_like(source, follow_params=False)
+                for source in self._sources(inner, follow_names=False)
+            ):
+                continue
+            for target in parent.targets:
+                if isinstance(target.target, cst.Attribute):
+                    name = dotted_name(target.target)
+                    if name is not None:
+                        cycled.add(name)
+        draws: dict[cst.FunctionDef, list[cst.Call]] = {}
+        if not cycled:
+            return draws
+        for call in self.tree.calls_by_name.get("next", ()):
+            if (
+                not _is_builtin_next(call)
+                or dotted_name(call.args[0].value) not in cycled
+                or self.tree.enclosing_loops(call)
+            ):
+                continue
+            function = self.tree.enclosing_function(call)
+            if function is not None:
+                draws.setdefault(function, []).append(call)
+        return draws
+
+    def _draw_origin(
+        self,
+        function: cst.FunctionDef,
+        expr: cst.BaseExpression,
+        at: cst.CSTNode,
+        comprehensions: list[_Comprehension],
+    ) -> list[BatchOrigin] | None:
+        """The origins of ``expr`` if it holds a batch drawn from a cycle kept on the object
+        (see :attr:`_cycled_draws`), else None."""
+        draws = self._cycled_draws.get(function)
+        source = None if not draws else self.loader_source(draws[0].args[0].value)
+        if source is None:
+            return None
+        names = self._propagate(function.body, set(), next_ok=True)
+        self._add_comprehension_names(comprehensions, names, True)
+        if not self._derives(expr, names, True):
+            return None
+        if self._moved_earlier(function, at, expr):
+            return []
+        return self._host_origin(function, source)
 
     def _moved_earlier(
         self, owner: Loop | cst.FunctionDef, at: cst.CSTNode, expr: cst.BaseExpression
@@ -1701,6 +1804,15 @@ class DataflowAnalysis:
                     found[call] = None
         return list(found)
 
+    def loaders_passed(self, arg: cst.BaseExpression) -> list[cst.Call]:
+        """The ``DataLoader(...)`` calls a call argument stands for (``DataLoader(ds)``
+        itself, or a name bound to one in the same function or at module level), loaders
+        over device-resident datasets left out."""
+        if not self.dataloader_calls or not self._is_loader_like(arg, follow_params=False):
+            return []
+        return [call for call in self._dataloader_calls_for(arg)
+                if not self._dataset_on_device(call)]
+
     def _dataloader_calls_for(
         self, source: cst.BaseExpression, *, file_wide: bool = False
     ) -> list[cst.Call]:
@@ -1789,7 +1901,13 @@ class DataflowAnalysis:
     ) -> list[tuple[str, cst.FunctionDef | None]]:
         node: cst.CSTNode = loader
         parent = self.tree.parent(node)
-        while isinstance(parent, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple)):
+        while isinstance(parent, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple,
+                                  cst.Arg)):
+            if isinstance(parent, cst.Arg):
+                wrapper = self._wrapper_of(parent)
+                if wrapper is None:
+                    break
+                parent = wrapper
             node = parent
             parent = self.tree.parent(node)
         function = self.tree.enclosing_function(loader)

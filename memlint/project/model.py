@@ -50,6 +50,7 @@ class ProjectModel:
     def __init__(self, modules: Mapping[ModuleName, ModuleSummary]) -> None:
         self.summaries: dict[str, ModuleSummary] = {m.name: s for m, s in modules.items()}
         self._is_package = {m.name: m.is_package for m in modules}
+        self._tops = {m.name.partition(".")[0] for m in modules}
         self._imports: dict[str, dict[str, str]] = {}
         self._functions = {
             name: {f.qualname: f for f in s.functions} for name, s in self.summaries.items()
@@ -80,9 +81,23 @@ class ProjectModel:
                     continue
                 base = ".".join(parts[:keep])
                 target = f"{base}.{target}" if base and target else (base or target)
+            else:
+                target = self._sibling(module, target)
             table[imp.local] = target
         self._imports[module] = table
         return table
+
+    def _sibling(self, module: str, target: str) -> str:
+        """``from engine import train_one_epoch`` in a folder of scripts run directly: Python
+        finds ``engine`` beside the script, so when no top-level module of the project has
+        that name, a sibling module does."""
+        head = target.partition(".")[0]
+        if head in self._tops:
+            return target
+        package = module if self._is_package.get(module) else module.rpartition(".")[0]
+        if package and f"{package}.{head}" in self.summaries:
+            return f"{package}.{target}"
+        return target
 
     def resolve(self, module: str, dotted: str, scope: str = "") -> str:
         """The absolute name ``dotted`` (as written in ``module``, inside the function or
@@ -414,6 +429,12 @@ class ProjectModel:
                 if site.callee not in clearers and self.clears_grad(absolute):
                     clearers.add(site.callee)
                 self._data_helper(view, module, site.callee, absolute)
+        # Copy helpers imported by name but called where no site is recorded (inside a
+        # lambda: `map(lambda b: batch_to_device(b, device), features)`).
+        for local, absolute in self.imports(module).items():
+            if local not in view.movers and local not in view.wrappers:
+                self._data_helper(view, module, local, absolute)
+                view.wrappers.pop(local, None)
         view.grad_clearers = frozenset(clearers)
         for klass in summary.classes:
             attributes: dict[str, str] = {}

@@ -31,6 +31,12 @@ _PROJECT_FACTS = re.compile(
     rb"|(?:no_grad|inference_mode|set_grad_enabled)\([^\n]*:\s*\n\s+return"
     rb"|enter_context\(|\.eval\(\)"
 )
+# A helper named for what it moves (`batch_to_device`, `move_to_cuda`, `prepare_batch`) or
+# taking a device (`def move_features(features, device)`) in a file that copies to a device:
+# maybe a blocking copy helper that other modules' loader loops call.
+_MOVER_DEF = re.compile(
+    rb"def \w*(?:device|cuda|gpu|batch)\w*\(|def \w+\([^)]*\b\w*(?:device|gpu)\b")
+_COPIES = (b".to(", b".cuda(")
 _CALLABLE_CLASS = b"def __call__"
 _DETACHES = b".detach()"
 _LOOP = (ast.For, ast.AsyncFor, ast.While)
@@ -557,6 +563,23 @@ def _root_name(node: ast.expr) -> str | None:
             return None
 
 
+def _wrapped_root(iterable: ast.expr) -> str | None:
+    """The name under the first arguments of nested calls (``enumerate(tqdm(loader))``)."""
+    while isinstance(iterable, ast.Call) and iterable.args:
+        iterable = iterable.args[0]
+    return iterable.id if isinstance(iterable, ast.Name) else None
+
+
+def _unsteady(loop: ast.For) -> bool:
+    """A loop that stops after its first item, or that waits for the device every time."""
+    if loop.body and isinstance(loop.body[-1], ast.Break):
+        return True
+    return any(isinstance(sub, ast.Call) and (
+        (isinstance(sub.func, ast.Attribute) and sub.func.attr == "synchronize")
+        or (isinstance(sub.func, ast.Name) and sub.func.id == "synchronize"))
+        for stmt in loop.body for sub in walk(stmt))
+
+
 def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
                 params: tuple[str, ...]) -> dict[str, Any]:
     """What the function does with the data it is given: re-yields a parameter's items, or
@@ -573,12 +596,21 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
     for sub in nodes:
         if isinstance(sub, (ast.For, ast.comprehension)):
             root = _root_name(sub.iter)
-            if root in parts:
+            if root in parts and not (isinstance(sub, ast.For) and _unsteady(sub)):
                 for target in walk(sub.target):
                     if isinstance(target, ast.Name):
                         parts[target.id] = parts[root]
                         if isinstance(sub, ast.For):
                             loops[target.id] = parts[root]
+            elif isinstance(sub, ast.For) and root not in parts:
+                # `for i, batch in enumerate(loader)`, `log_every(loader, 10)`: the batches of a
+                # loader parameter, copied batch after batch unless the loop stops at once or
+                # waits for the device anyway.
+                wrapped = _wrapped_root(sub.iter)
+                if wrapped in parts and not _unsteady(sub):
+                    for target in walk(sub.target):
+                        if isinstance(target, ast.Name):
+                            parts[target.id] = parts[wrapped]
     for sub in nodes:
         if isinstance(sub, ast.YieldFrom) and isinstance(sub.value, ast.Name) and (
                 sub.value.id in wanted):
@@ -667,7 +699,8 @@ def summarise(tree: ast.Module) -> ModuleSummary:
 def needs_summary(source: bytes) -> bool:
     """May this file (which no rule applies to) hold facts that other modules need?"""
     return _PROJECT_FACTS.search(source) is not None or (
-        _CALLABLE_CLASS in source and _DETACHES in source)
+        _CALLABLE_CLASS in source and _DETACHES in source) or (
+        any(c in source for c in _COPIES) and _MOVER_DEF.search(source) is not None)
 
 
 def parse_source(source: bytes, filename: str = "<file>") -> ast.Module | None:

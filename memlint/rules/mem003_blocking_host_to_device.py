@@ -41,7 +41,9 @@ class BlockingHostToDevice(Rule):
     The batch is followed from the loader to the copy within one file:
 
     - through what wraps the loader before the loop: ``enumerate``, ``tqdm(...)`` (also bound
-      to a name first: ``pbar = tqdm(loader)``), ``metric_logger.log_every(loader, ...)``,
+      to a name first: ``pbar = tqdm(loader)``), a context manager given the loader that
+      hands out one named like a loader (``with Manager(data_loader=loader) as
+      safe_loader:``), ``metric_logger.log_every(loader, ...)``,
       ``iter``, ``itertools.cycle``, a generator expression over the loader, a conditional
       expression that picks a wrapper or the loader (``tqdm(loader) if verbose else
       loader``; either arm that is a loader counts), and same-file
@@ -49,7 +51,10 @@ class BlockingHostToDevice(Rule):
       class with ``__iter__``/``__next__`` around it);
     - through ``next(it)`` / ``next(iter(loader))`` inside a ``while`` or ``for`` loop, where
       each iteration draws a new batch (a single ``next()`` before the loop, or one batch
-      sampled per epoch beside a loop over a loader, is a one-off and stays silent);
+      sampled per epoch beside a loop over a loader, is a one-off and stays silent), and
+      through ``next(self.replay)`` anywhere in a method when ``self.replay`` holds
+      ``cycle(loader)``: an endless iterator kept on the object is drawn once per step (its
+      ``DataLoader`` is found inside the ``cycle(...)`` call for the ``pin_memory`` report);
     - into same-file helpers the loop hands the batch to (``to_device(batch, device)``,
       ``self.training_step(batch)``, a few calls deep), callbacks applied to it
       (``apply_to(batch, lambda t: t.cuda())``, ``map(to_gpu, batch)``), and step functions an
@@ -71,11 +76,11 @@ class BlockingHostToDevice(Rule):
     script runs on a CI service
     (``if "CI" in os.environ:``, a few random samples for a smoke run) needs no pinning.
 
-    Not followed yet: loaders, helpers and engines defined in another file (a ``cycle`` or
-    ``to_device`` imported from a utilities module), list/set/dict comprehensions over a
-    loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()`` outside any loop in a
-    method the framework calls per step, and (for the ``pin_memory`` report) a DataLoader
-    that reaches an engine's ``run`` only as a closure variable of a nested handler.
+    Not followed yet: loaders and engines defined in another file, list/set/dict
+    comprehensions over a loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()``
+    outside any loop in a method the framework calls per step (unless it draws from a
+    ``cycle`` kept on the object), and (for the ``pin_memory`` report) a DataLoader that
+    reaches an engine's ``run`` only as a closure variable of a nested handler.
 
     ## Why is this bad?
     A copy from pageable host memory makes the host wait until the data has reached the GPU,
@@ -87,7 +92,13 @@ class BlockingHostToDevice(Rule):
     package (a generator that re-yields a loader's batches) is a loader loop, and a helper
     from another module that copies what it is given to the device without
     ``non_blocking`` (``to_device(batch, device)``) is reported where the loop calls it with
-    a batch. Loaders built in another module are not followed.
+    a batch, also when it is imported through a package's re-exports or called inside a
+    lambda (``map(lambda f: batch_to_device(f, device), features)``). Loaders built in
+    another module are not followed, but a ``DataLoader`` handed to a helper of another module
+    that loops over it and copies each batch (``train_one_epoch(model, opt, train_loader,
+    device)``) gets the ``pin_memory`` report here (the copy is reported in that module). A
+    folder of scripts that imports its siblings by bare name (``from engine import
+    train_one_epoch``) resolves them as Python does when the script runs.
 
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop
@@ -273,6 +284,19 @@ class BlockingHostToDevice(Rule):
             for images, labels in CudaPrefetcher(train_loader):
                 images = images.to("cuda")
         """),
+        # A plain iterator kept on the object and drawn once per epoch is a preview, not a
+        # stream; a string key into a mapping of devices is no device list.
+        Valid("""
+            from torch.utils.data import DataLoader
+            class Preview:
+                def setup(self, dataset):
+                    self.preview = iter(DataLoader(dataset, batch_size=8))
+                def on_epoch_end(self):
+                    images, _ = next(self.preview)
+                    self.log(self.model(images.to(self.device)))
+            def spread(chunks, devices):
+                return [c.to(devices["main"]) for c in chunks]
+        """),
     )
     invalid = (
         Invalid(
@@ -450,12 +474,66 @@ class BlockingHostToDevice(Rule):
             trainer.run(train_loader, max_epochs=10)
             """,
         ),
+        # A cycle kept on the object and drawn with next() in a per-step method, and a helper
+        # that copies to one of a list of devices (`devices[0]`).
+        Invalid(
+            """
+            from itertools import cycle
+            from torch.utils.data import DataLoader
+            class Replay:
+                def before_experience(self, buffer):
+                    self.replay_stream = cycle(DataLoader(buffer, batch_size=32, shuffle=True))
+                def criterion(self, out, y):
+                    x_mem, y_mem = next(self.replay_stream)
+                    x_mem = x_mem.to(self.device)
+                    return loss(out, y) + loss(self.model(x_mem), y_mem)
+            def train_batch(net, X, y, devices):
+                X = X.to(devices[0])
+                return net(X), y
+            def train(net, train_loader, devices):
+                for features, labels in train_loader:
+                    train_batch(net, features, labels, devices)
+            """,
+            lines=(6, 9, 12),
+            fixed="""
+            from itertools import cycle
+            from torch.utils.data import DataLoader
+            class Replay:
+                def before_experience(self, buffer):
+                    self.replay_stream = cycle(DataLoader(buffer, batch_size=32, shuffle=True))
+                def criterion(self, out, y):
+                    x_mem, y_mem = next(self.replay_stream)
+                    x_mem = x_mem.to(self.device, non_blocking=True)
+                    return loss(out, y) + loss(self.model(x_mem), y_mem)
+            def train_batch(net, X, y, devices):
+                X = X.to(devices[0], non_blocking=True)
+                return net(X), y
+            def train(net, train_loader, devices):
+                for features, labels in train_loader:
+                    train_batch(net, features, labels, devices)
+            """,
+        ),
+        # A context manager that hands out a loader for the one it is given (a memory-limiting
+        # wrapper) leads back to the DataLoader for the pin_memory report.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            def main(model, train_set, engine):
+                train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+                with engine.limit_batches(data_loader=train_loader, max_size=16) as small_loader:
+                    for batch in small_loader:
+                        model(batch.cuda(non_blocking=True))
+            """,
+            lines=(4,),
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         # Where the batches this file copies to the GPU come from (for pin_memory).
         self._origins: dict[BatchOrigin, None] = {}
+        # DataLoaders handed to a helper of another module that copies their batches.
+        self._handed: dict[cst.Call, None] = {}
         # Tests copy a batch or two of toy data: no input pipeline to overlap.
         self._test_code = is_test_code(context.path)
 
@@ -512,6 +590,11 @@ class BlockingHostToDevice(Rule):
                     self._origins[origin] = None
                 self.report(call, self.helper_message.format(helper=written))
                 return
+            # `train_one_epoch(model, train_loader, device)`: the helper loops over the
+            # loader and copies each batch; the copy is reported in its own module, the
+            # loader's missing pin_memory here.
+            for loader in flow.loaders_passed(arg):
+                self._handed[loader] = None
 
     def _optional_move(self, call: cst.Call) -> bool:
         """``if device is not None: x = x.to(device)`` where ``device=None`` is the
@@ -538,10 +621,12 @@ class BlockingHostToDevice(Rule):
         return False
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        if not self._origins:
+        if not self._origins and not self._handed:
             return
         flow = self.context.analysis.dataflow
-        for call in flow.loaders_feeding_origins(self._origins):
+        loaders = dict.fromkeys(flow.loaders_feeding_origins(self._origins))
+        loaders.update(self._handed)
+        for call in loaders:
             if (
                 has_keyword(call, "pin_memory")
                 or has_star_args(call)

@@ -1,0 +1,1 @@
+"""A sentence-encoder package whose copy helper lives in a utilities package."""
