@@ -30,21 +30,6 @@ def _fields_of(kind: type[ast.AST]) -> tuple[str, ...]:
     return fields
 
 
-def children(node: ast.AST) -> list[ast.AST]:
-    """The child nodes of ``node`` in field order, without expression contexts."""
-    out: list[ast.AST] = []
-    fields = _child_fields.get(type(node))
-    if fields is None:
-        fields = _fields_of(type(node))
-    for name in fields:
-        value = getattr(node, name)
-        if type(value) is list:
-            out.extend([v for v in value if isinstance(v, ast.AST)])
-        elif isinstance(value, ast.AST):
-            out.append(value)
-    return out
-
-
 def walk(node: ast.AST, prune: frozenset[type[ast.AST]] = frozenset()) -> Iterator[ast.AST]:
     """``node`` and its descendants (order unspecified, as ``ast.walk``), contexts left out;
     a child whose type is in ``prune`` is neither yielded nor entered (nested scopes)."""

@@ -753,21 +753,30 @@ class GraphAnalysis:
                     for_in = for_in.inner_for_in
         return None
 
+    def _instance_scopes(self, obj: cst.BaseExpression) -> tuple[str, list[Scope]] | None:
+        """``obj``'s dotted name and the scopes whose bindings say what it was built from:
+        every method of the class for ``self.x``, else its own scope (and the module, for a
+        module-level instance used in a function)."""
+        name = dotted_name(obj)
+        if name is None:
+            return None
+        if name.startswith("self."):
+            cls = self.tree.enclosing_class(obj)
+            return name, list(class_methods(cls)) if cls is not None else []
+        scope = self.scope_of(obj)
+        scopes: list[Scope] = [scope]
+        if isinstance(scope, cst.FunctionDef) and not self.facts(scope).bindings.get(name):
+            scopes.append(self.tree.module)
+        return name, scopes
+
     def instance_classes(self, obj: cst.BaseExpression) -> set[str]:
         """The names of the classes ``obj`` was certainly built from, as called
         (``losses = AverageMeter()`` -> ``AverageMeter``, wherever it is defined); empty
         when some binding of it is not such a call."""
-        name = dotted_name(obj)
-        if name is None:
+        bound = self._instance_scopes(obj)
+        if bound is None:
             return set()
-        if name.startswith("self."):
-            cls = self.tree.enclosing_class(obj)
-            scopes: list[Scope] = list(class_methods(cls)) if cls is not None else []
-        else:
-            scope = self.scope_of(obj)
-            scopes = [scope]
-            if isinstance(scope, cst.FunctionDef) and not self.facts(scope).bindings.get(name):
-                scopes.append(self.tree.module)
+        name, scopes = bound
         found: set[str] = set()
         for scope in scopes:
             for binding in self.facts(scope).bindings.get(name, ()):
@@ -783,17 +792,10 @@ class GraphAnalysis:
     ) -> list[cst.FunctionDef]:
         """Methods ``names`` (first found) of the same-file class ``obj`` was built from
         (``criterion = ComputeLoss(model)``, ``self.meter = Averager()``)."""
-        name = dotted_name(obj)
-        if name is None:
+        bound = self._instance_scopes(obj)
+        if bound is None:
             return []
-        if name.startswith("self."):
-            cls = self.tree.enclosing_class(obj)
-            scopes: list[Scope] = list(class_methods(cls)) if cls is not None else []
-        else:
-            scope = self.scope_of(obj)
-            scopes = [scope]
-            if isinstance(scope, cst.FunctionDef) and not self.facts(scope).bindings.get(name):
-                scopes.append(self.tree.module)  # a module-level instance used in a function
+        name, scopes = bound
         found: list[cst.FunctionDef] = []
         for scope in scopes:
             for binding in self.facts(scope).bindings.get(name, ()):
