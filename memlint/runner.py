@@ -93,6 +93,11 @@ def _stat(path: Path) -> os.stat_result | None:
         return None
 
 
+def _cached(entry: Entry, display: str) -> FileResult:
+    """A file's result as the cache holds it."""
+    return FileResult(display, list(entry.for_path(display)), entry.skipped, entry.digest)
+
+
 def _size(stat: os.stat_result | None) -> int:
     """Largest files first: a big file taken last would leave the other workers idle while
     it finishes (the pass ends when its slowest worker does)."""
@@ -134,8 +139,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
                 fresh[key] = entry
     if cache is not None and len(fresh) == len(keys) and cache.project == state:
         # Nothing the project model reads has changed: every cached result stands.
-        return RunResult([FileResult(displays[k], list(fresh[k].for_path(displays[k])),
-                                     fresh[k].skipped, fresh[k].digest) for k in keys])
+        return RunResult([_cached(fresh[k], displays[k]) for k in keys])
 
     from memlint.project.store import SummaryStore
 
@@ -158,22 +162,17 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     for key in keys:
         entry = fresh.get(key)
         if entry is not None and entry.timeout is not None:  # gave up on it before
-            results[key] = FileResult(displays[key], list(entry.for_path(displays[key])),
-                                      entry.skipped, entry.digest)
+            results[key] = _cached(entry, displays[key])
             continue
         digest = store.known(key, stats[key])
         if entry is not None and entry.active is not None and digest is not None and (
                 store.summaries[digest] is None):
             digest = None  # linted now, but stored without a summary: scan it again
         if entry is not None and keep_summary(key, digest):
-            if entry.active is None:
-                results[key] = FileResult(displays[key], list(entry.for_path(displays[key])),
-                                          entry.skipped, entry.digest)
-            else:
+            if not entry.active:  # finished (None), or left to the project model (())
+                results[key] = _cached(entry, displays[key])
+            if entry.active is not None:
                 active[key] = entry.active
-                if not entry.active:
-                    results[key] = FileResult(displays[key], list(entry.for_path(displays[key])),
-                                              entry.skipped, entry.digest)
             continue
         ignored = settings.ignored_for(Path(key))
         scans.append(Task(key, displays[key], ignored, phase="scan",
@@ -252,9 +251,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     for result in work.run(tasks, enabled, jobs, file_timeout, _failed, keep=pool is not None):
         key = linting[result.path]
         if result.unchanged and cache is not None:
-            cached = cache.entries[key]
-            result = FileResult(displays[key], list(cached.for_path(displays[key])),
-                                cached.skipped, cached.digest)
+            result = _cached(cache.entries[key], displays[key])
         result.active = active[key]
         results[key] = result
     if cache is not None:
