@@ -210,13 +210,13 @@ class GpumemSession:
         elif report.when == "teardown":
             if m.outcome == "passed" and not m.violations and m.limits.repeat == 1:
                 _drop_function_fixtures(run.item)
-                m.leak = run.tracker.finish(_owned(run))
+                m.leak = run.tracker.finish(_owned(run), m.limits.max_leak_bytes)
                 found = m.judge_leak()
                 if found:
                     m.holders = holders_of(m.leak, fixture_roots(run.item), run.tracker.key_of)
                 self._judge(run, report, verbosity, found)
-            else:
-                run.tracker.finish(_owned(run))
+            else:  # no verdict to give: no garbage collection needed for one
+                run.tracker.finish(_owned(run), sys.maxsize)
             if self.settings.timeline_all and m.timeline_path is None:
                 self._write_timeline(run)
         if report.when != "setup":

@@ -24,20 +24,23 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_gpumem.backends.base import (
     Backend,
-    Frame,
     LeakResult,
     PeakResult,
+    Site,
     TestTracker,
     aggregate,
 )
-from pytest_gpumem.backends.frames import FrameFilter
+from pytest_gpumem.backends.frames import FrameFilter, RawStack
 from pytest_gpumem.holders import reachable_storages
-from pytest_gpumem.leaks import collect_garbage, count_graph_holders, storage_identity
+from pytest_gpumem.leaks import collect_for_verdict, count_graph_holders, storage_identity
 from pytest_gpumem.timeline import Timeline
 
 STACK_DEPTH = 6
 HISTORY_POINTS = 20_000
 _filter: FrameFilter | None = None
+# References to a storage: 2 when only a fresh op output's tensor and our Python storage
+# object hold it (an input tensor on the same storage would add its own)
+_use_count: Callable[[int], int] = torch._C._storage_Use_Count
 
 
 def _frame_filter() -> FrameFilter:
@@ -51,7 +54,7 @@ class _Live:
     __slots__ = ("in_window", "nbytes", "ref", "site")
 
     def __init__(
-        self, nbytes: int, site: tuple[Frame, ...], ref: weakref.ref[Any], in_window: bool
+        self, nbytes: int, site: RawStack, ref: weakref.ref[Any], in_window: bool
     ) -> None:
         self.nbytes = nbytes
         self.site = site
@@ -71,6 +74,18 @@ def _tensors(obj: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
         for x in obj.values():
             _tensors(x, out)
     return out
+
+
+def _returns_fresh(func: Any) -> bool:
+    """Whether the op's schema says no result aliases an argument (no in-place, ``out=`` or
+    view result): then a result storage that nothing else references is a new one."""
+    try:
+        return not any(r.alias_info is not None for r in func._schema.returns)
+    except AttributeError:
+        return False
+
+
+_FRESH: dict[Any, bool] = {}
 
 
 def _storage(t: torch.Tensor) -> Any:
@@ -161,9 +176,9 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self._paused = 0
         self._in_window = False
         # live [bytes, storages] per site, for storages allocated inside the window
-        self._window_sites: dict[tuple[Frame, ...], list[int]] = {}
+        self._window_sites: dict[RawStack, list[int]] = {}
         self._peak_dirty = False
-        self._peak_sites: list[tuple[tuple[Frame, ...], int, int]] = []
+        self._peak_sites: list[tuple[RawStack, int, int]] = []
         self._frames = _frame_filter()
 
     # -- accounting -------------------------------------------------------------------
@@ -194,7 +209,15 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if self.history is not None:
             self.history.record(self.current)
 
-    def _site_add(self, site: tuple[Frame, ...], n: int, count: int) -> None:
+    def _sites(
+        self, entries: list[tuple[RawStack, int, int]], limit: int | None = None
+    ) -> tuple[Site, ...]:
+        """Sites with their lines named, summed per named stack (two instructions of one
+        line are one site)."""
+        resolve = self._frames.resolve
+        return aggregate([(resolve(s), b, c) for s, b, c in entries], limit)
+
+    def _site_add(self, site: RawStack, n: int, count: int) -> None:
         acc = self._window_sites.get(site)
         if acc is None:
             self._window_sites[site] = [n, count]
@@ -202,7 +225,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             acc[0] += n
             acc[1] += count
 
-    def _site_sub(self, site: tuple[Frame, ...], n: int, count: int) -> None:
+    def _site_sub(self, site: RawStack, n: int, count: int) -> None:
         acc = self._window_sites.get(site)
         if acc is None:
             return
@@ -225,7 +248,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
     def _track(self, storage: Any, key: int) -> None:
         n = self._round(storage.nbytes())
-        site = self._frames.user_frames(sys._getframe(2), self.stack_depth)
+        site = self._frames.raw_user_frames(sys._getframe(2), self.stack_depth)
         self._live[key] = _Live(n, site, weakref.ref(storage, self._on_free(key)), self._in_window)
         if self._in_window:
             self._site_add(site, n, 1)
@@ -255,6 +278,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if self._paused:
             return out
         input_keys: set[int] | None = None
+        fresh: bool | None = None
         for t in (out,) if isinstance(out, torch.Tensor) else _tensors(out, []):
             storage = _storage(t)
             if storage is None:
@@ -264,6 +288,16 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             if entry is not None:
                 self._resized(entry, storage)  # resize_, out= into a too-small tensor
                 continue
+            # The usual case, a new result, without walking the op's inputs: the schema
+            # rules out aliasing and nothing but this result holds the storage.
+            if _use_count(key) == 2:
+                if fresh is None:
+                    fresh = _FRESH.get(func)
+                    if fresh is None:
+                        fresh = _FRESH[func] = _returns_fresh(func)
+                if fresh and not any(t is a for a in args):
+                    self._track(storage, key)
+                    continue
             if input_keys is None:
                 input_keys = {
                     s._cdata
@@ -297,15 +331,22 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self._in_window = False
         if self.history is not None:
             self.history.mark("body ends")
-        sites = aggregate(self._peak_sites, site_limit)
+        sites = self._sites(self._peak_sites, site_limit)
         return PeakResult(peak_bytes=self.peak - self.baseline, baseline_bytes=self.baseline,
                           sites=sites)
 
-    def survivors(self, owned_by: Sequence[object] = ()) -> LeakResult:
-        """What is still alive now, after a garbage collection if anything is, less what
-        ``owned_by`` reaches."""
-        if self._live:  # only when something survived
-            collect_garbage(lambda: bool(self._live))
+    def _unowned_bytes(self, owned_by: Sequence[object], tolerance: int) -> int:
+        """Live bytes less what ``owned_by`` reaches; that walk only when it can matter."""
+        total = sum(e.nbytes for e in self._live.values())
+        if total <= tolerance or not owned_by:
+            return total
+        owned = reachable_storages(owned_by, storage_identity, set(self._live))
+        return total - sum(self._live[k].nbytes for k in owned if k in self._live)
+
+    def survivors(self, owned_by: Sequence[object] = (), tolerance: int = 0) -> LeakResult:
+        """What is still alive now, less what ``owned_by`` reaches, after as much garbage
+        collection as a verdict against ``tolerance`` bytes needs."""
+        collect_for_verdict(lambda: self._unowned_bytes(owned_by, tolerance), tolerance)
         if self._live and owned_by:
             owned = reachable_storages(owned_by, storage_identity, set(self._live))
             for key in owned:
@@ -314,7 +355,7 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return LeakResult(
             leaked_bytes=sum(e.nbytes for _, e in entries),
             storages=len(entries),
-            sites=aggregate([(e.site, e.nbytes, 1) for _, e in entries]),
+            sites=self._sites([(e.site, e.nbytes, 1) for _, e in entries]),
             graph_tensors=count_graph_holders({k for k, _ in entries}) if entries else 0,
             survivors=tuple((k, e.nbytes) for k, e in entries),
         )
@@ -365,9 +406,9 @@ class CpuTestTracker(TestTracker):
             self._entered = False
             self.mode.__exit__(None, None, None)  # type: ignore[no-untyped-call]
 
-    def finish(self, owned_by: Sequence[object] = ()) -> LeakResult:
+    def finish(self, owned_by: Sequence[object] = (), tolerance: int = 0) -> LeakResult:
         self._exit()
-        return self.mode.survivors(owned_by)
+        return self.mode.survivors(owned_by, tolerance)
 
     def timeline(self) -> Timeline | None:
         history = self.mode.history

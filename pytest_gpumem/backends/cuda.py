@@ -293,7 +293,7 @@ class CudaTestTracker(TestTracker):
         index = self.device.index or 0
         return list(traces[index]) if index < len(traces) else []
 
-    def finish(self, owned_by: Sequence[object] = ()) -> LeakResult:
+    def finish(self, owned_by: Sequence[object] = (), tolerance: int = 0) -> LeakResult:
         # What owned_by reaches is not discounted here: the allocator counts bytes, not
         # storages, so the CUDA backend reports it (see docs/pytest-gpumem.md).
         now = self._allocated()
@@ -302,8 +302,8 @@ class CudaTestTracker(TestTracker):
             return LeakResult(leaked_bytes=0)
         # Exact from here: without workspaces, whatever the test did to them.
         leaked = self._workspaces.release() - self._start - self._excluded
-        if leaked > 0:
-            gc.collect()  # only when something survived: a full collection costs ~0.1 s
+        if leaked > max(0, tolerance):
+            gc.collect()  # only when over the tolerance: a full collection costs ~0.1 s
             leaked = self._workspaces.release() - self._start - self._excluded
         if leaked <= 0 or not self._history:
             return LeakResult(leaked_bytes=max(0, leaked))
