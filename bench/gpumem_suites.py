@@ -6,6 +6,10 @@ dependencies under bench/.work/), then:
 
     python bench/gpumem_suites.py [--suite skorch] [--backend cpu-fast] [-- extra args]
 
+``--before DIR`` measures another version of the plugin in the same run, side by side:
+DIR holds its ``pytest_gpumem`` package (``git archive REV pytest_gpumem | tar -x -C
+DIR``) and goes first on ``PYTHONPATH`` for an extra run per backend.
+
 The suites, all pinned PyPI sdists (GitHub is out of reach from the benchmark machine):
 
 - skorch 1.4.0: ``skorch/tests`` less the Hugging Face and LLM tests (they download
@@ -71,14 +75,16 @@ class Run:
     summary: str
 
 
-def _run(suite: Suite, extra: list[str]) -> Run:
-    report = WORK / f"{suite.name}-{'-'.join(a.lstrip('-') for a in extra[:2])}.outcomes"
+def _run(suite: Suite, extra: list[str], plugin_dir: str | None = None) -> Run:
+    tag = "-".join(a.lstrip("-") for a in extra[:2]) + ("-before" if plugin_dir else "")
+    report = WORK / f"{suite.name}-{tag}.outcomes"
     args = [str(PYTHON), "-m", "pytest", *suite.tests, "-q", "-p", "no:randomly",
             "-p", "no:cacheprovider", "-rA", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(args, cwd=WORK / suite.tree, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, check=False)
+                          env={**os.environ, "OMP_NUM_THREADS": "1",
+                               **({"PYTHONPATH": plugin_dir} if plugin_dir else {})}, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -100,6 +106,8 @@ def main() -> None:
     parser.add_argument("--suite", action="append", help="run only these suites")
     parser.add_argument("--backend", action="append",
                         help="gpumem backends to compare with plain (default: cpu-fast, cpu)")
+    parser.add_argument("--before", metavar="DIR",
+                        help="also measure the pytest_gpumem package in DIR, side by side")
     parser.add_argument("extra", nargs="*", help="more pytest arguments for both runs")
     ns = parser.parse_args()
     if not PYTHON.exists():
@@ -111,19 +119,28 @@ def main() -> None:
         print(f"{suite.name}: plain {plain.cpu_s:.1f} s CPU ({plain.wall_s:.1f} s wall): "
               f"{plain.summary}")
         for backend in ns.backend or ["cpu-fast", "cpu"]:
-            measured = _run(suite, [*ns.extra, "--gpumem-all", f"--gpumem-backend={backend}",
-                                    "--gpumem-max-gb=64", "--gpumem-top=3",
-                                    f"--gpumem-json={WORK / f'{suite.name}-{backend}.json'}"])
-            differ = sorted(n for n in set(plain.outcomes) | set(measured.outcomes)
-                            if plain.outcomes.get(n) != measured.outcomes.get(n))
-            print(f"  --gpumem-all --gpumem-backend={backend}: {measured.cpu_s:.1f} s CPU "
-                  f"({measured.wall_s:.1f} s wall): {measured.cpu_s / plain.cpu_s:.2f}x CPU, "
-                  f"{measured.wall_s / plain.wall_s:.2f}x wall: {measured.summary}")
-            print(f"    {len(differ)} tests with another outcome than plain")
-            for nodeid in differ:
-                print(f"      {nodeid}: {plain.outcomes.get(nodeid)} -> "
-                      f"{measured.outcomes.get(nodeid)}")
-            sys.stdout.flush()
+            for before in ([ns.before] if ns.before else []) + [None]:
+                _measured(suite, plain, backend, list(ns.extra), before)
+
+
+def _measured(suite: Suite, plain: Run, backend: str, extra: list[str],
+              before: str | None) -> None:
+    name = f"{suite.name}-{backend}{'-before' if before else ''}"
+    measured = _run(suite, [*extra, "--gpumem-all", f"--gpumem-backend={backend}",
+                            "--gpumem-max-gb=64", "--gpumem-top=3",
+                            f"--gpumem-json={WORK / f'{name}.json'}"], before)
+    differ = sorted(n for n in set(plain.outcomes) | set(measured.outcomes)
+                    if plain.outcomes.get(n) != measured.outcomes.get(n))
+    label = f" ({before})" if before else ""
+    print(f"  --gpumem-all --gpumem-backend={backend}{label}: {measured.cpu_s:.1f} s CPU "
+          f"({measured.wall_s:.1f} s wall): {measured.cpu_s / plain.cpu_s:.2f}x CPU, "
+          f"{measured.wall_s / plain.wall_s:.2f}x wall: {measured.summary}")
+    print(f"    {len(differ)} tests with another outcome than plain")
+    for nodeid in differ:
+        print(f"      {nodeid}: {plain.outcomes.get(nodeid)} -> "
+              f"{measured.outcomes.get(nodeid)}")
+    sys.stdout.flush()
+
 
 if __name__ == "__main__":
     main()

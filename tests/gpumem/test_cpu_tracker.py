@@ -187,3 +187,44 @@ def test_stack_depth_zero_keeps_no_frames_and_the_same_peak() -> None:
         result = tracker.close_window()
     assert result.peak_bytes == 8000
     assert [site.frames for site in result.sites] == [()]
+
+
+def test_results_on_storages_made_before_the_tracker_are_not_new() -> None:
+    """A result whose storage an input holds is no allocation, also when the tracker never
+    saw that storage made: in-place and ``out=`` results (the same tensor object), views and
+    detached aliases (another tensor on it)."""
+    a = torch.ones(1000)
+    b = torch.ones(1000, requires_grad=True)
+    tracker = StorageTracker()
+    with tracker:
+        tracker.open_window()
+        a.add_(1)
+        torch.mul(a, 2, out=a)
+        a.view(10, 100).t().mul_(3)
+        b.detach().zero_()
+        b.data.unsqueeze(0).squeeze(0)
+        a.split(500)
+        result = tracker.close_window()
+    assert result.peak_bytes == 0
+    assert tracker.current == 0
+
+
+def test_site_lines_are_the_allocating_lines() -> None:
+    """Sites are recorded as instruction offsets and named when reported: the lines must be
+    those the frames were at, for each of several allocations in one function."""
+    import inspect
+
+    kept = []
+    tracker = StorageTracker()
+    with tracker:
+        tracker.open_window()
+        first = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        kept.append(torch.ones(10))
+        kept.append(
+            torch.ones(20)
+        )
+        for n in (30, 40):
+            kept.append(torch.ones(n))
+        result = tracker.close_window()
+    lines = {site.nbytes: site.frames[0][1] for site in result.sites}
+    assert lines == {40: first, 80: first + 2, 280: first + 5}
