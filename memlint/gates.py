@@ -19,7 +19,16 @@ import ast
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
-from memlint.astwalk import walk
+from memlint.astwalk import fields_of
+from memlint.vocabulary import (
+    DETERMINISTIC_FACTORIES,
+    EVAL_FUNCTION,
+    EVAL_WORDS,
+    FRAMEWORK_HOOK,
+    LOADER_NAME,
+    RANDOM_FACTORIES,
+    STAGING_KEYWORDS,
+)
 
 
 class Gated(Protocol):
@@ -31,21 +40,179 @@ G = TypeVar("G", bound=Gated)
 
 
 def code_facts(tree: ast.AST) -> frozenset[str]:
-    """The gate tokens a parsed file holds: every callee's last name and every node type."""
-    called: set[str] = set()
-    kinds: set[type[ast.AST]] = set()
-    call_t, attribute_t, name_t = ast.Call, ast.Attribute, ast.Name
-    for node in walk(tree):
-        kind = type(node)
-        kinds.add(kind)
-        if kind is call_t:
-            func = node.func  # type: ignore[attr-defined]  # an ast.Call: checked above
-            if type(func) is attribute_t:
-                called.add(func.attr)
-            elif type(func) is name_t:
-                called.add(func.id)
-    return frozenset([*(f"call:{name}" for name in called),
-                      *(f"node:{kind.__name__}" for kind in kinds)])
+    """The gate tokens a parsed file holds: every callee's last name, every node type and
+    the ``fact:`` tokens of :class:`_Structure`."""
+    structure = _Structure()
+    structure.walk(tree)
+    return frozenset([*(f"call:{name}" for name in structure.called),
+                      *(f"node:{kind.__name__}" for kind in structure.kinds),
+                      *structure.facts()])
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+
+
+class _Structure:
+    """Where things sit in the code, as far as the gates need it, in one walk.
+
+    The ``fact:`` tokens are necessary conditions of the analyses' own questions, each
+    looser than the analysis it stands for (a nested scope counts as its parent's, any
+    enclosing loop counts):
+
+    - ``fact:loader-name``: a name in the code (not in a string) that could hold a
+      DataLoader; every loader the dataflow analysis follows starts at one.
+    - ``fact:eval-collection``: ``c.append(v)``/``c.extend(v)``/``c += [v]`` inside a loop of a
+      function named like evaluation or that calls ``.eval()`` itself (module level: a
+      module-level ``.eval()``).
+    - ``fact:loader-collection``: such a site in any loop, or a list comprehension, in a
+      file with a loader name.
+    - ``fact:eval-switch``: ``m.eval()`` or ``m.train(False)``.
+    - ``fact:eval-function``: a function named like evaluation code (MEM002's names), outside
+      a class, or a method of that name looping in a file with a loader name.
+    - ``fact:factory-move``: ``.cuda(...)``, or ``.to(...)`` given a device or a positional
+      argument, on a chain of calls that starts at a tensor factory
+      (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases) given
+      no keyword that places its result.
+    """
+
+    def __init__(self) -> None:
+        self.called: set[str] = set()
+        self.kinds: set[type[ast.AST]] = set()
+        self.names: set[str] = set()
+        self.eval_scopes: set[int] = set()
+        self.collecting: set[int] = set()
+        self.eval_methods: set[int] = set()
+        self.method_loops = False
+        self.comprehension = False
+        self.eval_switch = False
+        self.eval_function = False
+        self.aliases: dict[str, str] = {}
+        self.moved: set[str] = set()  # callees at the root of a `.to()`/`.cuda()` chain
+
+    def walk(self, tree: ast.AST) -> None:
+        # (node, id of its function (0: the module), inside a loop, directly in a class body)
+        stack: list[tuple[ast.AST, int, bool, bool]] = [(tree, 0, False, False)]
+        pop, push = stack.pop, stack.append
+        kinds, names = self.kinds, self.names
+        call_t, name_t, attribute_t = ast.Call, ast.Name, ast.Attribute
+        ast_type = ast.AST
+        while stack:
+            node, scope, in_loop, in_class = pop()
+            kind = type(node)
+            kinds.add(kind)
+            inner_scope, inner_loop, inner_class = scope, in_loop, False
+            if kind is call_t:
+                self._call(node, scope, in_loop)  # type: ignore[arg-type]  # checked above
+            elif kind is name_t:
+                names.add(node.id)  # type: ignore[attr-defined]  # an ast.Name
+            elif kind is attribute_t:
+                names.add(node.attr)  # type: ignore[attr-defined]  # an ast.Attribute
+            elif kind in _FUNCTIONS:
+                inner_scope = id(node)
+                self._function(node, inner_scope, in_class)  # type: ignore[arg-type]
+            elif kind in _LOOPS:
+                inner_loop = True
+                if kind is not ast.While and scope in self.eval_methods:
+                    self.method_loops = True
+            elif kind is ast.ClassDef:
+                inner_class = True
+                names.add(node.name)  # type: ignore[attr-defined]  # an ast.ClassDef
+            elif kind is ast.AugAssign:
+                if (in_loop and type(node.op) is ast.Add  # type: ignore[attr-defined]
+                        and type(node.value) in (ast.List, ast.ListComp)):  # type: ignore[attr-defined]
+                    self.collecting.add(scope)
+            elif kind is ast.ListComp:
+                self.comprehension = True
+            elif kind is ast.arg:
+                names.add(node.arg)  # type: ignore[attr-defined]  # an ast.arg
+            elif kind is ast.keyword:
+                if node.arg is not None:  # type: ignore[attr-defined]  # an ast.keyword
+                    names.add(node.arg)  # type: ignore[attr-defined]
+            elif kind is ast.alias:
+                names.add(node.name)  # type: ignore[attr-defined]  # an ast.alias
+                if node.asname is not None:  # type: ignore[attr-defined]
+                    names.add(node.asname)  # type: ignore[attr-defined]
+                    self.aliases[node.asname] = node.name  # type: ignore[attr-defined]
+            for field in fields_of(kind):
+                value = getattr(node, field)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, ast_type):
+                            push((item, inner_scope, inner_loop, inner_class))
+                elif isinstance(value, ast_type):
+                    push((value, inner_scope, inner_loop, inner_class))
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, key: int,
+                  in_class: bool) -> None:
+        name = node.name
+        self.names.add(name)
+        if set(name.lower().split("_")) & EVAL_WORDS:
+            self.eval_scopes.add(key)
+        if EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
+            if in_class:
+                self.eval_methods.add(key)  # counts with a loop over a loader (below)
+            else:
+                self.eval_function = True
+
+    def _call(self, node: ast.Call, scope: int, in_loop: bool) -> None:
+        func = node.func
+        if type(func) is ast.Attribute:
+            method = func.attr
+            self.called.add(method)
+            count = len(node.args) + len(node.keywords)
+            if method in ("append", "extend"):
+                if in_loop and count == 1:
+                    self.collecting.add(scope)
+            elif method == "eval":
+                if count == 0:
+                    self.eval_switch = True
+                    self.eval_scopes.add(scope)
+            elif method == "train":
+                value = node.args[0] if node.args else (
+                    node.keywords[0].value if node.keywords else None)
+                if count == 1 and type(value) is ast.Constant and value.value is False:
+                    self.eval_switch = True
+            elif method == "cuda" or (method == "to" and (node.args or any(
+                    k.arg == "device" for k in node.keywords))):  # a dtype-only `.to()` is no move
+                self._moved_chain(func.value)
+        elif type(func) is ast.Name:
+            self.called.add(func.id)
+
+    def _moved_chain(self, value: ast.expr) -> None:
+        """The callees of the calls chained under a move (``torch.arange(t).view(1, t)``),
+        but not one given a keyword that already places its result (``device=``, ``out=``,
+        ``pin_memory=``, ``generator=``) or ``**`` options that may hold one."""
+        while type(value) is ast.Call:
+            call: ast.Call = value
+            if not any(k.arg is None or k.arg in STAGING_KEYWORDS for k in call.keywords):
+                callee = call.func
+                if type(callee) is ast.Attribute:
+                    self.moved.add(callee.attr)
+                elif type(callee) is ast.Name:
+                    self.moved.add(callee.id)
+            if type(call.func) is not ast.Attribute:
+                return
+            value = call.func.value
+
+    def facts(self) -> list[str]:
+        loader = any(LOADER_NAME.search(name) for name in self.names)
+        found = []
+        if loader:
+            found.append("fact:loader-name")
+            if self.collecting or self.comprehension:
+                found.append("fact:loader-collection")
+        if self.collecting & self.eval_scopes:
+            found.append("fact:eval-collection")
+        if self.eval_switch:
+            found.append("fact:eval-switch")
+        if self.eval_function or (self.method_loops and loader):
+            found.append("fact:eval-function")
+        if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES
+               for name in self.moved):
+            found.append("fact:factory-move")
+        return found
 
 
 def gated(rules: Iterable[G], facts: frozenset[str]) -> list[G]:

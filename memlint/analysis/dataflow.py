@@ -41,6 +41,7 @@ import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.tree import Loop, TreeIndex
+from memlint.vocabulary import LOADER_NAME
 
 if TYPE_CHECKING:
     from memlint.project.view import ModuleView
@@ -107,7 +108,6 @@ _BATCH_PARAM = re.compile(r"batch", re.IGNORECASE)
 _MAX_HOPS = 4
 # A collection of loaders (`loaders`, `train_dataloaders`, `dls`): its items are loaders.
 _LOADERS_NAME = re.compile(r"loaders$|(?:^|_)dls$", re.IGNORECASE)
-_LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
 
 
 def _string_value(expr: cst.BaseExpression) -> str | None:
@@ -614,7 +614,7 @@ class DataflowAnalysis:
                 continue
             target = node.asname.name
             if not (isinstance(target, cst.Name) and isinstance(node.item, cst.Call)
-                    and _LOADER_NAME.search(target.value)):
+                    and LOADER_NAME.search(target.value)):
                 continue
             for arg in node.item.args:
                 key = self._key_of(arg.value) if not arg.star else None
@@ -928,7 +928,7 @@ class DataflowAnalysis:
                 return True
             name = _call_name(expr)
             return name is not None and (
-                bool(_LOADER_NAME.search(name)) or f"{name}()" in known
+                bool(LOADER_NAME.search(name)) or f"{name}()" in known
             )
         base = expr
         while isinstance(base, cst.Subscript):
@@ -941,7 +941,7 @@ class DataflowAnalysis:
         last = name.rsplit(".", 1)[-1]
         if base is expr and _LOADERS_NAME.search(last):
             return False  # `for dl in loaders:` iterates loaders; `loaders[phase]` is one
-        if _LOADER_NAME.search(last):
+        if LOADER_NAME.search(last):
             return True
         # `def run(model, data): for x, y in data:` called as `run(model, train_loader)`.
         return follow_params and isinstance(base, cst.Name) and any(
