@@ -22,12 +22,14 @@ from typing import Protocol, TypeVar
 from memlint.astwalk import fields_of
 from memlint.vocabulary import (
     DETERMINISTIC_FACTORIES,
+    DTYPE_NAME,
     EVAL_FUNCTION,
     EVAL_WORDS,
     FRAMEWORK_HOOK,
     LOADER_NAME,
     RANDOM_FACTORIES,
     STAGING_KEYWORDS,
+    TORCH_DTYPES,
 )
 
 
@@ -52,6 +54,26 @@ def code_facts(tree: ast.AST) -> frozenset[str]:
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+
+
+def _may_move(call: ast.Call) -> bool:
+    """Can this ``.to(...)`` be a move (not a dtype cast)? Its target is ``device=`` or the
+    first positional argument; a name spelled like a dtype (``.to(x.dtype)``,
+    ``.to(compute_type)``, ``.to(torch.float16)``) is none, as the dataflow analysis reads it."""
+    target = next((k.value for k in call.keywords if k.arg == "device"),
+                  call.args[0] if call.args else None)
+    if target is None:
+        return False
+    if type(target) is ast.Attribute:
+        last = target.attr
+        if (type(target.value) is ast.Name and target.value.id == "torch"
+                and last in TORCH_DTYPES):
+            return False
+    elif type(target) is ast.Name:
+        last = target.id
+    else:
+        return True
+    return not (DTYPE_NAME.search(last) or last.lower().endswith("type"))
 
 
 class _Structure:
@@ -174,8 +196,7 @@ class _Structure:
                     node.keywords[0].value if node.keywords else None)
                 if count == 1 and type(value) is ast.Constant and value.value is False:
                     self.eval_switch = True
-            elif method == "cuda" or (method == "to" and (node.args or any(
-                    k.arg == "device" for k in node.keywords))):  # a dtype-only `.to()` is no move
+            elif method == "cuda" or (method == "to" and _may_move(node)):
                 self._moved_chain(func.value)
         elif type(func) is ast.Name:
             self.called.add(func.id)

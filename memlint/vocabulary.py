@@ -8,6 +8,13 @@ from typing import Literal
 
 GradMode = Literal["off", "on", "unknown"]
 
+# A name that holds a dtype, not a device (`.to(dtype)`, `.to(self.half)`), and torch's dtypes.
+DTYPE_NAME = re.compile(r"dtype$|^(?:half|float|precision)$", re.IGNORECASE)
+TORCH_DTYPES = frozenset({
+    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
+    "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
+    "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
+})
 # A name that holds (or makes) a DataLoader: `train_loader`, `DataLoader`, `dl`, `val_dl_iter`;
 # not `downloader`/`uploader`. Every loader the analyses follow starts at such a name.
 LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)

@@ -202,9 +202,11 @@ def test_evaluation_functions_and_switches() -> None:
 
 def test_a_factory_move_in_code() -> None:
     for code in ("torch.zeros(n).cuda()", "torch.arange(t).view(1, t).long().to(x.device)",
-                 "from torch import ones as o\no(3).to(device=d)", "torch.randn(n).to(x)"):
+                 "from torch import ones as o\no(3).to(device=d)", "torch.randn(n).to(x)", "torch.zeros(n).to(x.device, torch.half)"):
         assert "fact:factory-move" in _facts(code), code
     for code in ('"""torch.zeros(n).cuda()"""', "torch.zeros(n, device=d).to(torch.half)",
                  "torch.zeros(n).to(dtype=torch.half)", "torch.ones(n, **kw).cuda()",
-                 "torch.empty(n, pin_memory=True).cuda()", "x.float().to(d)"):
+                 "torch.empty(n, pin_memory=True).cuda()", "x.float().to(d)",
+                 "torch.zeros(n).to(x.dtype)", "torch.arange(n).to(torch.float16)",
+                 "torch.ones(n).to(compute_type)", "torch.ones(n).to(device=self.half)"):
         assert "fact:factory-move" not in _facts(code), code
