@@ -16,17 +16,21 @@ examples and the labelled corpus.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
 from memlint.astwalk import fields_of
 from memlint.vocabulary import (
+    BROAD_ERROR_TYPES,
     DETERMINISTIC_FACTORIES,
     DTYPE_NAME,
     EVAL_FUNCTION,
     EVAL_WORDS,
     FRAMEWORK_HOOK,
     LOADER_NAME,
+    OOM_TEXT,
+    OOM_TYPE,
     RANDOM_FACTORIES,
     STAGING_KEYWORDS,
     TORCH_DTYPES,
@@ -41,19 +45,21 @@ class Gated(Protocol):
 G = TypeVar("G", bound=Gated)
 
 
-def code_facts(tree: ast.AST) -> frozenset[str]:
+def code_facts(tree: ast.AST, source: bytes | None = None) -> frozenset[str]:
     """The gate tokens a parsed file holds: every callee's last name, every node type and
-    the ``fact:`` tokens of :class:`_Structure`."""
+    the ``fact:`` tokens of :class:`_Structure` (``source``: the bytes ``tree`` was parsed
+    from, for what only the text shows, such as comments; without it such facts hold)."""
     structure = _Structure()
     structure.walk(tree)
     return frozenset([*(f"call:{name}" for name in structure.called),
                       *(f"node:{kind.__name__}" for kind in structure.kinds),
-                      *structure.facts()])
+                      *structure.facts(source)])
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+_OOM_BYTES = re.compile(OOM_TEXT.pattern.encode(), re.IGNORECASE)
 
 
 def _may_move(call: ast.Call) -> bool:
@@ -76,6 +82,20 @@ def _may_move(call: ast.Call) -> bool:
     return not (DTYPE_NAME.search(last) or last.lower().endswith("type"))
 
 
+def _says_oom(source: bytes, spans: list[tuple[int, int]]) -> bool:
+    """Do these lines, or the blank and comment lines right after them (a block's trailing
+    comments belong to it in libcst), mention running out of memory?"""
+    lines = source.splitlines()
+    for first, last in spans:
+        end = last
+        while end < len(lines) and (not lines[end].strip()
+                                    or lines[end].lstrip().startswith(b"#")):
+            end += 1
+        if any(_OOM_BYTES.search(line) for line in lines[first - 1:end]):
+            return True
+    return False
+
+
 class _Structure:
     """Where things sit in the code, as far as the gates need it, in one walk.
 
@@ -93,6 +113,8 @@ class _Structure:
     - ``fact:eval-switch``: ``m.eval()`` or ``m.train(False)``.
     - ``fact:eval-function``: a function named like evaluation code (MEM002's names), outside
       a class, or a method of that name looping in a file with a loader name.
+    - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
+      handler whose lines (with the comments that follow them) mention running out of memory.
     - ``fact:factory-move``: ``.cuda(...)``, or ``.to(...)`` given a device or a positional
       argument, on a chain of calls that starts at a tensor factory
       (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases) given
@@ -112,6 +134,8 @@ class _Structure:
         self.eval_function = False
         self.aliases: dict[str, str] = {}
         self.moved: set[str] = set()  # callees at the root of a `.to()`/`.cuda()` chain
+        self.oom_handler = False
+        self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, directly in a class body)
@@ -147,6 +171,8 @@ class _Structure:
                     self.collecting.add(scope)
             elif kind is ast.ListComp:
                 self.comprehension = True
+            elif kind is ast.ExceptHandler:
+                self._handler(node)  # type: ignore[arg-type]  # checked above
             elif kind is ast.arg:
                 names.add(node.arg)  # type: ignore[attr-defined]  # an ast.arg
             elif kind is ast.keyword:
@@ -201,6 +227,16 @@ class _Structure:
         elif type(func) is ast.Name:
             self.called.add(func.id)
 
+    def _handler(self, node: ast.ExceptHandler) -> None:
+        kind = node.type
+        items = kind.elts if isinstance(kind, ast.Tuple) else [kind]
+        types = {t.attr if isinstance(t, ast.Attribute) else t.id
+                 for t in items if isinstance(t, (ast.Attribute, ast.Name))}
+        if OOM_TYPE in types:
+            self.oom_handler = True
+        elif types & BROAD_ERROR_TYPES:
+            self.broad_handlers.append((node.lineno, node.end_lineno or node.lineno))
+
     def _moved_chain(self, value: ast.expr) -> None:
         """The callees of the calls chained under a move (``torch.arange(t).view(1, t)``),
         but not one given a keyword that already places its result (``device=``, ``out=``,
@@ -217,9 +253,12 @@ class _Structure:
                 return
             value = call.func.value
 
-    def facts(self) -> list[str]:
+    def facts(self, source: bytes | None) -> list[str]:
         loader = any(LOADER_NAME.search(name) for name in self.names)
         found = []
+        if self.oom_handler or (self.broad_handlers and (
+                source is None or _says_oom(source, self.broad_handlers))):
+            found.append("fact:oom-handler")
         if loader:
             found.append("fact:loader-name")
             if self.collecting or self.comprehension:

@@ -8,6 +8,12 @@ from typing import Literal
 
 GradMode = Literal["off", "on", "unknown"]
 
+# `except torch.OutOfMemoryError`, `torch.cuda.OutOfMemoryError`, `from torch.cuda import
+# OutOfMemoryError`: the last part of the dotted name is enough (MEM006).
+OOM_TYPE = "OutOfMemoryError"
+# A `RuntimeError` handler is an OOM handler only when its strings or comments say so.
+OOM_TEXT = re.compile(r"out of memory|\boom\b|outofmemory", re.IGNORECASE)
+BROAD_ERROR_TYPES = frozenset({"RuntimeError", "Exception", "BaseException"})
 # A name that holds a dtype, not a device (`.to(dtype)`, `.to(self.half)`), and torch's dtypes.
 DTYPE_NAME = re.compile(r"dtype$|^(?:half|float|precision)$", re.IGNORECASE)
 TORCH_DTYPES = frozenset({

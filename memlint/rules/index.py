@@ -83,7 +83,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('OutOfMemory', 'of memory', 'OOM', 'oom'),
         requires=(),
         trigger_pattern=None,
-        code_gate=('node:Try', 'node:TryStar'),
+        code_gate=('fact:oom-handler',),
     ),
     RuleSpec(
         code='MEM007',

@@ -202,7 +202,8 @@ def test_evaluation_functions_and_switches() -> None:
 
 def test_a_factory_move_in_code() -> None:
     for code in ("torch.zeros(n).cuda()", "torch.arange(t).view(1, t).long().to(x.device)",
-                 "from torch import ones as o\no(3).to(device=d)", "torch.randn(n).to(x)", "torch.zeros(n).to(x.device, torch.half)"):
+                 "from torch import ones as o\no(3).to(device=d)", "torch.randn(n).to(x)",
+                 "torch.zeros(n).to(x.device, torch.half)"):
         assert "fact:factory-move" in _facts(code), code
     for code in ('"""torch.zeros(n).cuda()"""', "torch.zeros(n, device=d).to(torch.half)",
                  "torch.zeros(n).to(dtype=torch.half)", "torch.ones(n, **kw).cuda()",
@@ -210,3 +211,29 @@ def test_a_factory_move_in_code() -> None:
                  "torch.zeros(n).to(x.dtype)", "torch.arange(n).to(torch.float16)",
                  "torch.ones(n).to(compute_type)", "torch.ones(n).to(device=self.half)"):
         assert "fact:factory-move" not in _facts(code), code
+
+
+def test_an_oom_handler_by_its_type_or_its_words() -> None:
+    def facts(code: str, with_source: bool = True) -> set[str]:
+        text = textwrap.dedent(code)
+        return set(code_facts(ast.parse(text), text.encode() if with_source else None))
+
+    typed = "try:\n    f()\nexcept torch.cuda.OutOfMemoryError:\n    g()\n"
+    assert "fact:oom-handler" in facts(typed)
+    said = textwrap.dedent("""
+        try:
+            f()
+        except (ValueError, RuntimeError) as e:
+            g()
+            {words}
+        h()
+    """)
+    assert "fact:oom-handler" in facts(said.format(words='log("CUDA out of memory")'))
+    assert "fact:oom-handler" in facts(said.format(words="# OOM: retry smaller"))
+    # A trailing comment at the block's indentation belongs to the handler.
+    assert "fact:oom-handler" in facts(said.format(words="pass\n    # out of memory"))
+    assert "fact:oom-handler" not in facts(said.format(words="pass"))
+    assert "fact:oom-handler" in facts(said.format(words="pass"), with_source=False)
+    # Words outside the handler say nothing about it.
+    assert "fact:oom-handler" not in facts('"""Handles out of memory."""\n'
+                                           + said.format(words="pass"))
