@@ -215,8 +215,8 @@ class GpumemSession:
                 if found:
                     m.holders = holders_of(m.leak, fixture_roots(run.item), run.tracker.key_of)
                 self._judge(run, report, verbosity, found)
-            else:  # no verdict to give: no garbage collection needed for one
-                run.tracker.finish(_owned(run), sys.maxsize)
+            else:
+                run.tracker.finish(_owned(run))
             if self.settings.timeline_all and m.timeline_path is None:
                 self._write_timeline(run)
         if report.when != "setup":

@@ -335,18 +335,13 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         return PeakResult(peak_bytes=self.peak - self.baseline, baseline_bytes=self.baseline,
                           sites=sites)
 
-    def _unowned_bytes(self, owned_by: Sequence[object], tolerance: int) -> int:
-        """Live bytes less what ``owned_by`` reaches; that walk only when it can matter."""
-        total = sum(e.nbytes for e in self._live.values())
-        if total <= tolerance or not owned_by:
-            return total
-        owned = reachable_storages(owned_by, storage_identity, set(self._live))
-        return total - sum(self._live[k].nbytes for k in owned if k in self._live)
+    def _live_bytes(self) -> int:
+        return sum(e.nbytes for e in self._live.values())
 
     def survivors(self, owned_by: Sequence[object] = (), tolerance: int = 0) -> LeakResult:
         """What is still alive now, less what ``owned_by`` reaches, after as much garbage
         collection as a verdict against ``tolerance`` bytes needs."""
-        collect_for_verdict(lambda: self._unowned_bytes(owned_by, tolerance), tolerance)
+        collect_for_verdict(self._live_bytes, tolerance)
         if self._live and owned_by:
             owned = reachable_storages(owned_by, storage_identity, set(self._live))
             for key in owned:

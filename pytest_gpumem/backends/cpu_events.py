@@ -173,15 +173,8 @@ class EventsTracker(TestTracker):
     def key_of(self, storage: Any) -> int:
         return storage_address(storage)
 
-    def _unowned_bytes(self, owned_by: Sequence[object], tolerance: int) -> int:
-        """The running sum less the unfreed blocks ``owned_by`` reaches (that walk only
-        when it can matter)."""
-        total = sum(size for _, size in self.events)
-        if total <= tolerance or not owned_by:
-            return total
-        live = _unfreed(self.events)
-        return total - sum(live[p] for p in reachable_storages(owned_by, storage_address,
-                                                                  set(live)))
+    def _live_bytes(self) -> int:
+        return sum(size for _, size in self.events)
 
     def _collect(self, generation: int) -> None:
         """A garbage collection whose frees count: a finalizer of older garbage may
@@ -192,8 +185,7 @@ class EventsTracker(TestTracker):
 
     def finish(self, owned_by: Sequence[object] = (), tolerance: int = 0) -> LeakResult:
         self._stop()
-        collect_for_verdict(lambda: self._unowned_bytes(owned_by, tolerance), tolerance,
-                            self._collect)
+        collect_for_verdict(self._live_bytes, tolerance, self._collect)
         leaked = sum(size for _, size in self.events)
         if leaked <= 0:
             return LeakResult(leaked_bytes=0)
