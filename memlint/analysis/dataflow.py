@@ -586,8 +586,14 @@ class DataflowAnalysis:
                 if isinstance(parent, cst.Assign) and call.args:
                     candidates.append((call, parent))
         self._with_wrapped(bound, wrapped)
+        aliases = self._plain_aliases() if bound else []
         for _ in range(4):
             grew = False
+            for name, key in aliases:  # `self.train_loader = train_loader`
+                if key in bound and name not in bound:
+                    wrapped.setdefault(name, key)
+                    bound.add(name)
+                    grew = True
             for call, parent in candidates:
                 source = self._wrapped_loader(call, bound)
                 if source is None:
@@ -603,6 +609,21 @@ class DataflowAnalysis:
             if not grew:
                 break
         return bound, wrapped
+
+    def _plain_aliases(self) -> list[tuple[str, str]]:
+        """``(self.train_loader, train_loader)`` for each ``a = b`` between plain or dotted
+        names: a loader kept on the object under a second name is the same loader."""
+        found: list[tuple[str, str]] = []
+        for node in self.tree.preorder:
+            if type(node) is not cst.Assign or len(node.targets) != 1:
+                continue
+            if not isinstance(node.value, (cst.Name, cst.Attribute)):
+                continue
+            source = dotted_name(node.value)
+            target = dotted_name(node.targets[0].target)
+            if source is not None and target is not None and source != target:
+                found.append((target, source))
+        return found
 
     def _with_wrapped(self, bound: set[str], wrapped: dict[str, str]) -> None:
         """``with Manager(data_loader=train_loader, ...) as safe_loader:``: a context manager
@@ -666,16 +687,17 @@ class DataflowAnalysis:
                 keys.update(names_in(target.target))
         elif isinstance(parent, cst.AnnAssign):
             keys.update(names_in(parent.target))
-        elif isinstance(parent, cst.Return):
-            function = self.tree.enclosing_function(parent)
-            if function is not None:
-                fn = function.name.value
-                keys.add(f"{fn}()")
-                for call in self.tree.calls_by_name.get(fn, ()):
-                    call_parent = self.tree.parent(call)
-                    if isinstance(call_parent, cst.Assign):
-                        for target in call_parent.targets:
-                            keys.update(names_in(target.target))
+        function = self.tree.enclosing_function(parent) if parent is not None else None
+        # `return loader`, also by name: `loader = DataLoader(...)` ... `return loader, sampler`
+        if function is not None and (
+                isinstance(parent, cst.Return) or keys & self._returned_names(function)):
+            fn = function.name.value
+            keys.add(f"{fn}()")
+            for call in self.tree.calls_by_name.get(fn, ()):
+                call_parent = self.tree.parent(call)
+                if isinstance(call_parent, cst.Assign):
+                    for target in call_parent.targets:
+                        keys.update(names_in(target.target))
         return keys
 
     def _wrapper_of(self, arg: cst.Arg) -> cst.Call | None:
