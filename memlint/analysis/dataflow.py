@@ -171,13 +171,9 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
             return DeviceTarget.ACCELERATOR
         return DeviceTarget.NOT_A_MOVE
     if isinstance(expr, (cst.Name, cst.Attribute)):
-        qualified = imports.qualified_name(expr) or ""
-        last = _last_part(expr) or ""
-        if qualified.startswith("torch.") and last in _TORCH_DTYPES:
+        if names_dtype(expr, imports):
             return DeviceTarget.NOT_A_MOVE
-        if _DTYPE_NAME.search(last):
-            return DeviceTarget.NOT_A_MOVE
-        if _DEVICE_NAME.search(last):
+        if _DEVICE_NAME.search(_last_part(expr) or ""):
             return DeviceTarget.ACCELERATOR
     if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
         # A device picked from a list of devices: `devices[0]`, `self.gpus[rank]`.
@@ -197,6 +193,17 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
             if key is not None and _DEVICE_KEY.search(key):
                 return DeviceTarget.ACCELERATOR
     return DeviceTarget.NOT_A_MOVE
+
+
+def names_dtype(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+    """Is ``expr`` a dtype: ``torch.long``, ``torch.float32``, or a name like ``x.dtype``,
+    ``self.input_dtype``, ``precision``?"""
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return False
+    last = _last_part(expr) or ""
+    qualified = imports.qualified_name(expr) or ""
+    return (qualified.startswith("torch.") and last in _TORCH_DTYPES) or bool(
+        _DTYPE_NAME.search(last))
 
 
 def names_other_tensor(expr: cst.BaseExpression, imports: ImportTable) -> bool:

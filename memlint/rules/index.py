@@ -132,8 +132,9 @@ RULES: tuple[RuleSpec, ...] = (
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
                          b')\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|do'
                          b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|view|res'
-                         b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand)\\(('
-                         b'?:[^()]|\\([^()]*\\))*\\))*\\s*\\.(?:cuda|to)\\('),
+                         b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|typ'
+                         b'e)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:c'
+                         b'uda|to)\\('),
         code_gate=(),
     ),
     RuleSpec(
