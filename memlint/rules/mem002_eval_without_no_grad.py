@@ -123,7 +123,10 @@ class EvalWithoutNoGrad(Rule):
     ``torch.inference_mode()`` or ``torch.no_grad()`` depending on the torch version, a
     wrapper that calls the function under no-grad), when ``stack.enter_context(
     torch.no_grad())`` ran earlier in the block, and when every project call site of the
-    function runs under no-grad, a runner that calls a function passed to it included. A
+    function runs under no-grad, a runner that calls a function passed to it included (a
+    method that overrides a project base class's method is called where the base calls it:
+    ``self.inference(im)`` in the base's decorated predict loop). Role-named sub-networks
+    are forwards too (``self.model.question_encoder(ids)``, ``text_encoder(tokens)``). A
     function is also evaluation code when a caller in another module switched a model to
     ``.eval()`` before calling it (a decoder run from ``__main__``), or when it is only ever
     called as a statement from training loops and trains nothing itself (sampling images
@@ -174,6 +177,13 @@ class EvalWithoutNoGrad(Rule):
     )
 
     valid = (
+        Valid("""
+            import importlib
+            def predict(model, texts, plugin):
+                model.eval()
+                handler = importlib.import_module(plugin)
+                return handler.data_generator(texts)
+        """),
         Valid("""
             import torch
             def infer_conv_output_dim(encoder, in_channels, length):
@@ -272,6 +282,21 @@ class EvalWithoutNoGrad(Rule):
         """),
     )
     invalid = (
+        # A role-named sub-network of the model is a forward too.
+        Invalid(
+            """
+            import torch
+            class Retriever:
+                def evaluate(self, loader):
+                    self.model.eval()
+                    with torch.no_grad():
+                        return [self.model(batch) for batch in loader]
+                def predict(self, texts):
+                    ids = self.tokenizer(texts)["input_ids"].to(self.device)
+                    return self.model.question_encoder(ids)[0].detach().cpu()
+            """,
+            lines=(10,),
+        ),
         Invalid(
             """
             import torch
