@@ -596,10 +596,10 @@ class DataflowAnalysis:
         aliases = self._plain_aliases() if bound else []
         for _ in range(4):
             grew = False
-            for name, key in aliases:  # `self.train_loader = train_loader`
-                if key in bound and name not in bound:
-                    wrapped.setdefault(name, key)
-                    bound.add(name)
+            for alias, aliased in aliases:  # `self.train_loader = train_loader`
+                if aliased in bound and alias not in bound:
+                    wrapped.setdefault(alias, aliased)
+                    bound.add(alias)
                     grew = True
             for call, parent in candidates:
                 source = self._wrapped_loader(call, bound)

@@ -276,9 +276,11 @@ class ProjectModel:
             return None
         for base in klass.bases:
             found = self.definition(self.resolve(module, base))
-            if found is None or not isinstance(found[1], Class):
+            if found is None:
                 continue
             where, base_class = found
+            if not isinstance(base_class, Class):
+                continue
             method = self._functions[where].get(f"{base_class.qualname}.{name}")
             if method is not None:
                 return where, method
