@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 summary_of(tree)
                 t = lap("summary", t)
         if active and tree is not None:
-            active = gated(active, code_facts(tree))
+            active = gated(active, code_facts(tree, source))
             t = lap("code gates", t)
         if not active:
             if tree is None:

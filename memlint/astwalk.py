@@ -20,6 +20,12 @@ _SCALAR_FIELDS = frozenset({
 _child_fields: dict[type[ast.AST], tuple[str, ...]] = {}
 
 
+def fields_of(kind: type[ast.AST]) -> tuple[str, ...]:
+    """The fields of a node type that hold child nodes, in declaration order."""
+    known = _child_fields.get(kind)
+    return known if known is not None else _fields_of(kind)
+
+
 def _fields_of(kind: type[ast.AST]) -> tuple[str, ...]:
     fields = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)
     if kind is ast.Constant:

@@ -201,7 +201,7 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
     tree = parse_source(source, display) if active or wanted else None
     summary = summary_of(tree) if wanted and tree is not None else None
     if active and tree is not None:
-        active = gated(active, code_facts(tree))
+        active = gated(active, code_facts(tree, source))
         if not active:
             # Parsed, so no syntax error; the project model may still add a rule (active=()).
             return FileResult(display, active=(), summary=summary)

@@ -16,10 +16,25 @@ examples and the labelled corpus.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
-from memlint.astwalk import walk
+from memlint.astwalk import fields_of
+from memlint.vocabulary import (
+    BROAD_ERROR_TYPES,
+    DETERMINISTIC_FACTORIES,
+    DTYPE_NAME,
+    EVAL_FUNCTION,
+    EVAL_WORDS,
+    FRAMEWORK_HOOK,
+    LOADER_NAME,
+    OOM_TEXT,
+    OOM_TYPE,
+    RANDOM_FACTORIES,
+    STAGING_KEYWORDS,
+    TORCH_DTYPES,
+)
 
 
 class Gated(Protocol):
@@ -30,22 +45,234 @@ class Gated(Protocol):
 G = TypeVar("G", bound=Gated)
 
 
-def code_facts(tree: ast.AST) -> frozenset[str]:
-    """The gate tokens a parsed file holds: every callee's last name and every node type."""
-    called: set[str] = set()
-    kinds: set[type[ast.AST]] = set()
-    call_t, attribute_t, name_t = ast.Call, ast.Attribute, ast.Name
-    for node in walk(tree):
-        kind = type(node)
-        kinds.add(kind)
-        if kind is call_t:
-            func = node.func  # type: ignore[attr-defined]  # an ast.Call: checked above
-            if type(func) is attribute_t:
-                called.add(func.attr)
-            elif type(func) is name_t:
-                called.add(func.id)
-    return frozenset([*(f"call:{name}" for name in called),
-                      *(f"node:{kind.__name__}" for kind in kinds)])
+def code_facts(tree: ast.AST, source: bytes | None = None) -> frozenset[str]:
+    """The gate tokens a parsed file holds: every callee's last name, every node type and
+    the ``fact:`` tokens of :class:`_Structure` (``source``: the bytes ``tree`` was parsed
+    from, for what only the text shows, such as comments; without it such facts hold)."""
+    structure = _Structure()
+    structure.walk(tree)
+    return frozenset([*(f"call:{name}" for name in structure.called),
+                      *(f"node:{kind.__name__}" for kind in structure.kinds),
+                      *structure.facts(source)])
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+_OOM_BYTES = re.compile(OOM_TEXT.pattern.encode(), re.IGNORECASE)
+
+
+def _may_move(call: ast.Call) -> bool:
+    """Can this ``.to(...)`` be a move (not a dtype cast)? Its target is ``device=`` or the
+    first positional argument; a name spelled like a dtype (``.to(x.dtype)``,
+    ``.to(compute_type)``, ``.to(torch.float16)``) is none, as the dataflow analysis reads it."""
+    target = next((k.value for k in call.keywords if k.arg == "device"),
+                  call.args[0] if call.args else None)
+    if target is None:
+        return False
+    if type(target) is ast.Attribute:
+        last = target.attr
+        if (type(target.value) is ast.Name and target.value.id == "torch"
+                and last in TORCH_DTYPES):
+            return False
+    elif type(target) is ast.Name:
+        last = target.id
+    else:
+        return True
+    return not (DTYPE_NAME.search(last) or last.lower().endswith("type"))
+
+
+def _says_oom(source: bytes, spans: list[tuple[int, int]]) -> bool:
+    """Do these lines, or the blank and comment lines right after them (a block's trailing
+    comments belong to it in libcst), mention running out of memory?"""
+    lines = source.splitlines()
+    for first, last in spans:
+        end = last
+        while end < len(lines) and (not lines[end].strip()
+                                    or lines[end].lstrip().startswith(b"#")):
+            end += 1
+        if any(_OOM_BYTES.search(line) for line in lines[first - 1:end]):
+            return True
+    return False
+
+
+class _Structure:
+    """Where things sit in the code, as far as the gates need it, in one walk.
+
+    The ``fact:`` tokens are necessary conditions of the analyses' own questions, each
+    looser than the analysis it stands for (a nested scope counts as its parent's, any
+    enclosing loop counts):
+
+    - ``fact:loader-name``: a name in the code (not in a string) that could hold a
+      DataLoader; every loader the dataflow analysis follows starts at one.
+    - ``fact:eval-collection``: ``c.append(v)``/``c.extend(v)``/``c += [v]`` inside a loop of a
+      function named like evaluation or that calls ``.eval()`` itself (module level: a
+      module-level ``.eval()``).
+    - ``fact:loader-collection``: such a site in any loop, or a list comprehension, in a
+      file with a loader name.
+    - ``fact:eval-switch``: ``m.eval()`` or ``m.train(False)``.
+    - ``fact:eval-function``: a function named like evaluation code (MEM002's names), outside
+      a class, or a method of that name looping in a file with a loader name.
+    - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
+      handler whose lines (with the comments that follow them) mention running out of memory.
+    - ``fact:factory-move``: ``.cuda(...)``, or ``.to(...)`` given a device or a positional
+      argument, on a chain of calls that starts at a tensor factory
+      (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases) given
+      no keyword that places its result.
+    """
+
+    def __init__(self) -> None:
+        self.called: set[str] = set()
+        self.kinds: set[type[ast.AST]] = set()
+        self.names: set[str] = set()
+        self.eval_scopes: set[int] = set()
+        self.collecting: set[int] = set()
+        self.eval_methods: set[int] = set()
+        self.method_loops = False
+        self.comprehension = False
+        self.eval_switch = False
+        self.eval_function = False
+        self.aliases: dict[str, str] = {}
+        self.moved: set[str] = set()  # callees at the root of a `.to()`/`.cuda()` chain
+        self.oom_handler = False
+        self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
+
+    def walk(self, tree: ast.AST) -> None:
+        # (node, id of its function (0: the module), inside a loop, directly in a class body)
+        stack: list[tuple[ast.AST, int, bool, bool]] = [(tree, 0, False, False)]
+        pop, push = stack.pop, stack.append
+        kinds, names = self.kinds, self.names
+        call_t, name_t, attribute_t = ast.Call, ast.Name, ast.Attribute
+        ast_type = ast.AST
+        while stack:
+            node, scope, in_loop, in_class = pop()
+            kind = type(node)
+            kinds.add(kind)
+            inner_scope, inner_loop, inner_class = scope, in_loop, False
+            if kind is call_t:
+                self._call(node, scope, in_loop)  # type: ignore[arg-type]  # checked above
+            elif kind is name_t:
+                names.add(node.id)  # type: ignore[attr-defined]  # an ast.Name
+            elif kind is attribute_t:
+                names.add(node.attr)  # type: ignore[attr-defined]  # an ast.Attribute
+            elif kind in _FUNCTIONS:
+                inner_scope = id(node)
+                self._function(node, inner_scope, in_class)  # type: ignore[arg-type]
+            elif kind in _LOOPS:
+                inner_loop = True
+                if kind is not ast.While and scope in self.eval_methods:
+                    self.method_loops = True
+            elif kind is ast.ClassDef:
+                inner_class = True
+                names.add(node.name)  # type: ignore[attr-defined]  # an ast.ClassDef
+            elif kind is ast.AugAssign:
+                if (in_loop and type(node.op) is ast.Add  # type: ignore[attr-defined]
+                        and type(node.value) in (ast.List, ast.ListComp)):  # type: ignore[attr-defined]
+                    self.collecting.add(scope)
+            elif kind is ast.ListComp:
+                self.comprehension = True
+            elif kind is ast.ExceptHandler:
+                self._handler(node)  # type: ignore[arg-type]  # checked above
+            elif kind is ast.arg:
+                names.add(node.arg)  # type: ignore[attr-defined]  # an ast.arg
+            elif kind is ast.keyword:
+                if node.arg is not None:  # type: ignore[attr-defined]  # an ast.keyword
+                    names.add(node.arg)  # type: ignore[attr-defined]
+            elif kind is ast.alias:
+                names.add(node.name)  # type: ignore[attr-defined]  # an ast.alias
+                if node.asname is not None:  # type: ignore[attr-defined]
+                    names.add(node.asname)  # type: ignore[attr-defined]
+                    self.aliases[node.asname] = node.name  # type: ignore[attr-defined]
+            for field in fields_of(kind):
+                value = getattr(node, field)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, ast_type):
+                            push((item, inner_scope, inner_loop, inner_class))
+                elif isinstance(value, ast_type):
+                    push((value, inner_scope, inner_loop, inner_class))
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, key: int,
+                  in_class: bool) -> None:
+        name = node.name
+        self.names.add(name)
+        if set(name.lower().split("_")) & EVAL_WORDS:
+            self.eval_scopes.add(key)
+        if EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
+            if in_class:
+                self.eval_methods.add(key)  # counts with a loop over a loader (below)
+            else:
+                self.eval_function = True
+
+    def _call(self, node: ast.Call, scope: int, in_loop: bool) -> None:
+        func = node.func
+        if type(func) is ast.Attribute:
+            method = func.attr
+            self.called.add(method)
+            count = len(node.args) + len(node.keywords)
+            if method in ("append", "extend"):
+                if in_loop and count == 1:
+                    self.collecting.add(scope)
+            elif method == "eval":
+                if count == 0:
+                    self.eval_switch = True
+                    self.eval_scopes.add(scope)
+            elif method == "train":
+                value = node.args[0] if node.args else (
+                    node.keywords[0].value if node.keywords else None)
+                if count == 1 and type(value) is ast.Constant and value.value is False:
+                    self.eval_switch = True
+            elif method == "cuda" or (method == "to" and _may_move(node)):
+                self._moved_chain(func.value)
+        elif type(func) is ast.Name:
+            self.called.add(func.id)
+
+    def _handler(self, node: ast.ExceptHandler) -> None:
+        kind = node.type
+        items = kind.elts if isinstance(kind, ast.Tuple) else [kind]
+        types = {t.attr if isinstance(t, ast.Attribute) else t.id
+                 for t in items if isinstance(t, (ast.Attribute, ast.Name))}
+        if OOM_TYPE in types:
+            self.oom_handler = True
+        elif types & BROAD_ERROR_TYPES:
+            self.broad_handlers.append((node.lineno, node.end_lineno or node.lineno))
+
+    def _moved_chain(self, value: ast.expr) -> None:
+        """The callees of the calls chained under a move (``torch.arange(t).view(1, t)``),
+        but not one given a keyword that already places its result (``device=``, ``out=``,
+        ``pin_memory=``, ``generator=``) or ``**`` options that may hold one."""
+        while type(value) is ast.Call:
+            call: ast.Call = value
+            if not any(k.arg is None or k.arg in STAGING_KEYWORDS for k in call.keywords):
+                callee = call.func
+                if type(callee) is ast.Attribute:
+                    self.moved.add(callee.attr)
+                elif type(callee) is ast.Name:
+                    self.moved.add(callee.id)
+            if type(call.func) is not ast.Attribute:
+                return
+            value = call.func.value
+
+    def facts(self, source: bytes | None) -> list[str]:
+        loader = any(LOADER_NAME.search(name) for name in self.names)
+        found = []
+        if self.oom_handler or (self.broad_handlers and (
+                source is None or _says_oom(source, self.broad_handlers))):
+            found.append("fact:oom-handler")
+        if loader:
+            found.append("fact:loader-name")
+            if self.collecting or self.comprehension:
+                found.append("fact:loader-collection")
+        if self.collecting & self.eval_scopes:
+            found.append("fact:eval-collection")
+        if self.eval_switch:
+            found.append("fact:eval-switch")
+        if self.eval_function or (self.method_loops and loader):
+            found.append("fact:eval-function")
+        if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES
+               for name in self.moved):
+            found.append("fact:factory-move")
+        return found
 
 
 def gated(rules: Iterable[G], facts: frozenset[str]) -> list[G]:

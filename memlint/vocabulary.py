@@ -3,9 +3,56 @@ project index (stdlib ``ast``, which must not import libcst), so both read code 
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 GradMode = Literal["off", "on", "unknown"]
+
+# `except torch.OutOfMemoryError`, `torch.cuda.OutOfMemoryError`, `from torch.cuda import
+# OutOfMemoryError`: the last part of the dotted name is enough (MEM006).
+OOM_TYPE = "OutOfMemoryError"
+# A `RuntimeError` handler is an OOM handler only when its strings or comments say so.
+OOM_TEXT = re.compile(r"out of memory|\boom\b|outofmemory", re.IGNORECASE)
+BROAD_ERROR_TYPES = frozenset({"RuntimeError", "Exception", "BaseException"})
+# A name that holds a dtype, not a device (`.to(dtype)`, `.to(self.half)`), and torch's dtypes.
+DTYPE_NAME = re.compile(r"dtype$|^(?:half|float|precision)$", re.IGNORECASE)
+TORCH_DTYPES = frozenset({
+    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
+    "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
+    "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
+})
+# A name that holds (or makes) a DataLoader: `train_loader`, `DataLoader`, `dl`, `val_dl_iter`;
+# not `downloader`/`uploader`. Every loader the analyses follow starts at such a name.
+LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
+# Words that name evaluation code, one `_`-separated part of a function name (MEM005/MEM016).
+EVAL_WORDS = frozenset({
+    "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "predict",
+    "prediction", "predictions", "infer", "inference", "test", "testing", "score", "embed",
+    "extract", "encode",
+})
+# evaluate(), validate(), test(), predict(), infer*(), eval_epoch(), run_validation(), _evaluate().
+# Of the `test_*` names only the loop-shaped ones (`test_epoch`, `test_one_epoch`, `test_loop`)
+# count, and not in a test module: elsewhere `test_*` functions are pytest tests (MEM002).
+EVAL_FUNCTION = re.compile(
+    r"^_*(?:(?:run_|do_)?(?:eval|evaluate|evaluation|predict|inference)(?:_\w+)?|infer\w*|test"
+    r"|test_(?:one_)?epoch|test_loop"
+    r"|(?:run_|do_)?(?:validate|validation|valid)(?:_(?:one_)?(?:epoch|loop|model|batch|step))?)$"
+)
+# Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
+FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
+# `torch.<factory>(...)` builds a fresh tensor on the host unless given `device=` (MEM010).
+# Same values whichever device builds them, so moving `device=` into the call is safe.
+# Data-copying constructors (`tensor`, `as_tensor`, `from_numpy`) are deliberately absent:
+# their data lives on the host, so `torch.tensor(data, device=d)` also builds a host tensor
+# and copies it; moving `device=` in saves nothing.
+DETERMINISTIC_FACTORIES = frozenset({
+    "zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace",
+})
+# On a CUDA device these draw from the CUDA generator, so the numbers change: unsafe fix.
+RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
+# `out=` writes into an existing tensor, `pin_memory=True` and `generator=` (a CPU generator)
+# mark deliberate host staging, `device=` is an explicit choice: leave those alone.
+STAGING_KEYWORDS = frozenset({"out", "pin_memory", "generator", "device"})
 
 NO_GRAD_NAMES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 ENABLE_GRAD_NAMES = frozenset({"torch.enable_grad", "torch.autograd.enable_grad"})

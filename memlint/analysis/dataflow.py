@@ -41,6 +41,7 @@ import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.tree import Loop, TreeIndex
+from memlint.vocabulary import DTYPE_NAME, LOADER_NAME, TORCH_DTYPES
 
 if TYPE_CHECKING:
     from memlint.project.view import ModuleView
@@ -80,12 +81,6 @@ _DEVICE_NAME = re.compile(
 _DEVICES_NAME = re.compile(r"^(?:devices|gpus|device_ids|gpu_ids)$|_devices$|_gpus$", re.IGNORECASE)
 # A mapping key that holds a device (`state["device"]`, `state[keys.DEVICE]`, `DEVICE_KEY`).
 _DEVICE_KEY = re.compile(r"(?:^|_)(?:device|gpu)(?:_key)?$", re.IGNORECASE)
-_DTYPE_NAME = re.compile(r"dtype$|^(?:half|float|precision)$", re.IGNORECASE)
-_TORCH_DTYPES = frozenset({
-    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
-    "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
-    "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
-})
 _OTHER_DEVICES = ("mps", "xpu", "meta", "hpu", "xla", "npu", "ipu", "privateuseone")
 
 # Calls that hand their first iterable's items through unchanged (for loader provenance):
@@ -107,7 +102,6 @@ _BATCH_PARAM = re.compile(r"batch", re.IGNORECASE)
 _MAX_HOPS = 4
 # A collection of loaders (`loaders`, `train_dataloaders`, `dls`): its items are loaders.
 _LOADERS_NAME = re.compile(r"loaders$|(?:^|_)dls$", re.IGNORECASE)
-_LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
 
 
 def _string_value(expr: cst.BaseExpression) -> str | None:
@@ -202,8 +196,8 @@ def names_dtype(expr: cst.BaseExpression, imports: ImportTable) -> bool:
         return False
     last = _last_part(expr) or ""
     qualified = imports.qualified_name(expr) or ""
-    return (qualified.startswith("torch.") and last in _TORCH_DTYPES) or bool(
-        _DTYPE_NAME.search(last))
+    return (qualified.startswith("torch.") and last in TORCH_DTYPES) or bool(
+        DTYPE_NAME.search(last))
 
 
 def names_other_tensor(expr: cst.BaseExpression, imports: ImportTable) -> bool:
@@ -217,13 +211,13 @@ def names_other_tensor(expr: cst.BaseExpression, imports: ImportTable) -> bool:
     while isinstance(base, cst.Subscript):
         index = base.slice[0].slice if len(base.slice) == 1 else None
         key = _string_value(index.value) if isinstance(index, cst.Index) else None
-        if key is not None and (_DTYPE_NAME.search(key) or key.lower().endswith("type")):
+        if key is not None and (DTYPE_NAME.search(key) or key.lower().endswith("type")):
             return False  # `state["dtype"]`
         base = base.value
     last = _last_part(base) or ""
     qualified = imports.qualified_name(base) or ""
     return bool(last) and not (
-        _DTYPE_NAME.search(last) or last.lower().endswith("type") or last in _TORCH_DTYPES
+        DTYPE_NAME.search(last) or last.lower().endswith("type") or last in TORCH_DTYPES
         or qualified.startswith("torch.")
         or last.lower() in ("memory_format", "non_blocking", "copy", "none", "true", "false")
     )
@@ -642,7 +636,7 @@ class DataflowAnalysis:
                 continue
             target = node.asname.name
             if not (isinstance(target, cst.Name) and isinstance(node.item, cst.Call)
-                    and _LOADER_NAME.search(target.value)):
+                    and LOADER_NAME.search(target.value)):
                 continue
             for arg in node.item.args:
                 key = self._key_of(arg.value) if not arg.star else None
@@ -957,7 +951,7 @@ class DataflowAnalysis:
                 return True
             name = _call_name(expr)
             return name is not None and (
-                bool(_LOADER_NAME.search(name)) or f"{name}()" in known
+                bool(LOADER_NAME.search(name)) or f"{name}()" in known
             )
         base = expr
         while isinstance(base, cst.Subscript):
@@ -970,7 +964,7 @@ class DataflowAnalysis:
         last = name.rsplit(".", 1)[-1]
         if base is expr and _LOADERS_NAME.search(last):
             return False  # `for dl in loaders:` iterates loaders; `loaders[phase]` is one
-        if _LOADER_NAME.search(last):
+        if LOADER_NAME.search(last):
             return True
         # `def run(model, data): for x, y in data:` called as `run(model, train_loader)`.
         return follow_params and isinstance(base, cst.Name) and any(

@@ -24,15 +24,11 @@ from memlint.analysis.calls import method_name, receiver
 from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import Loop
+from memlint.vocabulary import EVAL_WORDS
 
 if TYPE_CHECKING:
     from memlint.analysis import ModuleAnalysis
 
-_EVAL_WORDS = frozenset({
-    "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "predict",
-    "prediction", "predictions", "infer", "inference", "test", "testing", "score", "embed",
-    "extract", "encode",
-})
 _NOT_EVALUATION = frozenset({"forward", "__call__", "_forward", "training_step"})
 
 
@@ -172,7 +168,7 @@ class EvaluationCollections:
                 return False
             name = func.name.value
             words = set(re.split(r"_+", name.lower()))
-            if words & _EVAL_WORDS and not (self._pytest_file and name.startswith("test_")):
+            if words & EVAL_WORDS and not (self._pytest_file and name.startswith("test_")):
                 return True
         for call in tree.calls_by_name.get("eval", ()):
             if (

@@ -44,6 +44,25 @@ def _combine(modes: Iterable[GradMode | None]) -> GradMode | None:
     return "unknown"
 
 
+class _Inside:
+    """Does a name as written in one module lead into the project? Decided by its first
+    part (an import, a definition, ``self``, or a top-level module of the project), once."""
+
+    def __init__(self, imports: Mapping[str, str], tops: set[str]) -> None:
+        self._imports = imports
+        self._tops = tops
+        self._known: dict[str, bool] = {"self": True}
+
+    def __call__(self, written: str) -> bool:
+        head = written.partition(".")[0]
+        known = self._known.get(head)
+        if known is None:
+            full = self._imports.get(head)
+            known = (full if full is not None else head).partition(".")[0] in self._tops
+            self._known[head] = known
+        return known
+
+
 class ProjectModel:
     """Every summarised module of a project, and the facts derived from them (memoised)."""
 
@@ -60,8 +79,13 @@ class ProjectModel:
         }
         self._modes: dict[str, GradMode | None] = {}
         self._in_progress: set[str] = set()
-        self._callers: dict[str, list[tuple[str, Function | None, Site]]] | None = None
+        self._calls: tuple[dict[str, list[tuple[str, Function | None, Site]]],
+                           list[tuple[str, Function | None, Site]]] | None = None
         self._module_class: dict[str, bool] = {}
+        # Memos of the two questions every view asks of thousands of names.
+        self._definitions: dict[str, Definition | None] = {}
+        self._clears: dict[tuple[str, int], bool] = {}
+        self._resolved: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------ names
 
@@ -102,18 +126,30 @@ class ProjectModel:
     def resolve(self, module: str, dotted: str, scope: str = "") -> str:
         """The absolute name ``dotted`` (as written in ``module``, inside the function or
         method ``scope``) stands for; ``self.m`` in a method is the class's ``m``."""
-        head, _, rest = dotted.partition(".")
-        if head == "self" and rest and "." in scope:
+        if dotted.startswith("self.") and "." in scope:
             owner = scope.rsplit(".", 1)[0]
             if owner in self._classes.get(module, {}):
-                return f"{module}.{owner}.{rest}"
-        full = self.imports(module).get(head)
-        if full is None:
-            return dotted
-        return f"{full}.{rest}" if rest else full
+                return f"{module}.{owner}.{dotted[5:]}"
+        key = (module, dotted)  # the rest does not depend on the scope: memoised
+        found = self._resolved.get(key)
+        if found is None:
+            head, _, rest = dotted.partition(".")
+            full = self.imports(module).get(head)
+            found = dotted if full is None else f"{full}.{rest}" if rest else full
+            self._resolved[key] = found
+        return found
 
     def definition(self, absolute: str, depth: int = 0) -> Definition | None:
         """The project function or class an absolute name refers to, through re-exports."""
+        if depth == 0:
+            if absolute in self._definitions:
+                return self._definitions[absolute]
+            found = self._definition(absolute, 0)
+            self._definitions[absolute] = found
+            return found
+        return self._definition(absolute, depth)
+
+    def _definition(self, absolute: str, depth: int) -> Definition | None:
         if depth > _MAX_DEPTH:
             return None
         parts = absolute.split(".")
@@ -211,28 +247,43 @@ class ProjectModel:
 
     # ------------------------------------------------------------------ call sites
 
-    def _caller_index(self) -> dict[str, list[tuple[str, Function | None, Site]]]:
-        """Absolute callee name -> (module, calling function or None, site), project-wide.
+    def _callers_of(self, key: str) -> list[tuple[str, Function | None, Site]]:
+        """The project's call sites of the project function ``key``: (module, calling
+        function or None, site). ``<name>#passed`` finds the sites that pass the function as
+        an argument, so that a runner that calls its parameter under no-grad can be found."""
+        return self._call_index()[0].get(key, [])
 
-        A function passed as an argument is indexed under ``<name>#passed`` so that a runner
-        that calls its parameter under no-grad can be found.
+    def _call_index(self) -> tuple[dict[str, list[tuple[str, Function | None, Site]]],
+                                   list[tuple[str, Function | None, Site]]]:
+        """The call sites by the absolute name they call, and the sites after ``.eval()`` or
+        in a training loop.
+
+        Only names inside the project are asked about, so a site whose name leads outside
+        it (``torch.cat``, a method of a local variable: most sites) is not resolved or
+        indexed; which way a name leads shows from its first part.
         """
-        if self._callers is not None:
-            return self._callers
+        if self._calls is not None:
+            return self._calls
         index: dict[str, list[tuple[str, Function | None, Site]]] = defaultdict(list)
+        flagged: list[tuple[str, Function | None, Site]] = []
         for module, summary in self.summaries.items():
             owners: list[tuple[Function | None, Iterable[Site]]] = [(None, summary.sites)]
             owners += [(f, f.sites) for f in summary.functions]
+            leads_in = _Inside(self.imports(module), self._tops)
             for function, sites in owners:
                 scope = function.qualname if function is not None else ""
                 for site in sites:
-                    index[self.resolve(module, site.callee, scope)].append(
-                        (module, function, site))
-                    for _, passed in site.passed:
-                        index[self.resolve(module, passed, scope) + "#passed"].append(
+                    if site.after_eval or site.in_backward_loop:
+                        flagged.append((module, function, site))
+                    if leads_in(site.callee):
+                        index[self.resolve(module, site.callee, scope)].append(
                             (module, function, site))
-        self._callers = dict(index)
-        return self._callers
+                    for _, passed in site.passed:
+                        if leads_in(passed):
+                            index[self.resolve(module, passed, scope) + "#passed"].append(
+                                (module, function, site))
+        self._calls = (dict(index), flagged)
+        return self._calls
 
     def function_mode(self, module: str, function: Function) -> GradMode | None:
         """The grad mode the body of a project function starts in: its decorators, else the
@@ -291,13 +342,12 @@ class ProjectModel:
 
     def _site_modes(self, key: str, function: Function) -> list[GradMode | None]:
         modes: list[GradMode | None] = []
-        index = self._caller_index()
-        for module, caller, site in index.get(key, ()):
+        for module, caller, site in self._callers_of(key):
             if caller is not None and f"{module}.{caller.qualname}" == key:
                 continue  # recursion says nothing about how the outside world calls it
             modes.append(self._mode_at(module, caller, site.switches))
         # Handed to a runner that calls its parameter: the mode at that call in the runner.
-        for module, caller, site in index.get(key + "#passed", ()):
+        for module, caller, site in self._callers_of(key + "#passed"):
             runner = self.definition(self.resolve(
                 module, site.callee, caller.qualname if caller is not None else ""))
             if runner is None:
@@ -330,7 +380,7 @@ class ProjectModel:
         """Some caller switched a model to ``.eval()`` before calling it (``model.eval();
         beam_search(model, src)``): the function runs inference."""
         key = f"{module}.{function.qualname}"
-        sites = self._caller_index().get(key, ())
+        sites = self._callers_of(key)
         # A caller that switches to eval and then backpropagates (frozen batch norm while
         # training) makes no inference code of what it calls, and a helper that training
         # code calls too (a generic forward dispatcher) runs in whatever mode its caller has.
@@ -341,7 +391,7 @@ class ProjectModel:
         """Called only as a statement inside training loops (``sample_images(G, step)``), and
         trains nothing itself: work done on the side of training, such as sampling."""
         key = f"{module}.{function.qualname}"
-        sites = self._caller_index().get(key, ())
+        sites = self._callers_of(key)
         return (bool(sites) and all(s.discarded and s.in_backward_loop for _, _, s in sites)
                 and not _trains(function))
 
@@ -350,10 +400,9 @@ class ProjectModel:
         no summary: inference code no prefilter saw, or a helper a training loop relies on
         (one that clears gradients)."""
         wanted: set[str] = set()
-        for name, sites in self._caller_index().items():
-            if "#" in name or self.definition(name) is not None:
-                continue
-            if any(s.after_eval or s.in_backward_loop for _, _, s in sites):
+        for module, function, site in self._call_index()[1]:
+            name = self.resolve(module, site.callee, function.qualname if function else "")
+            if "#" not in name and name not in wanted and self.definition(name) is None:
                 wanted.add(name)
         return wanted
 
@@ -377,16 +426,21 @@ class ProjectModel:
     def clears_grad(self, absolute: str, depth: int = 0) -> bool:
         """A project function that clears gradients, itself or through project callees
         (``zero_grads(params)`` in a utilities module)."""
+        key = (absolute, depth)
+        known = self._clears.get(key)
+        if known is not None:
+            return known
         found = self.definition(absolute)
         if found is None or depth > 3:
-            return False
-        where, function = found
-        if not isinstance(function, Function):
-            return False
-        return function.clears_grad or any(
-            self.clears_grad(self.resolve(where, site.callee, function.qualname), depth + 1)
-            for site in function.sites
-        )
+            result = False
+        else:
+            where, function = found
+            result = isinstance(function, Function) and (function.clears_grad or any(
+                self.clears_grad(self.resolve(where, site.callee, function.qualname), depth + 1)
+                for site in function.sites
+            ))
+        self._clears[key] = result
+        return result
 
     def _data_helper(self, view: ModuleView, module: str, written: str, absolute: str) -> None:
         """Record a loader wrapper or a blocking device-copy helper of another module."""

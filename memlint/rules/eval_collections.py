@@ -20,8 +20,9 @@ from memlint.rules.base import Rule
 class EvalCollectionRule(Rule):
     """Calls :meth:`check` with every per-batch collection in evaluation code."""
 
-    # The three places looked at below: a file without any of them has nothing to report.
-    code_gate = ("call:append", "call:extend", "node:AugAssign", "node:ListComp")
+    # The places looked at below, inside a loop of evaluation code or next to a loader name
+    # (:class:`~memlint.analysis.evaluation.EvaluationCollections` asks for one of the two).
+    code_gate = ("fact:eval-collection", "fact:loader-collection")
 
     @cached_property
     def _collections(self) -> EvaluationCollections:

@@ -31,7 +31,8 @@ RULES: tuple[RuleSpec, ...] = (
                          b'nfer|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_'
                          b')?epoch|test_loop|(?:validate|validation|valid)(?:\\(|_epoch|_one_epo'
                          b'ch|_loop|_model|_batch))'),
-        code_gate=(),
+        code_gate=('fact:eval-function', 'fact:eval-switch', 'call:backward',
+                   'call:manual_backward'),
     ),
     RuleSpec(
         code='MEM003',
@@ -43,7 +44,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('loader', 'Loader', '_dl', 'dl_', ' dl', '(dl'),
         requires=(),
         trigger_pattern=None,
-        code_gate=(),
+        code_gate=('fact:loader-name',),
     ),
     RuleSpec(
         code='MEM004',
@@ -70,7 +71,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
-        code_gate=('call:append', 'call:extend', 'node:AugAssign', 'node:ListComp'),
+        code_gate=('fact:eval-collection', 'fact:loader-collection'),
     ),
     RuleSpec(
         code='MEM006',
@@ -82,7 +83,7 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('OutOfMemory', 'of memory', 'OOM', 'oom'),
         requires=(),
         trigger_pattern=None,
-        code_gate=('node:Try', 'node:TryStar'),
+        code_gate=('fact:oom-handler',),
     ),
     RuleSpec(
         code='MEM007',
@@ -135,7 +136,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|typ'
                          b'e)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:c'
                          b'uda|to)\\('),
-        code_gate=(),
+        code_gate=('fact:factory-move', 'call:Parameter', 'call:Variable'),
     ),
     RuleSpec(
         code='MEM011',
@@ -211,7 +212,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
-        code_gate=('call:append', 'call:extend', 'node:AugAssign', 'node:ListComp'),
+        code_gate=('fact:eval-collection', 'fact:loader-collection'),
     ),
     RuleSpec(
         code='MEM998',

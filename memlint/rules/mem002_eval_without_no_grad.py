@@ -16,22 +16,13 @@ from memlint.analysis.calls import (
 )
 from memlint.analysis.testcode import is_pytest_module, is_test_code
 from memlint.rules.base import Invalid, Rule, Valid
+from memlint.vocabulary import EVAL_FUNCTION, FRAMEWORK_HOOK
 
 if TYPE_CHECKING:
     from memlint.context import FileContext
 
-# evaluate(), validate(), test(), predict(), infer*(), eval_epoch(), run_validation(), _evaluate().
-# Of the `test_*` names only the loop-shaped ones (`test_epoch`, `test_one_epoch`, `test_loop`)
-# count, and not in a test module: elsewhere `test_*` functions are pytest tests.
-_EVAL_FUNCTION = re.compile(
-    r"^_*(?:(?:run_|do_)?(?:eval|evaluate|evaluation|predict|inference)(?:_\w+)?|infer\w*|test"
-    r"|test_(?:one_)?epoch|test_loop"
-    r"|(?:run_|do_)?(?:validate|validation|valid)(?:_(?:one_)?(?:epoch|loop|model|batch|step))?)$"
-)
 # A model's own machinery: an `.eval()` switch there is part of what the model computes.
 _MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
-# Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
-_FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
 # Evaluation that needs input gradients: adversarial attacks, saliency and attribution maps.
 _NEEDS_INPUT_GRAD = re.compile(
     r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain",
@@ -175,6 +166,10 @@ class EvalWithoutNoGrad(Rule):
         rb"|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_)?epoch|test_loop"
         rb"|(?:validate|validation|valid)(?:\(|_epoch|_one_epoch|_loop|_model|_batch))"
     )
+    # The same in the code; or a backward pass, for a helper only ever called beside one (a
+    # sampler run every N steps). Inference code the project reveals gets the rule anyway.
+    code_gate = ("fact:eval-function", "fact:eval-switch", "call:backward",
+                 "call:manual_backward")
 
     valid = (
         Valid("""
@@ -419,15 +414,15 @@ class EvalWithoutNoGrad(Rule):
         """A pytest/unittest test: small forwards there are checks, not evaluation runs."""
         name = function.name.value
         if name.startswith("test_"):
-            return not _EVAL_FUNCTION.match(name) or is_pytest_module(self.context.path)
+            return not EVAL_FUNCTION.match(name) or is_pytest_module(self.context.path)
         cls = self.context.analysis.tree.enclosing_class(function)
         return cls is not None and cls.name.value.startswith("Test")
 
     def _is_eval_function(self, function: cst.FunctionDef) -> bool:
         name = function.name.value
-        if _FRAMEWORK_HOOK.search(name):
+        if FRAMEWORK_HOOK.search(name):
             return False
-        if not _EVAL_FUNCTION.match(name):
+        if not EVAL_FUNCTION.match(name):
             return self._runs_inference(function)
         cls = self.context.analysis.tree.enclosing_class(function)
         if cls is None:

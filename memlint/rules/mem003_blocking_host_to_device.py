@@ -159,6 +159,8 @@ class BlockingHostToDevice(Rule):
     )
     # Every finding sits in, or is fed by, a loop over something named or built as a loader.
     triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl")
+    # ... and such a name in the code itself, not only in a docstring or comment.
+    code_gate = ("fact:loader-name",)
     fix_safety = FixSafety.SAFE
 
     valid = (

@@ -10,13 +10,8 @@ import libcst as cst
 from memlint.analysis.calls import is_backward_call, is_optimizer_step, is_zero_grad, last_name
 from memlint.analysis.imports import dotted_name
 from memlint.rules.base import Invalid, Rule, Valid
+from memlint.vocabulary import BROAD_ERROR_TYPES, OOM_TEXT, OOM_TYPE
 
-# `except torch.OutOfMemoryError`, `torch.cuda.OutOfMemoryError`, `from torch.cuda import
-# OutOfMemoryError`: the last part of the dotted name is enough.
-_OOM_TYPE = "OutOfMemoryError"
-# A `RuntimeError` handler is an OOM handler only when it says so.
-_OOM_TEXT = re.compile(r"out of memory|\boom\b|outofmemory", re.IGNORECASE)
-_BROAD_TYPES = frozenset({"RuntimeError", "Exception", "BaseException"})
 # Calls that recover or report, never recompute.
 _HOUSEKEEPING = re.compile(
     r"^(?:empty_cache|collect|synchronize|reset_peak_memory_stats|reset_max_memory_allocated"
@@ -115,7 +110,8 @@ class OomRetryInExcept(Rule):
     )
     triggers = ("OutOfMemory", "of memory", "OOM", "oom")
     # Findings are retries in an `except` clause.
-    code_gate = ("node:Try", "node:TryStar")
+    # An OOM handler in the code (a handler's strings and comments read from its lines).
+    code_gate = ("fact:oom-handler",)
 
     valid = (
         Valid("""
@@ -235,12 +231,12 @@ class OomRetryInExcept(Rule):
 
     def _is_oom_handler(self, handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
         types = _handler_types(handler.type)
-        if _OOM_TYPE in types:
+        if OOM_TYPE in types:
             return True
-        if not any(t in _BROAD_TYPES for t in types):
+        if not any(t in BROAD_ERROR_TYPES for t in types):
             return False
         # String checks (`"out of memory" in str(e)`) and comments, the `except` line's included.
-        return any(_OOM_TEXT.search(text) for text in _strings_and_comments(handler.body))
+        return any(OOM_TEXT.search(text) for text in _strings_and_comments(handler.body))
 
     def _retry_call(
         self,

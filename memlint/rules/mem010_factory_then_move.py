@@ -16,19 +16,8 @@ from memlint.analysis.imports import ImportTable
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
+from memlint.vocabulary import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES, STAGING_KEYWORDS
 
-# Same values whichever device builds them, so moving `device=` into the call is safe.
-# Data-copying constructors (`tensor`, `as_tensor`, `from_numpy`) are deliberately absent:
-# their data lives on the host, so `torch.tensor(data, device=d)` also builds a host tensor
-# and copies it; moving `device=` in saves nothing.
-DETERMINISTIC_FACTORIES = frozenset({
-    "zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace",
-})
-# On a CUDA device these draw from the CUDA generator, so the numbers change: unsafe fix.
-RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
-# `out=` writes into an existing tensor, `pin_memory=True` and `generator=` (a CPU generator)
-# mark deliberate host staging, `device=` is an explicit choice: leave those alone.
-_STAGING_KEYWORDS = frozenset({"out", "pin_memory", "generator", "device"})
 # Every factory above takes its options keyword-only, so `*shape` only ever holds sizes or
 # data: the call is still reported, and `device=` goes after the starred argument.
 # `.to()` keywords that only matter for a copy and can be dropped with it.
@@ -192,6 +181,9 @@ class FactoryThenMove(Rule):
         rb"(?:\s*(?:,[^()]*)?\))?"
         rb"\s*\.(?:cuda|to)\("
     )
+    # The same chain in the code (a docstring's example does not count), or a Parameter /
+    # Variable that a factory may be wrapped in before the move.
+    code_gate = ("fact:factory-move", "call:Parameter", "call:Variable")
     fix_safety = FixSafety.SAFE
 
     valid = (
@@ -340,7 +332,7 @@ class FactoryThenMove(Rule):
         short = qualified[len("torch."):]
         if short not in DETERMINISTIC_FACTORIES and short not in RANDOM_FACTORIES:
             return
-        if any(a.keyword is not None and a.keyword.value in _STAGING_KEYWORDS
+        if any(a.keyword is not None and a.keyword.value in STAGING_KEYWORDS
                for a in factory.args):
             return
         if any(a.star == "**" for a in factory.args):
