@@ -303,6 +303,14 @@ class FactoryThenMove(Rule):
             ones = Variable(torch.ones(b, 1).type(x.dtype), requires_grad=False).to(x.device)
             """,
         ),
+        # A wrapped factory alone in a file (no plain factory-then-move chain beside it).
+        Invalid(
+            """
+            import torch
+            bias = torch.nn.Parameter(torch.zeros(n)).cuda()
+            """,
+            lines=(3,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
