@@ -28,6 +28,7 @@ from memlint.vocabulary import (
     EVAL_FUNCTION,
     EVAL_WORDS,
     FRAMEWORK_HOOK,
+    HOST_WRAPPER_NAMES,
     LOADER_NAME,
     OOM_TEXT,
     OOM_TYPE,
@@ -117,8 +118,9 @@ class _Structure:
       handler whose lines (with the comments that follow them) mention running out of memory.
     - ``fact:factory-move``: ``.cuda(...)``, or ``.to(...)`` given a device or a positional
       argument, on a chain of calls that starts at a tensor factory
-      (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases) given
-      no keyword that places its result.
+      (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases, or
+      wrapped in ``nn.Parameter(...)``/``Variable(...)``) given no keyword that places its
+      result.
     """
 
     def __init__(self) -> None:
@@ -249,6 +251,11 @@ class _Structure:
                     self.moved.add(callee.attr)
                 elif type(callee) is ast.Name:
                     self.moved.add(callee.id)
+            last = (call.func.attr if type(call.func) is ast.Attribute
+                    else call.func.id if type(call.func) is ast.Name else None)
+            if last in HOST_WRAPPER_NAMES and call.args:
+                value = call.args[0]  # `nn.Parameter(torch.zeros(n)).cuda()`
+                continue
             if type(call.func) is not ast.Attribute:
                 return
             value = call.func.value

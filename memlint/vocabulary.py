@@ -96,3 +96,8 @@ def grad_switch(name: str, called: bool, has_args: bool, flag: bool | None) -> G
             return "unknown"
         return "on" if flag else "off"
     return None
+
+
+# Wrappers that hand on the host tensor they are given (`nn.Parameter(torch.zeros(n))`,
+# the legacy `Variable(...)`): a move of the wrapper still copies the factory's result.
+HOST_WRAPPER_NAMES = frozenset({"Parameter", "Variable"})

@@ -136,7 +136,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|typ'
                          b'e)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:c'
                          b'uda|to)\\('),
-        code_gate=('fact:factory-move', 'call:Parameter', 'call:Variable'),
+        code_gate=('fact:factory-move',),
     ),
     RuleSpec(
         code='MEM011',

@@ -181,9 +181,8 @@ class FactoryThenMove(Rule):
         rb"(?:\s*(?:,[^()]*)?\))?"
         rb"\s*\.(?:cuda|to)\("
     )
-    # The same chain in the code (a docstring's example does not count), or a Parameter /
-    # Variable that a factory may be wrapped in before the move.
-    code_gate = ("fact:factory-move", "call:Parameter", "call:Variable")
+    # The same chain in the code (a docstring's example does not count).
+    code_gate = ("fact:factory-move",)
     fix_safety = FixSafety.SAFE
 
     valid = (
