@@ -31,7 +31,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'nfer|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_'
                          b')?epoch|test_loop|(?:validate|validation|valid)(?:\\(|_epoch|_one_epo'
                          b'ch|_loop|_model|_batch))'),
-        code_gate=('fact:eval-function', 'fact:eval-switch', 'call:backward',
+        code_gate=('fact:eval-function', 'fact:eval-block', 'call:backward',
                    'call:manual_backward'),
     ),
     RuleSpec(

@@ -16,13 +16,11 @@ from memlint.analysis.calls import (
 )
 from memlint.analysis.testcode import is_pytest_module, is_test_code
 from memlint.rules.base import Invalid, Rule, Valid
-from memlint.vocabulary import EVAL_FUNCTION, FRAMEWORK_HOOK
+from memlint.vocabulary import EVAL_FUNCTION, FRAMEWORK_HOOK, MODEL_MACHINERY
 
 if TYPE_CHECKING:
     from memlint.context import FileContext
 
-# A model's own machinery: an `.eval()` switch there is part of what the model computes.
-_MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
 # Evaluation that needs input gradients: adversarial attacks, saliency and attribution maps.
 _NEEDS_INPUT_GRAD = re.compile(
     r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain",
@@ -168,7 +166,7 @@ class EvalWithoutNoGrad(Rule):
     )
     # The same in the code; or a backward pass, for a helper only ever called beside one (a
     # sampler run every N steps). Inference code the project reveals gets the rule anyway.
-    code_gate = ("fact:eval-function", "fact:eval-switch", "call:backward",
+    code_gate = ("fact:eval-function", "fact:eval-block", "call:backward",
                  "call:manual_backward")
 
     valid = (
@@ -495,7 +493,7 @@ class EvalWithoutNoGrad(Rule):
             return None
         if function is not None and self._is_eval_function(function):
             return function
-        if function is not None and function.name.value in _MODEL_MACHINERY:
+        if function is not None and function.name.value in MODEL_MACHINERY:
             return None
         blocks = self._eval_blocks()
         if not blocks:
