@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
-from memlint.astwalk import fields_of
+from memlint.astwalk import fields_of, walk
 from memlint.vocabulary import (
     BROAD_ERROR_TYPES,
     DETERMINISTIC_FACTORIES,
@@ -28,7 +28,9 @@ from memlint.vocabulary import (
     EVAL_FUNCTION,
     EVAL_WORDS,
     FRAMEWORK_HOOK,
+    HOST_WRAPPER_NAMES,
     LOADER_NAME,
+    MODEL_MACHINERY,
     OOM_TEXT,
     OOM_TYPE,
     RANDOM_FACTORIES,
@@ -82,6 +84,36 @@ def _may_move(call: ast.Call) -> bool:
     return not (DTYPE_NAME.search(last) or last.lower().endswith("type"))
 
 
+def _opens_block(tree: ast.AST, switches: set[int]) -> bool:
+    """Does one of these eval switches open an evaluation block, as MEM002 reads one: a
+    statement of its own with statements after it in its block, where a model call can be
+    evaluation code (not in a model's ``forward``/``__init__``) or a plain-name call can run a
+    helper as inference code?"""
+    stack: list[tuple[ast.AST, str]] = [(tree, "")]
+    while stack:
+        node, function = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node.name
+        for field in fields_of(type(node)):
+            value = getattr(node, field)
+            if type(value) is not list:
+                if isinstance(value, ast.AST):
+                    stack.append((value, function))
+                continue
+            for index, item in enumerate(value):
+                if not isinstance(item, ast.AST):
+                    continue
+                stack.append((item, function))
+                if (type(item) in (ast.Expr, ast.Assign)
+                        and id(item.value) in switches  # type: ignore[attr-defined]
+                        and index + 1 < len(value)
+                        and (function not in MODEL_MACHINERY or any(
+                            type(n) is ast.Call and type(n.func) is ast.Name
+                            for later in value[index + 1:] for n in walk(later)))):
+                    return True
+    return False
+
+
 def _says_oom(source: bytes, spans: list[tuple[int, int]]) -> bool:
     """Do these lines, or the blank and comment lines right after them (a block's trailing
     comments belong to it in libcst), mention running out of memory?"""
@@ -110,15 +142,18 @@ class _Structure:
       module-level ``.eval()``).
     - ``fact:loader-collection``: such a site in any loop, or a list comprehension, in a
       file with a loader name.
-    - ``fact:eval-switch``: ``m.eval()`` or ``m.train(False)``.
+    - ``fact:eval-block``: ``m.eval()`` or ``m.train(False)`` opening a block of evaluation
+      code (:func:`_opens_block`).
     - ``fact:eval-function``: a function named like evaluation code (MEM002's names), outside
-      a class, or a method of that name looping in a file with a loader name.
+      a class, or a method of that name looping in a file with a loader name or in a class
+      with an eval switch.
     - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
       handler whose lines (with the comments that follow them) mention running out of memory.
     - ``fact:factory-move``: ``.cuda(...)``, or ``.to(...)`` given a device or a positional
       argument, on a chain of calls that starts at a tensor factory
-      (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases) given
-      no keyword that places its result.
+      (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases, or
+      wrapped in ``nn.Parameter(...)``/``Variable(...)``) given no keyword that places its
+      result.
     """
 
     def __init__(self) -> None:
@@ -127,10 +162,12 @@ class _Structure:
         self.names: set[str] = set()
         self.eval_scopes: set[int] = set()
         self.collecting: set[int] = set()
-        self.eval_methods: set[int] = set()
+        self.eval_methods: dict[int, int] = {}  # evaluation-named method -> its class
         self.method_loops = False
         self.comprehension = False
-        self.eval_switch = False
+        self.switches: set[int] = set()  # the eval switch calls
+        self.switch_classes: set[int] = set()
+        self.tree: ast.AST | None = None
         self.eval_function = False
         self.aliases: dict[str, str] = {}
         self.moved: set[str] = set()  # callees at the root of a `.to()`/`.cuda()` chain
@@ -138,32 +175,36 @@ class _Structure:
         self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
 
     def walk(self, tree: ast.AST) -> None:
-        # (node, id of its function (0: the module), inside a loop, directly in a class body)
-        stack: list[tuple[ast.AST, int, bool, bool]] = [(tree, 0, False, False)]
+        # (node, id of its function (0: the module), inside a loop, ids of the classes around
+        # it, innermost last, directly in the innermost one's body)
+        self.tree = tree
+        stack: list[tuple[ast.AST, int, bool, tuple[int, ...], bool]] = [
+            (tree, 0, False, (), False)]
         pop, push = stack.pop, stack.append
         kinds, names = self.kinds, self.names
         call_t, name_t, attribute_t = ast.Call, ast.Name, ast.Attribute
         ast_type = ast.AST
         while stack:
-            node, scope, in_loop, in_class = pop()
+            node, scope, in_loop, klass, in_body = pop()
             kind = type(node)
             kinds.add(kind)
-            inner_scope, inner_loop, inner_class = scope, in_loop, False
+            inner_scope, inner_loop, inner_class, inner_body = scope, in_loop, klass, False
             if kind is call_t:
-                self._call(node, scope, in_loop)  # type: ignore[arg-type]  # checked above
+                self._call(node, scope, in_loop, klass)  # type: ignore[arg-type]  # checked above
             elif kind is name_t:
                 names.add(node.id)  # type: ignore[attr-defined]  # an ast.Name
             elif kind is attribute_t:
                 names.add(node.attr)  # type: ignore[attr-defined]  # an ast.Attribute
             elif kind in _FUNCTIONS:
                 inner_scope = id(node)
-                self._function(node, inner_scope, in_class)  # type: ignore[arg-type]
+                self._function(node, inner_scope,  # type: ignore[arg-type]
+                               klass[-1] if in_body else 0)
             elif kind in _LOOPS:
                 inner_loop = True
                 if kind is not ast.While and scope in self.eval_methods:
                     self.method_loops = True
             elif kind is ast.ClassDef:
-                inner_class = True
+                inner_class, inner_body = (*klass, id(node)), True
                 names.add(node.name)  # type: ignore[attr-defined]  # an ast.ClassDef
             elif kind is ast.AugAssign:
                 if (in_loop and type(node.op) is ast.Add  # type: ignore[attr-defined]
@@ -188,23 +229,25 @@ class _Structure:
                 if type(value) is list:
                     for item in value:
                         if isinstance(item, ast_type):
-                            push((item, inner_scope, inner_loop, inner_class))
+                            push((item, inner_scope, inner_loop, inner_class, inner_body))
                 elif isinstance(value, ast_type):
-                    push((value, inner_scope, inner_loop, inner_class))
+                    push((value, inner_scope, inner_loop, inner_class, inner_body))
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, key: int,
-                  in_class: bool) -> None:
+                  klass: int) -> None:
+        """``klass``: the class whose body holds the definition (0: not a method)."""
         name = node.name
         self.names.add(name)
         if set(name.lower().split("_")) & EVAL_WORDS:
             self.eval_scopes.add(key)
         if EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
-            if in_class:
-                self.eval_methods.add(key)  # counts with a loop over a loader (below)
+            if klass:
+                # Counts with a loop over a loader, or an eval switch in its class (below).
+                self.eval_methods[key] = klass
             else:
                 self.eval_function = True
 
-    def _call(self, node: ast.Call, scope: int, in_loop: bool) -> None:
+    def _call(self, node: ast.Call, scope: int, in_loop: bool, klass: tuple[int, ...]) -> None:
         func = node.func
         if type(func) is ast.Attribute:
             method = func.attr
@@ -215,17 +258,22 @@ class _Structure:
                     self.collecting.add(scope)
             elif method == "eval":
                 if count == 0:
-                    self.eval_switch = True
+                    self._switch(node, klass)
                     self.eval_scopes.add(scope)
             elif method == "train":
                 value = node.args[0] if node.args else (
                     node.keywords[0].value if node.keywords else None)
                 if count == 1 and type(value) is ast.Constant and value.value is False:
-                    self.eval_switch = True
+                    self._switch(node, klass)
             elif method == "cuda" or (method == "to" and _may_move(node)):
                 self._moved_chain(func.value)
         elif type(func) is ast.Name:
             self.called.add(func.id)
+
+    def _switch(self, node: ast.Call, klass: tuple[int, ...]) -> None:
+        """``m.eval()`` / ``m.train(False)``, and the classes it is in."""
+        self.switches.add(id(node))
+        self.switch_classes.update(klass)
 
     def _handler(self, node: ast.ExceptHandler) -> None:
         kind = node.type
@@ -249,6 +297,11 @@ class _Structure:
                     self.moved.add(callee.attr)
                 elif type(callee) is ast.Name:
                     self.moved.add(callee.id)
+            last = (call.func.attr if type(call.func) is ast.Attribute
+                    else call.func.id if type(call.func) is ast.Name else None)
+            if last in HOST_WRAPPER_NAMES and call.args:
+                value = call.args[0]  # `nn.Parameter(torch.zeros(n)).cuda()`
+                continue
             if type(call.func) is not ast.Attribute:
                 return
             value = call.func.value
@@ -265,9 +318,10 @@ class _Structure:
                 found.append("fact:loader-collection")
         if self.collecting & self.eval_scopes:
             found.append("fact:eval-collection")
-        if self.eval_switch:
-            found.append("fact:eval-switch")
-        if self.eval_function or (self.method_loops and loader):
+        if self.switches and self.tree is not None and _opens_block(self.tree, self.switches):
+            found.append("fact:eval-block")
+        if self.eval_function or (self.method_loops and loader) or any(
+                klass in self.switch_classes for klass in self.eval_methods.values()):
             found.append("fact:eval-function")
         if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES
                for name in self.moved):

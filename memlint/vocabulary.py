@@ -40,6 +40,8 @@ EVAL_FUNCTION = re.compile(
 )
 # Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
 FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
+# A model's own machinery: an `.eval()` switch there is part of what the model computes.
+MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
 # `torch.<factory>(...)` builds a fresh tensor on the host unless given `device=` (MEM010).
 # Same values whichever device builds them, so moving `device=` into the call is safe.
 # Data-copying constructors (`tensor`, `as_tensor`, `from_numpy`) are deliberately absent:
@@ -96,3 +98,8 @@ def grad_switch(name: str, called: bool, has_args: bool, flag: bool | None) -> G
             return "unknown"
         return "on" if flag else "off"
     return None
+
+
+# Wrappers that hand on the host tensor they are given (`nn.Parameter(torch.zeros(n))`,
+# the legacy `Variable(...)`): a move of the wrapper still copies the factory's result.
+HOST_WRAPPER_NAMES = frozenset({"Parameter", "Variable"})

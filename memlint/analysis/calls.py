@@ -56,6 +56,9 @@ _MODEL_WORDS = frozenset({
     "model", "net", "network", "module", "generator", "discriminator", "encoder", "decoder",
     "backbone", "classifier", "critic", "actor", "policy", "teacher", "student", "unet", "vae",
 })
+# Role-named sub-networks: `self.model.question_encoder(ids)`, `text_encoder(tokens)`,
+# `image_backbone(x)`. Not `_module` (`import_module`) nor `_generator` (data generators).
+_MODEL_SUFFIXES = ("_encoder", "_decoder", "_backbone", "_classifier", "_network")
 _MODULE_BASE_NAME = re.compile(
     r"(?:Module|Model|Sequential|ModuleList|ModuleDict|Network|Net)$"
 )
@@ -202,6 +205,7 @@ def _is_model_word(name: str) -> bool:
         low in _MODEL_WORDS
         or low.endswith("model")
         or low.endswith("_net")
+        or low.endswith(_MODEL_SUFFIXES)
         or low.startswith("net")
         or low.endswith("_engine")
     )

@@ -165,13 +165,9 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
             return DeviceTarget.ACCELERATOR
         return DeviceTarget.NOT_A_MOVE
     if isinstance(expr, (cst.Name, cst.Attribute)):
-        qualified = imports.qualified_name(expr) or ""
-        last = _last_part(expr) or ""
-        if qualified.startswith("torch.") and last in TORCH_DTYPES:
+        if names_dtype(expr, imports):
             return DeviceTarget.NOT_A_MOVE
-        if DTYPE_NAME.search(last):
-            return DeviceTarget.NOT_A_MOVE
-        if _DEVICE_NAME.search(last):
+        if _DEVICE_NAME.search(_last_part(expr) or ""):
             return DeviceTarget.ACCELERATOR
     if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
         # A device picked from a list of devices: `devices[0]`, `self.gpus[rank]`.
@@ -191,6 +187,17 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
             if key is not None and _DEVICE_KEY.search(key):
                 return DeviceTarget.ACCELERATOR
     return DeviceTarget.NOT_A_MOVE
+
+
+def names_dtype(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+    """Is ``expr`` a dtype: ``torch.long``, ``torch.float32``, or a name like ``x.dtype``,
+    ``self.input_dtype``, ``precision``?"""
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return False
+    last = _last_part(expr) or ""
+    qualified = imports.qualified_name(expr) or ""
+    return (qualified.startswith("torch.") and last in TORCH_DTYPES) or bool(
+        DTYPE_NAME.search(last))
 
 
 def names_other_tensor(expr: cst.BaseExpression, imports: ImportTable) -> bool:
@@ -580,8 +587,14 @@ class DataflowAnalysis:
                 if isinstance(parent, cst.Assign) and call.args:
                     candidates.append((call, parent))
         self._with_wrapped(bound, wrapped)
+        aliases = self._plain_aliases() if bound else []
         for _ in range(4):
             grew = False
+            for alias, aliased in aliases:  # `self.train_loader = train_loader`
+                if aliased in bound and alias not in bound:
+                    wrapped.setdefault(alias, aliased)
+                    bound.add(alias)
+                    grew = True
             for call, parent in candidates:
                 source = self._wrapped_loader(call, bound)
                 if source is None:
@@ -597,6 +610,21 @@ class DataflowAnalysis:
             if not grew:
                 break
         return bound, wrapped
+
+    def _plain_aliases(self) -> list[tuple[str, str]]:
+        """``(self.train_loader, train_loader)`` for each ``a = b`` between plain or dotted
+        names: a loader kept on the object under a second name is the same loader."""
+        found: list[tuple[str, str]] = []
+        for node in self.tree.preorder:
+            if type(node) is not cst.Assign or len(node.targets) != 1:
+                continue
+            if not isinstance(node.value, (cst.Name, cst.Attribute)):
+                continue
+            source = dotted_name(node.value)
+            target = dotted_name(node.targets[0].target)
+            if source is not None and target is not None and source != target:
+                found.append((target, source))
+        return found
 
     def _with_wrapped(self, bound: set[str], wrapped: dict[str, str]) -> None:
         """``with Manager(data_loader=train_loader, ...) as safe_loader:``: a context manager
@@ -660,16 +688,17 @@ class DataflowAnalysis:
                 keys.update(names_in(target.target))
         elif isinstance(parent, cst.AnnAssign):
             keys.update(names_in(parent.target))
-        elif isinstance(parent, cst.Return):
-            function = self.tree.enclosing_function(parent)
-            if function is not None:
-                fn = function.name.value
-                keys.add(f"{fn}()")
-                for call in self.tree.calls_by_name.get(fn, ()):
-                    call_parent = self.tree.parent(call)
-                    if isinstance(call_parent, cst.Assign):
-                        for target in call_parent.targets:
-                            keys.update(names_in(target.target))
+        function = self.tree.enclosing_function(parent) if parent is not None else None
+        # `return loader`, also by name: `loader = DataLoader(...)` ... `return loader, sampler`
+        if function is not None and (
+                isinstance(parent, cst.Return) or keys & self._returned_names(function)):
+            fn = function.name.value
+            keys.add(f"{fn}()")
+            for call in self.tree.calls_by_name.get(fn, ()):
+                call_parent = self.tree.parent(call)
+                if isinstance(call_parent, cst.Assign):
+                    for target in call_parent.targets:
+                        keys.update(names_in(target.target))
         return keys
 
     def _wrapper_of(self, arg: cst.Arg) -> cst.Call | None:

@@ -301,11 +301,44 @@ class ProjectModel:
             return "unknown"
         self._in_progress.add(key)
         try:
-            mode = _combine(self._site_modes(key, function))
+            mode = _combine([*self._site_modes(key, function),
+                             *self._overridden_modes(module, function)])
         finally:
             self._in_progress.discard(key)
         self._modes[key] = mode
         return mode
+
+    def _overridden_modes(self, module: str, function: Function) -> list[GradMode]:
+        """A method that overrides a project base class's method is called where the base's
+        callers call it (``self.inference(im)`` in the base's decorated predict loop): the
+        overridden method's mode, when the project decides one."""
+        owner, _, name = function.qualname.rpartition(".")
+        klass = self._classes.get(module, {}).get(owner)
+        inherited = self._inherited(module, klass, name, 0) if klass is not None else None
+        if inherited is None:
+            return []
+        mode = self.function_mode(*inherited)
+        return [] if mode is None else [mode]
+
+    def _inherited(self, module: str, klass: Class, name: str,
+                   depth: int) -> tuple[str, Function] | None:
+        """The nearest project base class's own definition of method ``name``."""
+        if depth > _MAX_DEPTH:
+            return None
+        for base in klass.bases:
+            found = self.definition(self.resolve(module, base))
+            if found is None:
+                continue
+            where, base_class = found
+            if not isinstance(base_class, Class):
+                continue
+            method = self._functions[where].get(f"{base_class.qualname}.{name}")
+            if method is not None:
+                return where, method
+            deeper = self._inherited(where, base_class, name, depth + 1)
+            if deeper is not None:
+                return deeper
+        return None
 
     def _site_modes(self, key: str, function: Function) -> list[GradMode | None]:
         modes: list[GradMode | None] = []

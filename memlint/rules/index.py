@@ -31,7 +31,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'nfer|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_'
                          b')?epoch|test_loop|(?:validate|validation|valid)(?:\\(|_epoch|_one_epo'
                          b'ch|_loop|_model|_batch))'),
-        code_gate=('fact:eval-function', 'fact:eval-switch', 'call:backward',
+        code_gate=('fact:eval-function', 'fact:eval-block', 'call:backward',
                    'call:manual_backward'),
     ),
     RuleSpec(
@@ -133,8 +133,9 @@ RULES: tuple[RuleSpec, ...] = (
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
                          b')\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|do'
                          b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|view|res'
-                         b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand)\\(('
-                         b'?:[^()]|\\([^()]*\\))*\\))*\\s*\\.(?:cuda|to)\\('),
+                         b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|typ'
+                         b'e)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:c'
+                         b'uda|to)\\('),
         code_gate=('fact:factory-move',),
     ),
     RuleSpec(

@@ -16,13 +16,11 @@ from memlint.analysis.calls import (
 )
 from memlint.analysis.testcode import is_pytest_module, is_test_code
 from memlint.rules.base import Invalid, Rule, Valid
-from memlint.vocabulary import EVAL_FUNCTION, FRAMEWORK_HOOK
+from memlint.vocabulary import EVAL_FUNCTION, FRAMEWORK_HOOK, MODEL_MACHINERY
 
 if TYPE_CHECKING:
     from memlint.context import FileContext
 
-# A model's own machinery: an `.eval()` switch there is part of what the model computes.
-_MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
 # Evaluation that needs input gradients: adversarial attacks, saliency and attribution maps.
 _NEEDS_INPUT_GRAD = re.compile(
     r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain",
@@ -114,7 +112,10 @@ class EvalWithoutNoGrad(Rule):
     ``torch.inference_mode()`` or ``torch.no_grad()`` depending on the torch version, a
     wrapper that calls the function under no-grad), when ``stack.enter_context(
     torch.no_grad())`` ran earlier in the block, and when every project call site of the
-    function runs under no-grad, a runner that calls a function passed to it included. A
+    function runs under no-grad, a runner that calls a function passed to it included (a
+    method that overrides a project base class's method is called where the base calls it:
+    ``self.inference(im)`` in the base's decorated predict loop). Role-named sub-networks
+    are forwards too (``self.model.question_encoder(ids)``, ``text_encoder(tokens)``). A
     function is also evaluation code when a caller in another module switched a model to
     ``.eval()`` before calling it (a decoder run from ``__main__``), or when it is only ever
     called as a statement from training loops and trains nothing itself (sampling images
@@ -165,10 +166,17 @@ class EvalWithoutNoGrad(Rule):
     )
     # The same in the code; or a backward pass, for a helper only ever called beside one (a
     # sampler run every N steps). Inference code the project reveals gets the rule anyway.
-    code_gate = ("fact:eval-function", "fact:eval-switch", "call:backward",
+    code_gate = ("fact:eval-function", "fact:eval-block", "call:backward",
                  "call:manual_backward")
 
     valid = (
+        Valid("""
+            import importlib
+            def predict(model, texts, plugin):
+                model.eval()
+                handler = importlib.import_module(plugin)
+                return handler.data_generator(texts)
+        """),
         Valid("""
             import torch
             def infer_conv_output_dim(encoder, in_channels, length):
@@ -267,6 +275,21 @@ class EvalWithoutNoGrad(Rule):
         """),
     )
     invalid = (
+        # A role-named sub-network of the model is a forward too.
+        Invalid(
+            """
+            import torch
+            class Retriever:
+                def evaluate(self, loader):
+                    self.model.eval()
+                    with torch.no_grad():
+                        return [self.model(batch) for batch in loader]
+                def predict(self, texts):
+                    ids = self.tokenizer(texts)["input_ids"].to(self.device)
+                    return self.model.question_encoder(ids)[0].detach().cpu()
+            """,
+            lines=(10,),
+        ),
         Invalid(
             """
             import torch
@@ -470,7 +493,7 @@ class EvalWithoutNoGrad(Rule):
             return None
         if function is not None and self._is_eval_function(function):
             return function
-        if function is not None and function.name.value in _MODEL_MACHINERY:
+        if function is not None and function.name.value in MODEL_MACHINERY:
             return None
         blocks = self._eval_blocks()
         if not blocks:

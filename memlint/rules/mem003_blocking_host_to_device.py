@@ -38,7 +38,10 @@ class BlockingHostToDevice(Rule):
     ``DataLoader(...)`` whose batches the same file copies to CUDA but which does not pass
     ``pin_memory=True`` (reported at the ``DataLoader`` call).
 
-    The batch is followed from the loader to the copy within one file:
+    The batch is followed from the loader to the copy within one file, and the loop back to
+    its ``DataLoader`` through the names it is kept under: a factory that returns it (also by
+    name, beside a sampler: ``loader = DataLoader(...)`` ... ``return loader, sampler``) and a
+    second name it is stored under (``self.train_loader = train_loader``). The batch goes:
 
     - through what wraps the loader before the loop: ``enumerate``, ``tqdm(...)`` (also bound
       to a name first: ``pbar = tqdm(loader)``), a context manager given the loader that
@@ -527,6 +530,37 @@ class BlockingHostToDevice(Rule):
                         model(batch.cuda(non_blocking=True))
             """,
             lines=(4,),
+        ),
+        # A loader returned by a factory method, kept on the object under a second name, or
+        # returned by name beside its sampler, leads back to its DataLoader.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            class Trainer:
+                def __init__(self, train_set):
+                    train_loader = self.get_train_dataloader(train_set)
+                    self.train_loader = train_loader
+                def get_train_dataloader(self, dataset):
+                    return DataLoader(dataset, batch_size=32, shuffle=True)
+                def train_epoch(self, model):
+                    for batch in self.train_loader:
+                        model(batch.cuda(non_blocking=True))
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            class Model:
+                def fit(self, data):
+                    train_loader, sampler = self.load_examples(data)
+                    for batch in train_loader:
+                        self.model(*(t.to(self.device, non_blocking=True) for t in batch))
+                def load_examples(self, data):
+                    loader = DataLoader(data, batch_size=8)
+                    return loader, None
+            """,
+            lines=(9,),
         ),
     )
 

@@ -6,7 +6,13 @@ import re
 
 import libcst as cst
 
-from memlint.analysis.dataflow import DeviceTarget, device_argument, names_other_tensor
+from memlint.analysis.dataflow import (
+    DeviceTarget,
+    device_argument,
+    names_dtype,
+    names_other_tensor,
+)
+from memlint.analysis.imports import ImportTable
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
@@ -27,6 +33,15 @@ _CASTS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short
 _SHAPE_OPS = frozenset({"view", "reshape", "unsqueeze", "squeeze", "flatten", "repeat",
                         "permute", "transpose", "t", "expand"})
 _ALIASING_SHAPE_OPS = frozenset({"expand"})
+# Wrappers that hand on the host tensor they are given: `nn.Parameter(torch.zeros(n)).cuda()`
+# still builds on the host and copies. No fix: a moved Parameter is a plain tensor, so the
+# author's intent is not clear from the line.
+_HOST_WRAPPERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
+                            "torch.autograd.Variable", "torch.autograd.variable.Variable"})
+# `.type(torch.FloatTensor)`: a legacy host tensor type; the cast must not run after the
+# move (it would copy back to the host), so no fix is offered with it.
+_HOST_TENSOR_TYPE = re.compile(r"^torch\.(Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte"
+                               r"|Bool)Tensor$")
 _CUDA_LITERAL = re.compile(r"""^[rRbB]?(['"])(cuda|mps|xpu)(:\d+)?\1$""")
 
 
@@ -41,12 +56,41 @@ def _method(call: cst.Call) -> str | None:
     return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
-def _is_cast_or_reshape(call: cst.Call) -> bool:
-    """A no-argument dtype cast, or a shape op given plain (unstarred) arguments."""
+def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
+    """A no-argument dtype cast, ``.type()`` to a dtype or host tensor type, or a shape op
+    given plain (unstarred) arguments."""
     method = _method(call)
     if method in _CASTS:
         return not call.args
+    if method == "type":
+        return _type_cast_target(call, imports) is not None
     return method in _SHAPE_OPS and not any(a.star for a in call.args)
+
+
+def _type_cast_target(call: cst.Call, imports: ImportTable) -> str | None:
+    """``"dtype"`` for ``.type(torch.long)`` / ``.type(x.dtype)``, ``"tensor type"`` for
+    ``.type(torch.ByteTensor)``; None for anything else (``torch.cuda.FloatTensor`` and
+    strings move the tensor themselves or may)."""
+    if len(call.args) != 1 or call.args[0].star or (
+            call.args[0].keyword is not None and call.args[0].keyword.value != "dtype"):
+        return None
+    value = call.args[0].value
+    if names_dtype(value, imports):
+        return "dtype"
+    qualified = imports.qualified_name(value)
+    if qualified is not None and _HOST_TENSOR_TYPE.match(qualified):
+        return "tensor type"
+    return None
+
+
+def _host_wrapped(call: cst.Call, imports: ImportTable) -> cst.Call | None:
+    """The call a host wrapper (``nn.Parameter(...)``, ``Variable(...)``) is given."""
+    if imports.qualified_name(call.func) not in _HOST_WRAPPERS:
+        return None
+    first = call.args[0] if call.args else None
+    if first is None or first.keyword is not None or first.star:
+        return None
+    return first.value if isinstance(first.value, cst.Call) else None
 
 
 def _positional(call: cst.Call) -> list[cst.Arg]:
@@ -63,8 +107,11 @@ class FactoryThenMove(Rule):
     Flags a tensor factory whose result is immediately moved to an accelerator:
     ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
     also with dtype casts or shape ops in between: ``torch.arange(n).float().to(device)``,
-    ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, and with starred sizes:
-    ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``. A device kept in a
+    ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, ``.type()`` to a dtype or a
+    host tensor type (``torch.zeros(k, b).type(torch.ByteTensor).to(device)``), and with
+    starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``. A
+    factory wrapped in ``nn.Parameter(...)`` or ``Variable(...)`` and then moved is reported
+    too (``nn.Parameter(torch.ones(1)).to(device)``), without a fix. A device kept in a
     mapping under a device key counts as a device (``.to(state["device"])``).
 
     ## Why is this bad?
@@ -122,13 +169,16 @@ class FactoryThenMove(Rule):
         "`torch.{factory}` instead"
     )
     triggers = (").cuda(", ").to(")
-    # A factory call (parentheses nested up to two deep), maybe dtype casts, then a move.
+    # A factory call (parentheses nested up to two deep), maybe dtype casts, maybe closed by
+    # a wrapper's other arguments (`nn.Parameter(torch.zeros(n), requires_grad=False)`), then
+    # a move.
     trigger_pattern = (
         rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous"
-        rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand)"
+        rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type)"
         rb"\((?:[^()]|\([^()]*\))*\))*"
+        rb"(?:\s*(?:,[^()]*)?\))?"
         rb"\s*\.(?:cuda|to)\("
     )
     # The same chain in the code (a docstring's example does not count).
@@ -151,7 +201,9 @@ class FactoryThenMove(Rule):
             labels = torch.tensor(targets).long().to(device)
             arr = torch.as_tensor(batch["mask"]).to(device, non_blocking=True)
             img = torch.from_numpy(frame).float().cuda()
-            typed = torch.zeros(n).type(torch.long).cuda()
+            typed = torch.zeros(n).type(torch.cuda.LongTensor).cuda()
+            named = torch.zeros(n).type("torch.cuda.LongTensor").cuda()
+            weight = torch.nn.Parameter(torch.zeros(n, device=device)).to(device)
             opts = torch.zeros(*shape, **factory_kwargs).cuda()
             pinned = torch.empty(*shape, pin_memory=True).to(device, non_blocking=True)
             cast = torch.zeros(*shape).to(*dtype_args)
@@ -224,21 +276,64 @@ class FactoryThenMove(Rule):
             onehot = torch.zeros(1, n, device=state["device"])
             """,
         ),
+        # `.type()` to a dtype is a cast like `.long()`; to a legacy host tensor type it must
+        # not run after the move (no fix). A Parameter or Variable built around the host
+        # tensor still copies it (no fix: a moved Parameter is a plain tensor).
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            from torch.autograd import Variable
+            ids = torch.zeros(n).type(torch.long).cuda()
+            noise = torch.rand(b, t).type(encoder.input_dtype).to(device)
+            hits = torch.zeros(k, b).type(torch.ByteTensor).to(out.device)
+            scale = nn.Parameter(torch.ones(1), requires_grad=False).to(self.device)
+            ones = Variable(torch.ones(b, 1).type(x.dtype), requires_grad=False).to(x.device)
+            """,
+            lines=(5, 6, 7, 8, 9),
+            fixed="""
+            import torch
+            from torch import nn
+            from torch.autograd import Variable
+            ids = torch.zeros(n, device="cuda").type(torch.long)
+            noise = torch.rand(b, t, device=device).type(encoder.input_dtype)
+            hits = torch.zeros(k, b).type(torch.ByteTensor).to(out.device)
+            scale = nn.Parameter(torch.ones(1), requires_grad=False).to(self.device)
+            ones = Variable(torch.ones(b, 1).type(x.dtype), requires_grad=False).to(x.device)
+            """,
+        ),
+        # A wrapped factory alone in a file (no plain factory-then-move chain beside it).
+        Invalid(
+            """
+            import torch
+            bias = torch.nn.Parameter(torch.zeros(n)).cuda()
+            """,
+            lines=(3,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             return
+        imports = self.context.analysis.imports
         factory = func.value
         casts: list[cst.Call] = []  # outermost first
-        while isinstance(factory, cst.Call) and _is_cast_or_reshape(factory):
-            casts.append(factory)
-            assert isinstance(factory.func, cst.Attribute)
-            factory = factory.func.value
+        wrapped = False
+        while isinstance(factory, cst.Call):
+            if _is_cast_or_reshape(factory, imports):
+                casts.append(factory)
+                assert isinstance(factory.func, cst.Attribute)
+                factory = factory.func.value
+                continue
+            inner = None if wrapped else _host_wrapped(factory, imports)
+            if inner is None:
+                break
+            wrapped = True
+            factory = inner
         if not isinstance(factory, cst.Call):
             return
-        qualified = self.context.analysis.imports.qualified_name(factory.func)
+        qualified = imports.qualified_name(factory.func)
         if qualified is None or not qualified.startswith("torch."):
             return
         short = qualified[len("torch."):]
@@ -253,6 +348,9 @@ class FactoryThenMove(Rule):
         if target is None:
             return
         device, fixable = target
+        if wrapped or any(_method(c) == "type" and _type_cast_target(c, imports) == "tensor type"
+                          for c in casts):
+            fixable = False
         fix = None
         if fixable and device is not None:
             unsafe = (short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None

@@ -195,9 +195,30 @@ def test_evaluation_functions_and_switches() -> None:
     """
     assert "fact:eval-function" not in _facts(method)  # a method needs a loader to loop over
     assert "fact:eval-function" in _facts(method.replace("data", "loader"))
-    assert "fact:eval-switch" in _facts("m.eval()\n")
-    assert "fact:eval-switch" in _facts("m.train(mode=False)\n")
-    assert "fact:eval-switch" not in _facts("m.train(True)\nm.eval(x)\n")
+    # A method of that name also counts in a class that switches a model to eval.
+    assert "fact:eval-function" in _facts("""
+        class Predictor:
+            def __init__(self, model):
+                self.model = model.eval()
+            def predict(self, x):
+                return self.model(x)
+    """)
+
+
+def test_an_eval_switch_opens_a_block_with_statements_after_it() -> None:
+    assert "fact:eval-block" in _facts("model.eval()\nfor x in xs:\n    model(x)\n")
+    assert "fact:eval-block" in _facts("m.train(mode=False)\nrun(m)\n")
+    assert "fact:eval-block" not in _facts("m.train(True)\nm.eval(x)\nf()\n")
+    assert "fact:eval-block" not in _facts("def freeze(m):\n    m.eval()\n")  # nothing after
+    # In a model's own __init__/forward only a plain-name call after it can be inference.
+    machinery = """
+        class Net:
+            def __init__(self):
+                self.eval()
+                {after}
+    """
+    assert "fact:eval-block" not in _facts(machinery.format(after="self.post_init()"))
+    assert "fact:eval-block" in _facts(machinery.format(after="decode(self)"))
 
 
 def test_a_factory_move_in_code() -> None:

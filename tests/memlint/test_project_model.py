@@ -125,6 +125,43 @@ def test_grad_mode_from_callers_and_runners_and_cycles() -> None:
     assert m.function_mode("lib", functions["ping"]) in ("on", "unknown")  # a cycle ends
 
 
+def test_an_override_runs_where_the_base_class_calls_its_method() -> None:
+    """A base class's predict loop under no-grad calls ``self.inference``: a subclass's
+    override of it, and the same-module helpers only it calls, run there too."""
+    m = model(
+        engine="""
+            import torch
+            class BasePredictor:
+                @torch.no_grad()
+                def stream(self, source):
+                    for im in source:
+                        yield self.inference(im)
+                def inference(self, im):
+                    return self.model(im)
+                def train_step(self, x):
+                    return self.model(x)
+        """,
+        sam="""
+            from engine import BasePredictor
+            class Predictor(BasePredictor):
+                def inference(self, im):
+                    return self._features(im)
+                def _features(self, im):
+                    return self.model.image_encoder(im)
+                def train_step(self, x):
+                    return self.model(x)
+            class Video(Predictor):
+                def inference(self, im):
+                    return im
+        """,
+    )
+    functions = {f.qualname: f for f in m.summaries["sam"].functions}
+    assert m.function_mode("sam", functions["Predictor.inference"]) == "off"
+    assert m.function_mode("sam", functions["Predictor._features"]) == "off"
+    assert m.function_mode("sam", functions["Video.inference"]) == "off"  # two levels up
+    assert m.function_mode("sam", functions["Predictor.train_step"]) is None  # never called
+
+
 def test_returns_clearing_and_data_helpers() -> None:
     m = model(
         util="""
