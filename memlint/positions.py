@@ -49,14 +49,27 @@ def _own_first_line(statement: ast.stmt) -> int:
     return min(lines)
 
 
-def _statement_starts(module: cst.Module, source: str) -> list[int] | None:
-    """Per statement of ``module.body``, the line its leading blank and comment lines start
-    on, and one more entry: the line after the last statement. None when the stdlib parse
-    does not match libcst's statements."""
+def _stdlib_body(source: str) -> list[ast.stmt] | None:
     try:
-        body = ast.parse(source.removeprefix("\ufeff")).body
+        return ast.parse(source.removeprefix("\ufeff")).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def _width(statement: cst.CSTNode) -> int:
+    """How many stdlib statements a libcst statement is: ``a = 1; b = 2`` is two."""
+    return len(statement.body) if type(statement) is cst.SimpleStatementLine else 1
+
+
+def _statement_starts(module: cst.Module, source: str,
+                      body: list[ast.stmt] | None = None) -> list[int] | None:
+    """Per statement of ``module.body``, the line its leading blank and comment lines start
+    on, and one more entry: the line after the last statement. None when the stdlib parse
+    (``body``; parsed here when not given) does not match libcst's statements."""
+    if body is None:
+        body = _stdlib_body(source)
+        if body is None:
+            return None
     starts: list[int] = []
     i = 0
     for statement in module.body:
@@ -64,7 +77,7 @@ def _statement_starts(module: cst.Module, source: str) -> list[int] | None:
             return None
         first = _own_first_line(body[i])
         starts.append(first - len(statement.leading_lines))
-        i += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        i += _width(statement)
     if i != len(body):
         return None
     # libcst renders a newline after the last statement even when the file lacks one.
@@ -74,27 +87,155 @@ def _statement_starts(module: cst.Module, source: str) -> list[int] | None:
     return starts
 
 
+def _top_twins(module: cst.Module, body: list[ast.stmt]) -> list[int]:
+    """Per statement of ``module.body``, the index of its first stdlib twin in ``body``."""
+    firsts: list[int] = []
+    i = 0
+    for statement in module.body:
+        firsts.append(i)
+        i += _width(statement)
+    return firsts
+
+
+def _clause_statements(owner: cst.CSTNode, clause: cst.CSTNode,
+                       twin: ast.AST) -> list[ast.stmt] | None:
+    """The statements of ``twin`` (the stdlib twin of the compound statement ``owner``) in
+    the block libcst keeps under ``clause``: the owner's own body, its ``else``/``finally``,
+    or one of its ``except``/``case`` clauses (libcst keeps those as nodes, the stdlib as
+    lists on the statement)."""
+    found: object = None
+    kind = type(clause)
+    if clause is getattr(owner, "body", None):
+        found = getattr(twin, "body", None)
+    elif kind is cst.Else:
+        found = getattr(twin, "orelse", None)
+    elif kind is cst.Finally:
+        found = getattr(twin, "finalbody", None)
+    elif kind in (cst.ExceptHandler, cst.ExceptStarHandler, cst.MatchCase):
+        field = "cases" if kind is cst.MatchCase else "handlers"
+        mine = list(getattr(owner, field, ()))
+        theirs = getattr(twin, field, None)
+        k = next((i for i, c in enumerate(mine) if c is clause), None)
+        if k is not None and type(theirs) is list and k < len(theirs):
+            found = getattr(theirs[k], "body", None)
+    return found if type(found) is list else None
+
+
+def _inner_twin(chain: list[cst.CSTNode], top: ast.stmt) -> tuple[list[ast.stmt], int] | None:
+    """Where the stdlib keeps ``chain[0]``, a simple statement line inside the top-level
+    statement ``chain[-1]`` (whose twin is ``top``), ``chain`` being every node between:
+    the stdlib statement list and the index of its first statement there. None where the
+    two trees do not line up."""
+    twin: ast.AST = top
+    statements: list[ast.stmt] = []
+    index = 0
+    k = len(chain) - 1
+    while k > 0:
+        owner = chain[k]
+        below = chain[k - 1]
+        if type(owner) is cst.If and type(below) is cst.If and below is owner.orelse:
+            # `elif`: libcst's orelse is the If itself, the stdlib's a list holding it.
+            found = getattr(twin, "orelse", None)
+            if type(found) is not list or not found:
+                return None
+            statements, index = found, 0
+            k -= 1
+        else:
+            clause, step = below, 2
+            if type(below) is not cst.IndentedBlock:  # else/except/finally/case
+                step = 3
+                if k < 3:
+                    return None
+                below = chain[k - 2]
+            if k < step or type(below) is not cst.IndentedBlock:
+                return None
+            found_list = _clause_statements(owner, clause, twin)
+            target = chain[k - step]
+            listed = below.body
+            position = next((i for i, s in enumerate(listed) if s is target), None)
+            if found_list is None or position is None:
+                return None
+            statements = found_list
+            index = sum(_width(s) for s in listed[:position])
+            k -= step
+        if index >= len(statements):
+            return None
+        twin = statements[index]
+    return statements, index
+
+
+_INDENTING = frozenset({cst.IndentedBlock, cst.Match})
+
+
+def _render_line(module: cst.Module, provider: PositionProvider,
+                 chain: list[cst.CSTNode], top: ast.stmt) -> bool:
+    """Render the simple statement line ``chain[0]`` on its own, from the line the stdlib
+    gives it and with the indentation of the blocks around it. False where what it renders
+    does not start and end where the stdlib says (nothing it rendered is then trusted)."""
+    line = chain[0]
+    assert isinstance(line, cst.SimpleStatementLine)
+    found = _inner_twin(chain, top)
+    if found is None:
+        return False
+    statements, index = found
+    last = index + len(line.body) - 1
+    if last >= len(statements):
+        return False
+    first = statements[index]
+    state = _state(module, provider, first.lineno - len(line.leading_lines))
+    # The indentation libcst's renderer would hold here: each indented block's and each
+    # ``match`` statement's (its cases are indented by the statement itself).
+    state.indent_tokens = [
+        module.default_indent if node.indent is None else node.indent  # type: ignore[attr-defined]
+        for node in reversed(chain) if type(node) in _INDENTING]
+    line._codegen(state)
+    placed = provider._computed.get(line)
+    return (isinstance(placed, CodeRange) and placed.start.line == first.lineno
+            and placed.start.column == first.col_offset
+            and state.line == (statements[last].end_lineno or 0) + 1)
+
+
 def finding_positions(module: cst.Module, source: str, tree: TreeIndex,
                       nodes: Iterable[cst.CSTNode]) -> Mapping[cst.CSTNode, CodeRange]:
-    """Ranges for (at least) ``nodes`` and every node of the top-level statements that hold
-    them; ``source`` is the module's text."""
+    """Ranges for (at least) ``nodes`` and the statements that hold them; ``source`` is the
+    module's text.
+
+    A node inside a simple statement line (most findings: a call in a loop body) costs only
+    that line's rendering; any other node costs its top-level statement's."""
     index = {id(statement): k for k, statement in enumerate(module.body)}
-    wanted: set[int] = set()
+    parents = tree.parents
+    tops: set[int] = set()
+    lines: dict[int, list[cst.CSTNode]] = {}  # the chain of each line to render
     for node in nodes:
-        top: cst.CSTNode | None = node
-        while top is not None and id(top) not in index:
-            top = tree.parents.get(top)
-        if top is None:
+        chain: list[cst.CSTNode] = []
+        current: cst.CSTNode | None = node
+        while current is not None and id(current) not in index:
+            if chain or type(current) is cst.SimpleStatementLine:
+                chain.append(current)
+            current = parents.get(current)
+        if current is None:
             return module_positions(module)
-        wanted.add(index[id(top)])
-    starts = _statement_starts(module, source)
-    if starts is None:
+        if chain:
+            chain.append(current)
+            lines[id(chain[0])] = chain
+        else:
+            tops.add(index[id(current)])
+    body = _stdlib_body(source)
+    starts = None if body is None else _statement_starts(module, source, body)
+    if body is None or starts is None:
+        wanted = tops | {index[id(c[-1])] for c in lines.values()}
         return _leading_positions(module, max(wanted))
     provider = PositionProvider()
-    for k in sorted(wanted):
+    twins = _top_twins(module, body)
+    for chain in lines.values():
+        k = index[id(chain[-1])]
+        if not _render_line(module, provider, chain, body[twins[k]]):
+            tops.add(k)
+    for k in sorted(tops):
         state = _state(module, provider, starts[k])
         module.body[k]._codegen(state)
         if state.line != starts[k + 1]:
+            wanted = tops | {index[id(c[-1])] for c in lines.values()}
             return _leading_positions(module, max(wanted))
     return provider._computed  # type: ignore[return-value]
 

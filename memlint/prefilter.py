@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import cache
+from itertools import pairwise
 from typing import Protocol, TypeVar
 
 
@@ -35,12 +36,98 @@ def applicable_rules(text: str | bytes, rules: Iterable[T]) -> list[T]:
     return [r for r in rules
             if all(not group or any(t in data for t in group)
                    for group in _byte_groups(r.triggers, r.requires))
-            and (r.trigger_pattern is None or _pattern(r.trigger_pattern).search(data))]
+            and (r.trigger_pattern is None or search(r.trigger_pattern, data))]
+
+
+def search(pattern: bytes, data: bytes) -> bool:
+    """Does ``pattern`` match anywhere in ``data``? As ``re.search``, but faster.
+
+    A pattern that opens with a choice (``\\.eval\\(|def eval``, ``(?:zeros|ones)\\(``) makes
+    the regular expression engine try every alternative at every byte of the file; a
+    pattern that opens with a literal lets it skip to where that literal occurs, which is
+    ten times faster. So the pattern is split into its alternatives once, and it matches
+    where any of them does.
+    """
+    return any(part.search(data) for part in _alternatives(pattern))
 
 
 @cache
-def _pattern(source: bytes) -> re.Pattern[bytes]:
-    return re.compile(source)
+def _alternatives(pattern: bytes) -> tuple[re.Pattern[bytes], ...]:
+    return tuple(re.compile(part) for part in split_alternatives(pattern))
+
+
+def split_alternatives(pattern: bytes) -> list[bytes]:
+    """Patterns that together match where ``pattern`` does: its top-level alternatives, with
+    a leading group of alternatives (``(?:a|b)rest``) spread over the rest (``arest``,
+    ``brest``). A pattern this cannot read safely (inline global flags, unbalanced
+    brackets) stays whole."""
+    if pattern.startswith(b"(?") and re.match(rb"\(\?[aiLmsux]+\)", pattern):
+        return [pattern]
+    parts = _split_top(pattern)
+    if parts is None:
+        return [pattern]
+    out: list[bytes] = []
+    for part in parts:
+        end = _group_end(part) if part.startswith(b"(?:") else None
+        inner = None if end is None else _split_top(part[3:end])
+        if end is None or inner is None or len(inner) < 2 or (
+                part[end + 1:end + 2] in (b"*", b"+", b"?", b"{")):
+            out.append(part)
+        else:
+            out.extend(choice + part[end + 1:] for choice in inner)
+    return out
+
+
+def _scan(pattern: bytes) -> list[tuple[int, int]] | None:
+    """(index, depth) of each byte outside escapes and character classes; None when the
+    brackets do not balance."""
+    found: list[tuple[int, int]] = []
+    depth = 0
+    i = 0
+    n = len(pattern)
+    while i < n:
+        c = pattern[i:i + 1]
+        if c == b"\\":
+            i += 2
+            continue
+        if c == b"[":
+            i += 1
+            if pattern[i:i + 1] == b"^":
+                i += 1
+            if pattern[i:i + 1] == b"]":
+                i += 1
+            while i < n and pattern[i:i + 1] != b"]":
+                i += 2 if pattern[i:i + 1] == b"\\" else 1
+            if i >= n:
+                return None
+            i += 1
+            continue
+        if c == b"(":
+            depth += 1
+        elif c == b")":
+            depth -= 1
+            if depth < 0:
+                return None
+        found.append((i, depth))
+        i += 1
+    return found if depth == 0 else None
+
+
+def _split_top(pattern: bytes) -> list[bytes] | None:
+    scanned = _scan(pattern)
+    if scanned is None:
+        return None
+    cuts = [i for i, depth in scanned if depth == 0 and pattern[i:i + 1] == b"|"]
+    bounds = [-1, *cuts, len(pattern)]
+    return [pattern[a + 1:b] for a, b in pairwise(bounds)]
+
+
+def _group_end(part: bytes) -> int | None:
+    """The index of the ``)`` that closes the group ``part`` opens with."""
+    scanned = _scan(part)
+    if scanned is None:
+        return None
+    return next((i for i, depth in scanned if depth == 0 and part[i:i + 1] == b")"), None)
 
 
 @cache

@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from memlint.astwalk import walk
+from memlint.prefilter import search
 from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
 
 SCHEMA = 3
@@ -26,7 +27,7 @@ SCHEMA = 3
 # model to eval; or, with both a ``__call__`` and a ``.detach()``, a loss class returning
 # detached parts. Summarising every file of a large library instead would cost an ``ast``
 # parse each (transformers: 1,085 files against 54).
-_PROJECT_FACTS = re.compile(
+_PROJECT_FACTS = (
     rb"return[^\n]*(?:no_grad|inference_mode|set_grad_enabled)"
     rb"|(?:no_grad|inference_mode|set_grad_enabled)\([^\n]*:\s*\n\s+return"
     rb"|enter_context\(|\.eval\(\)"
@@ -698,7 +699,7 @@ def summarise(tree: ast.Module) -> ModuleSummary:
 
 def needs_summary(source: bytes) -> bool:
     """May this file (which no rule applies to) hold facts that other modules need?"""
-    return _PROJECT_FACTS.search(source) is not None or (
+    return search(_PROJECT_FACTS, source) or (
         _CALLABLE_CLASS in source and _DETACHES in source) or (
         any(c in source for c in _COPIES) and _MOVER_DEF.search(source) is not None)
 

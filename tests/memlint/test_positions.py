@@ -21,6 +21,21 @@ SHAPES = {
     "footer": "x = 1\n\n# trailing comment\n",
     "form feed": "x = 1\n\x0c\ndef f():\n    return 2\n",
     "strings": 's = """a\nb\nc"""\nt = f"{s!r}"\n',
+    "blocks": ("def f(xs):\n    # lead\n    for x in xs:\n        if x:\n            a = 1; b = 2\n"
+               "        elif x is None:\n\n            c = [\n                3,\n            ]\n"
+               "        else:\n            d = '''\nq'''\n    else:\n        e = 5\n"
+               "    while xs:\n        break\n    else:\n        f = 6\n"
+               "    try:\n        g = 7\n    except (ValueError, KeyError):  # why\n"
+               "        h = 8\n    except Exception:\n        pass\n    else:\n        i = 9\n"
+               "    finally:\n        j = 10\n    with open(xs) as fh, open(xs):\n"
+               "        k = fh.read() + \\\n            'x'\n    return k\n\n\n"
+               "class A:\n    @staticmethod\n    def g():\n        def inner():\n"
+               "            return lambda: 1\n        return inner\n"),
+    "tabs": "if True:\n\tx = 1\n\tif x:\n\t\ty = 2\n",
+    "match": ("def f(p):\n    match p:\n        case [x, y]:\n            z = x + y\n"
+              "        case _:\n            z = 0\n    return z\n"),
+    "try star": "try:\n    x = 1\nexcept* ValueError:\n    y = 2\n",
+    "suite": "if True: x = 1\nfor i in []: pass\ndef f(): return 1\n",
 }
 
 
@@ -56,6 +71,34 @@ def _check(source: str) -> None:
 @pytest.mark.parametrize("variant", ["lf", "crlf", "cr", "no final newline", "bom"])
 def test_statement_positions_match_libcst(shape: str, variant: str) -> None:
     _check(_variants(SHAPES[shape])[variant])
+
+
+def _check_one_by_one(source: str) -> None:
+    """Each node alone: a node in a nested simple statement line renders only that line."""
+    module = cst.parse_module(source)
+    tree = TreeIndex(module)
+    full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    for line in tree.preorder:
+        if type(line) is not cst.SimpleStatementLine or line in module.body:
+            continue
+        deepest = [line, *tree.walk(line)][-1]
+        for node in (line, deepest):
+            got = finding_positions(module, source, tree, [node])
+            assert got[node] == full[node], (type(node).__name__, got[node], full[node])
+            assert got[line] == full[line]
+            top = next(a for a in tree.ancestors(line) if a in module.body)
+            assert top not in got, "only the line is rendered, not its top-level statement"
+
+
+@pytest.mark.parametrize("shape", ["blocks", "tabs", "match", "try star", "decorated"])
+@pytest.mark.parametrize("variant", ["lf", "crlf", "no final newline", "bom"])
+def test_nested_lines_render_alone_at_libcst_positions(shape: str, variant: str) -> None:
+    _check_one_by_one(_variants(SHAPES[shape])[variant])
+
+
+def test_corpus_nested_lines_render_alone_at_libcst_positions() -> None:
+    for path in sorted(CORPUS.rglob("*.py")):
+        _check_one_by_one(path.read_text(encoding="utf-8"))
 
 
 def test_corpus_positions_match_libcst() -> None:

@@ -1,0 +1,67 @@
+"""The text prefilter: split patterns match exactly where the whole pattern does."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memlint.prefilter import search, split_alternatives
+from memlint.project.summary import _PROJECT_FACTS
+from memlint.rules.index import RULES
+
+PATTERNS = [r.trigger_pattern for r in RULES if r.trigger_pattern is not None] + [
+    _PROJECT_FACTS]
+
+
+@pytest.mark.parametrize(("pattern", "parts"), [
+    (rb"ab|cd", [rb"ab", rb"cd"]),
+    (rb"(?:zeros|ones)\(x\)", [rb"zeros\(x\)", rb"ones\(x\)"]),
+    # A quantified group is no choice between prefixes: kept whole.
+    (rb"(?:a|b)+c", [rb"(?:a|b)+c"]),
+    (rb"(?:a|b)?c|d", [rb"(?:a|b)?c", rb"d"]),
+    # Bars inside classes, escapes and inner groups are not top-level alternatives.
+    (rb"[|(]x|\|y|(a|b)z", [rb"[|(]x", rb"\|y", rb"(a|b)z"]),
+    (rb"[]|]q|r", [rb"[]|]q", rb"r"]),
+    # Inline global flags apply to every alternative: nothing is split.
+    (rb"(?i)ab|cd", [rb"(?i)ab|cd"]),
+    # Unbalanced brackets: left to the regular expression engine as they are.
+    (rb"a)|b", [rb"a)|b"]),
+    (rb"[ab|c", [rb"[ab|c"]),
+])
+def test_split_alternatives(pattern: bytes, parts: list[bytes]) -> None:
+    assert split_alternatives(pattern) == parts
+
+
+def test_every_rule_pattern_opens_with_literals_once_split() -> None:
+    """The point of splitting: each part starts with a literal the engine can skip to."""
+    for pattern in PATTERNS:
+        for part in split_alternatives(pattern):
+            assert re.match(rb"(?:\\.|\w)", part), part
+
+
+def _pieces(pattern: bytes) -> list[bytes]:
+    return [w for w in re.findall(rb"[A-Za-z_]+", pattern) if len(w) > 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_split_search_agrees_with_the_whole_pattern(data: st.DataObject) -> None:
+    pattern = data.draw(st.sampled_from(PATTERNS))
+    words = _pieces(pattern) + [
+        b"(", b")", b".", b"\n", b" ", b":", b"def ", b"torch.", b".to(", b".cuda(", b", ",
+        b"return ", b"x", b"device", b"=False"]
+    text = b"".join(data.draw(st.lists(st.sampled_from(words), max_size=40)))
+    assert search(pattern, text) == (re.search(pattern, text) is not None)
+
+
+@pytest.mark.parametrize("text", [
+    b"model.eval()", b"def predict(self, x):", b"x = torch.zeros(3, 4).float().to(device)",
+    b"torch.randn(2).cuda()", b"return torch.no_grad()", b"with torch.no_grad():\n    return x",
+    b"nothing to see", b"torch.zeros(3).to(torch.float16)",
+])
+def test_split_search_on_real_shapes(text: bytes) -> None:
+    for pattern in PATTERNS:
+        assert search(pattern, text) == (re.search(pattern, text) is not None)
