@@ -122,6 +122,8 @@ class TreeIndex:
         # a file is walked once.
         self.preorder: list[cst.CSTNode] = []
         self.subtree_end: list[int] = []
+        # id(node) -> its index in ``preorder``: a subtree is a slice of it (``walk``).
+        self._order: dict[int, int] = {}
         # enclosing_function's answers: analyses ask it for the same nodes again and again.
         self._functions: dict[cst.CSTNode, cst.FunctionDef | None] = {}
         self._build(module)
@@ -130,6 +132,7 @@ class TreeIndex:
         parents = self.parents
         preorder = self.preorder
         ends = self.subtree_end
+        order = self._order
         call_t, func_t, class_t = cst.Call, cst.FunctionDef, cst.ClassDef
         import_t, import_from_t = cst.Import, cst.ImportFrom
         # Pending work: a node (its parent already recorded), or the preorder index of a node
@@ -143,6 +146,7 @@ class TreeIndex:
                 ends[node] = len(preorder)
                 continue
             index = len(preorder)
+            order[id(node)] = index
             preorder.append(node)  # type: ignore[arg-type]  # not an int: checked above
             ends.append(index + 1)
             kind = type(node)
@@ -253,7 +257,19 @@ class TreeIndex:
         return False
 
     def walk(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        """Every node below ``root`` (pre-order), not entering nested functions or classes."""
+        """Every node below ``root`` (pre-order), not entering nested functions or classes.
+
+        An indexed subtree is a slice of ``preorder``, read without building child lists;
+        a node from outside the index (built by a rule) is walked through its fields."""
+        start = self._order.get(id(root))
+        if start is not None and self.preorder[start] is root:
+            preorder, ends, scopes = self.preorder, self.subtree_end, _SCOPE_TYPES
+            i, stop = start + 1, ends[start]
+            while i < stop:
+                node = preorder[i]
+                yield node
+                i = ends[i] if type(node) in scopes else i + 1
+            return
         todo = child_nodes(root)
         todo.reverse()
         while todo:

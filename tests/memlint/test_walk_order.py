@@ -126,6 +126,23 @@ def _event_log_visitor(
     return visitor
 
 
+def _field_walk(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node below ``root`` in libcst's order, not entering nested scopes: the walk
+    ``TreeIndex.walk`` answers from its preorder slice."""
+    out: list[cst.CSTNode] = []
+    for child in child_nodes(root):
+        out.append(child)
+        if type(child) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            out.extend(_field_walk(child))
+    return out
+
+
+def test_walk_of_a_node_from_outside_the_index() -> None:
+    index = TreeIndex(cst.parse_module("x = f(a)\n"))
+    built = cst.parse_expression("g(b, lambda: c)")
+    assert [id(n) for n in index.walk(built)] == [id(n) for n in _field_walk(built)]
+
+
 def _check(source: str) -> None:
     module = cst.parse_module(source)
     recorder = _Recorder()
@@ -142,6 +159,9 @@ def _check(source: str) -> None:
         below = {id(n) for n in index.preorder[position + 1 : end]}
         assert all(index.is_inside(index.preorder[i], node) for i in range(position, end))
         assert end == len(index.preorder) or id(index.preorder[end]) not in below
+
+    for node in index.preorder:  # the sliced walk is the field-by-field one
+        assert [id(n) for n in index.walk(node)] == [id(n) for n in _field_walk(node)]
 
     types = _node_types()
     expected: list[tuple[str, int]] = []
