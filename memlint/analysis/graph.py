@@ -47,7 +47,7 @@ from memlint.analysis.calls import (
 from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.loops import target_names
-from memlint.analysis.tree import TreeIndex
+from memlint.analysis.tree import TreeIndex, last_child
 from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
 
 if TYPE_CHECKING:
@@ -335,12 +335,10 @@ class GraphAnalysis:
     def _end_order(node: cst.CSTNode, order: dict[cst.CSTNode, int]) -> int:
         """Order of the last node of ``node``'s subtree: where an assignment takes effect."""
         last = order.get(node, -1)
-        current = node
-        while current.children:
-            current = current.children[-1]
-            if current not in order:
-                break
+        current: cst.CSTNode | None = last_child(node)
+        while current is not None and current in order:
             last = order[current]
+            current = last_child(current)
         return last
 
     def _bind(

@@ -97,6 +97,21 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
+def last_child(node: cst.CSTNode) -> cst.CSTNode | None:
+    """``node.children[-1]`` (layout leaves included) without rebuilding every child."""
+    fields = _CHILD_FIELDS.get(type(node))
+    if fields is None:
+        fields = _learn_child_fields(node)
+    for name in reversed(fields):
+        value = getattr(node, name)
+        if type(value) is tuple or type(value) is list:
+            if value:
+                return value[-1]  # type: ignore[no-any-return]  # a sequence of nodes
+        elif isinstance(value, cst.CSTNode):
+            return value
+    return None
+
+
 # Nodes that open a scope of their own. libcst node classes are final, and an exact type test
 # is several times cheaper than ``isinstance`` against them (they are ABCs).
 _SCOPE_TYPES: frozenset[type[cst.CSTNode]] = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})

@@ -50,9 +50,9 @@ def _pieces(pattern: bytes) -> list[bytes]:
 @given(st.data())
 def test_split_search_agrees_with_the_whole_pattern(data: st.DataObject) -> None:
     pattern = data.draw(st.sampled_from(PATTERNS))
-    words = _pieces(pattern) + [
-        b"(", b")", b".", b"\n", b" ", b":", b"def ", b"torch.", b".to(", b".cuda(", b", ",
-        b"return ", b"x", b"device", b"=False"]
+    words = [
+        *_pieces(pattern), b"(", b")", b".", b"\n", b" ", b":", b"def ", b"torch.", b".to(",
+        b".cuda(", b", ", b"return ", b"x", b"device", b"=False"]
     text = b"".join(data.draw(st.lists(st.sampled_from(words), max_size=40)))
     assert search(pattern, text) == (re.search(pattern, text) is not None)
 

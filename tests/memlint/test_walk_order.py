@@ -14,7 +14,13 @@ import libcst as cst
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from memlint.analysis.tree import _CHILD_FIELDS, LAYOUT_LEAVES, TreeIndex, child_nodes
+from memlint.analysis.tree import (
+    _CHILD_FIELDS,
+    LAYOUT_LEAVES,
+    TreeIndex,
+    child_nodes,
+    last_child,
+)
 from memlint.dispatch import visit_batched
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,8 +159,10 @@ def _check(source: str) -> None:
         id(k): id(v) for k, v in recorder.parents.items()
     }
     for position, node in enumerate(index.preorder):
+        children = node.children
         assert [id(c) for c in child_nodes(node)] == [
-            id(c) for c in node.children if type(c) not in LAYOUT_LEAVES]
+            id(c) for c in children if type(c) not in LAYOUT_LEAVES]
+        assert last_child(node) is (children[-1] if children else None)
         end = index.subtree_end[position]
         below = {id(n) for n in index.preorder[position + 1 : end]}
         assert all(index.is_inside(index.preorder[i], node) for i in range(position, end))
