@@ -203,7 +203,6 @@ def finding_positions(module: cst.Module, source: str, tree: TreeIndex,
     A node inside a simple statement line (most findings: a call in a loop body) costs only
     that line's rendering; any other node costs its top-level statement's."""
     index = {id(statement): k for k, statement in enumerate(module.body)}
-    parents = tree.parents
     tops: set[int] = set()
     lines: dict[int, list[cst.CSTNode]] = {}  # the chain of each line to render
     for node in nodes:
@@ -212,7 +211,7 @@ def finding_positions(module: cst.Module, source: str, tree: TreeIndex,
         while current is not None and id(current) not in index:
             if chain or type(current) is cst.SimpleStatementLine:
                 chain.append(current)
-            current = parents.get(current)
+            current = tree.parent(current)
         if current is None:
             return module_positions(module)
         if chain:

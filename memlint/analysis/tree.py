@@ -123,9 +123,9 @@ _UNKNOWN = object()
 class TreeIndex:
     def __init__(self, module: cst.Module) -> None:
         self.module = module
-        # Each node's parent (the module has none). Its order is not the visiting order:
-        # iterate ``preorder`` for that.
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        # id(node) -> the node's parent (the module has none), keyed by id because libcst
+        # hashes nodes in Python. Its order is not the visiting order: iterate ``preorder``.
+        self.parents: dict[int, cst.CSTNode] = {}
         self.functions_by_name: defaultdict[str, list[cst.FunctionDef]] = defaultdict(list)
         self.classes_by_name: defaultdict[str, list[cst.ClassDef]] = defaultdict(list)
         # Calls keyed by the callee's last name (`self.reset_grad()` -> `reset_grad`), also
@@ -140,7 +140,7 @@ class TreeIndex:
         # id(node) -> its index in ``preorder``: a subtree is a slice of it (``walk``).
         self._order: dict[int, int] = {}
         # enclosing_function's answers: analyses ask it for the same nodes again and again.
-        self._functions: dict[cst.CSTNode, cst.FunctionDef | None] = {}
+        self._functions: dict[int, cst.FunctionDef | None] = {}
         self._build(module)
 
     def _build(self, root: cst.CSTNode) -> None:
@@ -169,7 +169,7 @@ class TreeIndex:
                 self._index(node, kind)  # type: ignore[arg-type]
             children = child_nodes(node)  # type: ignore[arg-type]
             if children:
-                parents.update(dict.fromkeys(children, node))  # type: ignore[arg-type]
+                parents.update(dict.fromkeys(map(id, children), node))  # type: ignore[arg-type]
                 push(index)
                 children.reverse()
                 extend(children)
@@ -204,25 +204,27 @@ class TreeIndex:
         return child_nodes(node)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.parents.get(node)
+        return self.parents.get(id(node))
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """Parents from the nearest outwards."""
-        current = self.parents.get(node)
+        parents = self.parents
+        current = parents.get(id(node))
         while current is not None:
             yield current
-            current = self.parents.get(current)
+            current = parents.get(id(current))
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        known = self._functions.get(node, _UNKNOWN)
+        key = id(node)
+        known = self._functions.get(key, _UNKNOWN)
         if known is not _UNKNOWN:
             return known  # type: ignore[return-value]  # a FunctionDef or None
         parents = self.parents
-        current = parents.get(node)
+        current = parents.get(key)
         while current is not None and type(current) is not cst.FunctionDef:
-            current = parents.get(current)
+            current = parents.get(id(current))
         assert current is None or isinstance(current, cst.FunctionDef)
-        self._functions[node] = current
+        self._functions[key] = current
         return current
 
     def qualname(self, node: cst.FunctionDef | cst.ClassDef) -> str:
@@ -268,7 +270,7 @@ class TreeIndex:
         while current is not None:
             if current is container:
                 return True
-            current = parents.get(current)
+            current = parents.get(id(current))
         return False
 
     def walk(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -297,8 +299,8 @@ class TreeIndex:
             todo.extend(children)
 
 
-def _in_except(node: cst.CSTNode, parents: dict[cst.CSTNode, cst.CSTNode]) -> bool:
+def _in_except(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
     """Is this import statement directly in an ``except`` block (a fallback import)?"""
-    line = parents.get(node)
-    block = None if line is None else parents.get(line)
-    return block is not None and isinstance(parents.get(block), cst.ExceptHandler)
+    line = parents.get(id(node))
+    block = None if line is None else parents.get(id(line))
+    return block is not None and isinstance(parents.get(id(block)), cst.ExceptHandler)

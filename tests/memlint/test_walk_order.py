@@ -155,7 +155,7 @@ def _check(source: str) -> None:
     module.visit(recorder)
     index = TreeIndex(module)
     assert [id(n) for n in index.preorder] == [id(n) for n in recorder.order]
-    assert {id(k): id(v) for k, v in index.parents.items()} == {
+    assert {k: id(v) for k, v in index.parents.items()} == {
         id(k): id(v) for k, v in recorder.parents.items()
     }
     for position, node in enumerate(index.preorder):
