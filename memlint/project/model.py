@@ -44,22 +44,20 @@ def _combine(modes: Iterable[GradMode | None]) -> GradMode | None:
     return "unknown"
 
 
-class _Inside:
+class _Inside(dict[str, bool]):
     """Does a name as written in one module lead into the project? Decided by its first
-    part (an import, a definition, ``self``, or a top-level module of the project), once."""
+    part (an import, a definition, ``self``, or a top-level module of the project), once
+    per first part: ``inside[head]`` is a plain dict lookup after that."""
 
     def __init__(self, imports: Mapping[str, str], tops: set[str]) -> None:
+        super().__init__(self=True)
         self._imports = imports
         self._tops = tops
-        self._known: dict[str, bool] = {"self": True}
 
-    def __call__(self, written: str) -> bool:
-        head = written.partition(".")[0]
-        known = self._known.get(head)
-        if known is None:
-            full = self._imports.get(head)
-            known = (full if full is not None else head).partition(".")[0] in self._tops
-            self._known[head] = known
+    def __missing__(self, head: str) -> bool:
+        full = self._imports.get(head)
+        known = (full if full is not None else head).partition(".")[0] in self._tops
+        self[head] = known
         return known
 
 
@@ -275,11 +273,11 @@ class ProjectModel:
                 for site in sites:
                     if site.after_eval or site.in_backward_loop:
                         flagged.append((module, function, site))
-                    if leads_in(site.callee):
+                    if leads_in[site.callee.partition(".")[0]]:
                         index[self.resolve(module, site.callee, scope)].append(
                             (module, function, site))
                     for _, passed in site.passed:
-                        if leads_in(passed):
+                        if leads_in[passed.partition(".")[0]]:
                             index[self.resolve(module, passed, scope) + "#passed"].append(
                                 (module, function, site))
         self._calls = (dict(index), flagged)
