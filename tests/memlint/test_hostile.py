@@ -169,3 +169,29 @@ def test_a_file_past_the_memory_ceiling_is_one_finding(
     assert run.lines[0].startswith("giant.py:1:1: MEM997 the linter process ran out of "
                                    "memory on this file")
     assert run.lines[1].startswith("z_good.py:2:9: MEM014")
+
+
+@pytest.mark.parametrize("source", [
+    # Only bytecode generation rejects these, and libcst parses them: never a MEM999.
+    b"return 1\n", b"break\n", b"yield 1\n", b"*a = 1\n", b"a, *b, *c = d\n",
+    b"f(a=1, a=2)\n", b"x = 1\nfrom __future__ import annotations\n",
+    b"class A:\n    return 1\n",
+])
+def test_what_only_bytecode_generation_rejects_is_no_syntax_error(source: bytes) -> None:
+    assert memlint.filecheck.syntax_errors("f.py", source) == []
+
+
+@pytest.mark.parametrize("source", [
+    b"def f(:\n    return\n",  # the parser
+    b"def f(*, **k): pass\n",  # the parser
+    b"del *a\n",  # the parser
+    b"# -*- coding: latin-1 -*-\nx = (\n",  # the parser, after decoding per PEP 263
+])
+def test_syntax_errors_are_reported_once(source: bytes) -> None:
+    found = memlint.filecheck.syntax_errors("f.py", source)
+    assert [d.code for d in found] == ["MEM999"]
+
+
+def test_a_valid_file_with_a_coding_cookie_is_no_syntax_error() -> None:
+    source = "# -*- coding: latin-1 -*-\nname = 'café'\n".encode("latin-1")
+    assert memlint.filecheck.syntax_errors("f.py", source) == []
