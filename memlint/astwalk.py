@@ -36,9 +36,9 @@ def _fields_of(kind: type[ast.AST]) -> tuple[str, ...]:
     return fields
 
 
-def walk(node: ast.AST, prune: frozenset[type[ast.AST]] = frozenset()) -> Iterator[ast.AST]:
+def walk(node: ast.AST, stop: frozenset[type[ast.AST]] = frozenset()) -> Iterator[ast.AST]:
     """``node`` and its descendants (order unspecified, as ``ast.walk``), contexts left out;
-    a child whose type is in ``prune`` is neither yielded nor entered (nested scopes)."""
+    a descendant whose type is in ``stop`` is yielded but not entered (nested scopes)."""
     stack = [node]
     pop, push, extend = stack.pop, stack.append, stack.extend
     known = _child_fields
@@ -46,13 +46,15 @@ def walk(node: ast.AST, prune: frozenset[type[ast.AST]] = frozenset()) -> Iterat
     while stack:
         current = pop()
         yield current
-        fields = known.get(type(current))
+        kind = type(current)
+        if kind in stop and current is not node:
+            continue
+        fields = known.get(kind)
         if fields is None:
-            fields = _fields_of(type(current))
+            fields = _fields_of(kind)
         for name in fields:
             value = getattr(current, name)
             if type(value) is list:
-                extend([v for v in value if isinstance(v, ast_type)
-                        and type(v) not in prune])
-            elif isinstance(value, ast_type) and type(value) not in prune:
+                extend([v for v in value if isinstance(v, ast_type)])
+            elif isinstance(value, ast_type):
                 push(value)

@@ -335,6 +335,10 @@ class _Scope:
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
     yields: bool = False
     clears_grad: bool = False
+    # Might the scope (nested scopes included) hold what :func:`_data_facts` looks for: a
+    # yield, a ``.to()``/``.cuda()`` call, or code the statement walk does not read (a
+    # lambda's body, a loop target, a match guard)? Only then is the function walked again.
+    data: bool = False
 
 
 class _Builder:
@@ -389,6 +393,8 @@ class _Builder:
                                            f"{base}.{alias.name}" if base else alias.name,
                                            stmt.level))
             return
+        if _holds_code(_unread_parts(stmt)):
+            scope.data = True
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             inner = switches
             for item in stmt.items:
@@ -459,8 +465,13 @@ class _Builder:
             for sub in _walk_expression(node):
                 if isinstance(sub, (ast.Yield, ast.YieldFrom)):
                     scope.yields = True
+                    scope.data = True
+                elif type(sub) is ast.Lambda:
+                    scope.data = True
                 if not isinstance(sub, ast.Call):
                     continue
+                if type(sub.func) is ast.Attribute and sub.func.attr in _COPY_METHODS:
+                    scope.data = True
                 if _clears_grad(sub):
                     scope.clears_grad = True
                 name = dotted(sub.func)
@@ -498,6 +509,9 @@ class _Builder:
                 self.expressions([default], parent, (), False, False, node)
         stack = class_stack if class_stack and prefix.endswith(f"{class_stack[-1]}.") else []
         self.block(node.body, scope, (), False, False, f"{qualname}.", stack)
+        if _holds_code([*node.decorator_list, node.args, node.returns]):
+            scope.data = True
+        parent.data = parent.data or scope.data
         self.functions.append(Function(
             qualname=qualname,
             params=scope.params,
@@ -507,7 +521,7 @@ class _Builder:
             returns=tuple(self._returned(value, under, scope) for value, under in scope.returns),
             falls_through=scope.yields or not _always_returns(node.body),
             clears_grad=scope.clears_grad,
-            **_data_facts(node, scope.params),
+            **(_data_facts(node, scope.params) if scope.data else {}),
         ))
 
     def klass(self, node: ast.ClassDef, parent: _Scope, prefix: str,
@@ -517,6 +531,8 @@ class _Builder:
             self.defined.append(node.name)
         bases = tuple(d for b in node.bases if (d := dotted(b)) is not None)
         self.expressions(node.bases, parent, (), False, False, node)
+        if _holds_code([*node.decorator_list, *node.keywords]):
+            parent.data = True
         methods = tuple(s.name for s in node.body if isinstance(s, _FUNCTION))
         self.block(node.body, parent, (), False, False, f"{qualname}.", [*class_stack, qualname])
         attributes = self._attributes.pop(qualname, {})
@@ -666,8 +682,35 @@ _NESTED_SCOPES: frozenset[type[ast.AST]] = frozenset(
     {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
 
 
+_COPY_METHODS = frozenset({"to", "cuda"})
+
+
+def _unread_parts(stmt: ast.stmt) -> list[ast.AST | None]:
+    """The parts of a statement the statement walk does not read as expressions."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.target]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [item.optional_vars for item in stmt.items]
+    if isinstance(stmt, ast.Match):
+        return [part for case in stmt.cases for part in (case.pattern, case.guard)]
+    handlers = getattr(stmt, "handlers", None)  # try, try*
+    if handlers:
+        return [handler.type for handler in handlers]
+    return []
+
+
+def _holds_code(parts: Sequence[ast.AST | None]) -> bool:
+    """Is there a call, a yield or a lambda anywhere in these parts?"""
+    return any(type(n) in _CODE_NODES for part in parts if part is not None
+               for n in walk(part))
+
+
+_CODE_NODES = frozenset({ast.Call, ast.Yield, ast.YieldFrom, ast.Lambda})
+
+
 def _walk_expression(node: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of an expression (or a simple statement), not entering nested scopes."""
+    """The nodes of an expression (or a simple statement), not entering nested scopes (a
+    lambda is yielded, its body is not)."""
     return walk(node, _NESTED_SCOPES)
 
 

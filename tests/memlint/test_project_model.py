@@ -230,3 +230,69 @@ def test_layout_import_roots_and_package_siblings(tmp_path: Path) -> None:
     assert siblings == {"__init__.py", "m.py", "a.py"}
     assert package_files([tmp_path / "repo" / "script.py"]) == []
     assert package_files([pkg / "a.py"], covered=[pkg]) == []
+
+
+DATA_SHAPES = '''
+def to_device(batch, device):
+    return {k: v.to(device) for k, v in batch.items()}
+
+def lambda_mover(batch, device):
+    return apply(batch, lambda t: batch.cuda())
+
+def guarded(batch, device):
+    match batch:
+        case list() if batch.to(device):
+            pass
+
+def target_mover(batch, device, out):
+    for out[batch.to(device)] in range(3):
+        pass
+
+def nested(batch, device):
+    def inner():
+        return batch.cuda()
+    return inner
+
+def in_class(batch):
+    class Local:
+        moved = batch.cuda()
+    return Local
+
+def wrapper(loader):
+    for item in loader:
+        yield item
+
+@decorate(lambda: 1)
+def decorated(batch, device):
+    return batch
+
+def plain(batch, device):
+    return batch + device
+'''
+
+
+def test_data_facts_are_looked_for_only_where_they_can_be() -> None:
+    """The summary walks a function again for its data facts only when its statements show
+    a copy, a yield or code they do not read; the facts are those of walking every function."""
+    import ast
+
+    from memlint.project.summary import _data_facts, _params
+
+    summary = summarise_source(DATA_SHAPES.encode())
+    assert summary is not None
+    tree = ast.parse(DATA_SHAPES)
+    nodes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    by_name = {f.qualname.rsplit(".", 1)[-1]: f for f in summary.functions}
+    for name, node in nodes.items():
+        expected = _data_facts(node, _params(node.args))
+        function = by_name[name]
+        assert function.moves_params == expected.get("moves_params", ()), name
+        assert function.yields_param == expected.get("yields_param", ""), name
+    assert by_name["to_device"].moves_params == ("batch",)
+    assert by_name["lambda_mover"].moves_params == ("batch",)
+    assert by_name["guarded"].moves_params == ("batch",)
+    assert by_name["target_mover"].moves_params == ("batch",)
+    assert by_name["nested"].moves_params == ("batch",)
+    assert by_name["in_class"].moves_params == ("batch",)
+    assert by_name["wrapper"].yields_param == "loader"
+    assert by_name["plain"].moves_params == ()
