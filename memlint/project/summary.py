@@ -393,7 +393,7 @@ class _Builder:
                                            f"{base}.{alias.name}" if base else alias.name,
                                            stmt.level))
             return
-        if _holds_code(_unread_parts(stmt)):
+        if type(stmt) in _UNREAD and not scope.data and _holds_code(_unread_parts(stmt)):
             scope.data = True
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             inner = switches
@@ -683,6 +683,10 @@ _NESTED_SCOPES: frozenset[type[ast.AST]] = frozenset(
 
 
 _COPY_METHODS = frozenset({"to", "cuda"})
+# Statements with parts the statement walk does not read as expressions.
+_UNREAD: frozenset[type[ast.AST]] = frozenset(
+    {ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Match, ast.Try,
+     *([ast.TryStar] if hasattr(ast, "TryStar") else [])})
 
 
 def _unread_parts(stmt: ast.stmt) -> list[ast.AST | None]:
