@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from memlint.config import Settings
     from memlint.project.store import SummaryStore
     from memlint.project.summary import ModuleSummary
+    from memlint.project.view import ModuleView
     from memlint.rules.spec import RuleSpec
 
 
@@ -201,7 +202,15 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
 
     from memlint.project.model import build_views
 
-    views, missing = build_views(summaries, active, [*keys, *extra])
+    def lint_or_evaluation(known: Sequence[str], extra_candidates: Sequence[str] = ()
+                           ) -> tuple[dict[str, ModuleView], set[str]]:
+        """The views: whole for files with rules, only when they hold inference code for
+        files with none (the scan's (), and ``extra_candidates``)."""
+        ruled = [k for k, codes in active.items() if codes]
+        bare = [*(k for k, codes in active.items() if not codes), *extra_candidates]
+        return build_views(summaries, ruled, known, bare)
+
+    views, missing = lint_or_evaluation([*keys, *extra])
     if missing:
         # Modules whose functions the project calls as inference code or from training loops,
         # which neither a prefilter nor the summary gate selected: summarised now (and kept).
@@ -219,7 +228,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
                 summaries[key] = summary
         candidates = [k for k in missing if k in linted and k in results
                       and not results[k].diagnostics and k in summaries]
-        views, _ = build_views(summaries, [*active, *candidates])
+        views, _ = lint_or_evaluation((), candidates)
         for key in candidates:
             view = views.get(key)
             if view is not None and (view.eval_called or view.side_jobs):

@@ -480,6 +480,14 @@ class ProjectModel:
 
     # ------------------------------------------------------------------ views
 
+    def evaluation(self, module: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The module's functions that callers run after ``.eval()``, and those only ever
+        called on the side of training loops: inference code the module's own text may not
+        show."""
+        functions = self.summaries[module].functions
+        return (frozenset(f.qualname for f in functions if self.eval_called(module, f)),
+                frozenset(f.qualname for f in functions if self.side_job(module, f)))
+
     def view(self, module: str) -> ModuleView:
         """Everything ``module``'s analyses may ask, answered ahead of time."""
         summary = self.summaries[module]
@@ -492,17 +500,11 @@ class ProjectModel:
                 module, Switch(switch.name, True, switch.has_args, switch.flag))
             if bare is not None or called is not None:
                 view.switches[switch.name] = (bare, called)
-        eval_called, side_jobs = set(), set()
         for function in summary.functions:
             mode = self.function_mode(module, function)
             if mode is not None:
                 view.function_modes[function.qualname] = mode
-            if self.eval_called(module, function):
-                eval_called.add(function.qualname)
-            if self.side_job(module, function):
-                side_jobs.add(function.qualname)
-        view.eval_called = frozenset(eval_called)
-        view.side_jobs = frozenset(side_jobs)
+        view.eval_called, view.side_jobs = self.evaluation(module)
         referenced: set[str] = set()
         scoped: list[tuple[str, Iterable[Site]]] = [("", summary.sites)]
         scoped += [(f.qualname, f.sites) for f in summary.functions]
@@ -577,10 +579,15 @@ def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
 
 
 def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
-                known: Iterable[str] = ()) -> tuple[dict[str, ModuleView], set[str]]:
+                known: Iterable[str] = (), evaluation: Iterable[str] = (),
+                ) -> tuple[dict[str, ModuleView], set[str]]:
     """The views of the ``wanted`` paths, from the summaries of every file known (by path),
     and the paths among ``known`` (every file of the run) whose summary the model would use:
     modules it saw called as inference code or from training loops but not summarised.
+
+    A path in ``evaluation`` (a file that no rule applies to on its own) gets a view only
+    when the project runs some of its functions as inference code or beside training
+    loops; the rest of its view would go unread.
 
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
@@ -599,6 +606,10 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     for path in wanted:
         found = where.get(path)
         if found is not None:
+            views[path] = models[found[0]].view(found[1])
+    for path in evaluation:
+        found = where.get(path)
+        if found is not None and any(models[found[0]].evaluation(found[1])):
             views[path] = models[found[0]].view(found[1])
     missing: set[str] = set()
     callees = {root: model.unsummarised_callees() for root, model in models.items()}
