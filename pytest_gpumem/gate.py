@@ -41,7 +41,13 @@ from pytest_gpumem.devices import (
     worker_id,
 )
 from pytest_gpumem.nvml import NvmlReading, NvmlUnavailable, NvmlView, outside_allocator
-from pytest_gpumem.options import add_option, ini_text, read_settings
+from pytest_gpumem.options import (
+    add_option,
+    ini_relative,
+    ini_text,
+    read_settings,
+    require_writable,
+)
 from pytest_gpumem.report import memory_longrepr
 from pytest_gpumem.result import RECORD_KEY
 from pytest_gpumem.units import format_bytes, gib_to_bytes
@@ -123,6 +129,16 @@ def _raw(config: pytest.Config, opt: _Option) -> str | None:
     return None if text is None else text.strip()
 
 
+def _baseline_path(config: pytest.Config) -> Path | None:
+    """The baseline file: a command-line path as given, an ini path relative to the ini
+    file (so a run started from a subfolder finds the committed baseline)."""
+    cli = config.getoption("gpumem_baseline")
+    if cli is not None:
+        return Path(str(cli)).expanduser() if str(cli).strip() else None
+    text = ini_text(config, "gpumem_baseline")
+    return None if text is None else ini_relative(config, Path(text.strip()).expanduser())
+
+
 def _flag(text: str | None, name: str) -> bool:
     if text is None:
         return False
@@ -168,9 +184,8 @@ def read_gate_settings(config: pytest.Config) -> GateSettings:
                 f"got {raw['gpumem_nvml_max_gb']!r}"
             )
         nvml_budget = gib_to_bytes(nvml_gb)
-    baseline = raw["gpumem_baseline"]
     return GateSettings(
-        baseline=Path(baseline).expanduser() if baseline else None,
+        baseline=_baseline_path(config),
         tolerance=tolerance,
         update=_flag(raw["gpumem_update_baseline"], "gpumem_update_baseline"),
         strict=_flag(raw["gpumem_baseline_strict"], "gpumem_baseline_strict"),
@@ -223,6 +238,8 @@ def pytest_configure(config: pytest.Config) -> None:
     gate = read_gate_settings(config)
     if not settings.enabled:
         return
+    if gate.update and gate.baseline is not None and not _is_worker(config):
+        require_writable(gate.baseline, "baseline")
     device_index = pin_device(config, settings.backend, gate)
     config.pluginmanager.register(Gate(config, gate, device_index), GATE_NAME)
 
@@ -426,7 +443,10 @@ class Gate:
         for record in self.records.values():
             self._count(record)
         if self.settings.update and self.settings.baseline is not None:
-            self._write_baseline()
+            try:
+                self._write_baseline()
+            except OSError as exc:
+                self.baseline_written = f"could not write {self.settings.baseline}: {exc}"
 
     def _count(self, record: dict[str, Any]) -> None:
         verdict = (record.get("baseline") or {}).get("verdict")

@@ -17,7 +17,7 @@ from pytest_gpumem.backends import require_torch
 from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.marker import MARKER_HELP
-from pytest_gpumem.options import add_options, read_settings
+from pytest_gpumem.options import add_options, read_settings, require_writable
 from pytest_gpumem.result import RECORD_KEY
 from pytest_gpumem.session import STATE, GpumemSession, check_markers
 
@@ -36,9 +36,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Refuse --gpumem without torch before any configure hook can touch torch."""
-    if read_settings(config).enabled:
+    """Refuse --gpumem without torch before any configure hook can touch torch, and an
+    output file the run could not write before the run rather than after it."""
+    settings = read_settings(config)
+    if settings.enabled:
         require_torch()
+        if settings.json_path is not None:
+            require_writable(settings.json_path, "JSON report")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -159,7 +163,10 @@ class GpumemHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         json_path = self.state.settings.json_path
         if json_path is not None and not hasattr(session.config, "workerinput"):
-            write_json_report(json_path, list(self.state.records.values()))
+            try:
+                write_json_report(json_path, list(self.state.records.values()))
+            except OSError as exc:
+                self.state.notes.add(f"could not write the JSON report {json_path}: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
         peaks = self.state.top_peaks(self.state.settings.top)
