@@ -45,6 +45,7 @@ class TestMeasurement:
     peak_links: dict[int, list[LintFinding]] = field(default_factory=dict)
     leak_links: dict[int, list[LintFinding]] = field(default_factory=dict)
     lint_problems: list[str] = field(default_factory=list)
+    not_measured: str | None = None  # why the figures were dropped (no verdict on them)
 
     @property
     def peak_bytes(self) -> int | None:
@@ -111,6 +112,7 @@ class TestMeasurement:
             "snapshot": self.snapshot_path,
             "timeline": self.timeline_path,
             "memlint_problems": list(self.lint_problems),
+            "not_measured": self.not_measured,
         }
 
 

@@ -197,6 +197,7 @@ class GpumemSession:
             if exc is not None and _is_oom(exc):
                 m.oom_message = str(exc)
             m.peak = tracker.body_end()
+            self._drop_if_unmeasured(run)
 
         return close
 
@@ -213,10 +214,11 @@ class GpumemSession:
         elif report.when == "call" and m.outcome == "passed":
             self._judge(run, report, verbosity, m.judge_body())
         elif report.when == "teardown":
-            if m.outcome == "passed" and not m.violations and m.limits.repeat == 1:
+            if (m.outcome == "passed" and not m.violations and m.limits.repeat == 1
+                    and m.not_measured is None):
                 _drop_function_fixtures(run.item)
                 m.leak = run.tracker.finish(_owned(run), m.limits.max_leak_bytes)
-                found = m.judge_leak()
+                found = [] if self._drop_if_unmeasured(run) else m.judge_leak()
                 if found:
                     m.holders = holders_of(m.leak, fixture_roots(run.item), run.tracker.key_of)
                 self._judge(run, report, verbosity, found)
@@ -226,6 +228,16 @@ class GpumemSession:
                 self._write_timeline(run)
         if report.when != "setup":
             report.user_properties.append((RECORD_KEY, run.record()))
+
+    def _drop_if_unmeasured(self, run: TestRun) -> bool:
+        """Drop figures the backend says are wrong, so no verdict rests on them, and say
+        why in the record and the summary."""
+        problem = run.tracker.problem
+        if problem is None:
+            return False
+        m = run.measurement
+        m.not_measured, m.peak, m.leak, m.live_after_runs = problem, None, None, []
+        return True
 
     def _judge(
         self, run: TestRun, report: pytest.TestReport, verbosity: int, found: list[str]
@@ -326,6 +338,9 @@ class GpumemSession:
     def closing_notes(self) -> list[str]:
         """Remarks about options that had no effect, or artifacts the run left behind."""
         notes = set(self.notes)
+        # From the records, so that a test an xdist worker could not measure is named too.
+        notes.update(f"not measured: {r['nodeid']}: {r['not_measured']}"
+                     for r in self.records.values() if r.get("not_measured"))
         settings, backend = self.settings, self.backend
         if settings.snapshot_dir is not None and backend is not None and not backend.has_snapshots:
             notes.add(
@@ -333,6 +348,9 @@ class GpumemSession:
                 f"backend (this run measured on {backend.name}); --gpumem-timeline-dir draws "
                 "timelines on any backend"
             )
+        if settings.round_bytes != 1 and backend is not None and backend.name != "cpu":
+            notes.add(f"--gpumem-round: no effect on the {backend.name} backend, which reads "
+                      "the allocator's own block sizes; it rounds the cpu backend's storages")
         if settings.timeline_all and settings.timeline_dir is None:
             notes.add("--gpumem-timeline=all: no timelines written without --gpumem-timeline-dir")
         timelines = sum(1 for r in self.records.values() if r.get("timeline"))
