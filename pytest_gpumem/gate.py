@@ -49,7 +49,7 @@ from pytest_gpumem.options import (
     require_writable,
 )
 from pytest_gpumem.report import memory_longrepr
-from pytest_gpumem.result import RECORD_KEY
+from pytest_gpumem.result import record_of
 from pytest_gpumem.units import format_bytes, gib_to_bytes
 from pytest_gpumem.xfail import mark_expected
 
@@ -252,13 +252,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(gate)
 
 
-def _record_of(report: pytest.TestReport) -> dict[str, Any] | None:
-    for key, value in report.user_properties:
-        if key == RECORD_KEY and isinstance(value, dict):
-            return value
-    return None
-
-
 @dataclass
 class _Tally:
     compared: int = 0
@@ -348,7 +341,7 @@ class Gate:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "setup":
             self.annotated.pop(report.nodeid, None)  # a new run (or rerun) of the test
-        record = _record_of(report)
+        record = record_of(report)
         if record is None:
             return
         if "worker" not in record:  # the process that measured the test sees it first

@@ -18,7 +18,7 @@ from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.marker import MARKER_HELP
 from pytest_gpumem.options import add_options, read_settings, require_writable
-from pytest_gpumem.result import RECORD_KEY
+from pytest_gpumem.result import record_of
 from pytest_gpumem.session import STATE, GpumemSession, check_markers
 
 HOOKS_NAME = "gpumem-session"
@@ -84,10 +84,8 @@ def pytest_collection_modifyitems(
 
 
 def _violations(report: pytest.TestReport) -> bool:
-    return any(
-        key == RECORD_KEY and isinstance(value, dict) and bool(value.get("violations"))
-        for key, value in report.user_properties
-    )
+    record = record_of(report)
+    return record is not None and bool(record.get("violations"))
 
 
 class GpumemHooks:
@@ -148,9 +146,9 @@ class GpumemHooks:
         """Collect records here, so an xdist controller receives every worker's results."""
         if report.when == "call" or (report.when == "setup" and not report.passed):
             self.state.seen.add(report.nodeid)
-        for key, value in report.user_properties:
-            if key == RECORD_KEY and isinstance(value, dict):
-                self.state.add_record(value)
+        record = record_of(report)
+        if record is not None:
+            self.state.add_record(record)
 
     def pytest_report_teststatus(
         self, report: pytest.TestReport

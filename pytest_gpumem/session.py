@@ -34,7 +34,7 @@ from pytest_gpumem.linked import Linker, link_measurement
 from pytest_gpumem.marker import MarkerError, MarkerSpec, marker_spec
 from pytest_gpumem.options import Settings, limits_for
 from pytest_gpumem.report import failure_text, headline, memory_longrepr
-from pytest_gpumem.result import RECORD_KEY, TestMeasurement
+from pytest_gpumem.result import TestMeasurement, attach_record
 from pytest_gpumem.timeline import render_html
 from pytest_gpumem.units import format_bytes
 from pytest_gpumem.xfail import expected_failure, is_strict_xpass, mark_expected
@@ -227,7 +227,7 @@ class GpumemSession:
             if self.settings.timeline_all and m.timeline_path is None:
                 self._write_timeline(run)
         if report.when != "setup":
-            report.user_properties.append((RECORD_KEY, run.record()))
+            attach_record(report, run.record())
 
     def _drop_if_unmeasured(self, run: TestRun) -> bool:
         """Drop figures the backend says are wrong, so no verdict rests on them, and say

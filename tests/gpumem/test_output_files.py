@@ -102,3 +102,17 @@ def test_written_files_get_ordinary_permissions(
         os.umask(old)
     for name in ("r.json", "b.json"):
         assert stat.S_IMODE((pytester.path / name).stat().st_mode) == 0o644, name
+
+
+def test_junitxml_gets_no_record_properties(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """The record travels on the report for xdist, not in ``user_properties``, which
+    junitxml would print into every <testcase> as a Python dict."""
+    pytester.makepyfile(TEST)
+    result = run_gpumem("--gpumem", "--junitxml=j.xml", "--gpumem-json=r.json")
+    result.assert_outcomes(failed=1)
+    xml = (pytester.path / "j.xml").read_text()
+    assert "<properties>" not in xml and "peak_bytes" not in xml
+    assert 'message="peak 4.00 KiB exceeds budget max_gb=1e-06 (1.05 KiB)' in xml
+    assert json.loads((pytester.path / "r.json").read_text())["tests"][0]["peak_bytes"] == 4096
