@@ -14,6 +14,7 @@ from _pytest.reports import CollectReport
 from _pytest.terminal import TerminalReporter
 
 from pytest_gpumem.backends import require_torch
+from pytest_gpumem.entrypoint import ENTRY_POINT, MODULE
 from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.marker import MARKER_HELP
@@ -30,8 +31,19 @@ def _state(config: pytest.Config) -> GpumemSession | None:
     return config.stash.get(STATE, None)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+class _Alias:
+    """Holds the plugin's other name in pytest's plugin registry; has no hooks."""
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     add_options(parser)
+    # Loaded under one name (the "gpumem" entry point, or -p/pytest_plugins with the module
+    # path), reserve the other, so that naming the plugin both ways (the installed entry
+    # point and `pytest_plugins = ["pytest_gpumem.plugin"]` in a conftest) loads it once
+    # instead of failing with pluggy's "Plugin already registered under a different name".
+    for name in (ENTRY_POINT, MODULE):
+        if pluginmanager.get_plugin(name) is None and not pluginmanager.is_blocked(name):
+            pluginmanager.register(_Alias(), name)
 
 
 @pytest.hookimpl(tryfirst=True)
