@@ -178,3 +178,21 @@ def test_round_option_says_it_does_nothing_here(
     result = run_gpumem("--gpumem", "--gpumem-backend=cpu-fast", "--gpumem-round=512")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["--gpumem-round: no effect on the cpu-fast backend*"])
+
+
+def test_track_block_running_a_profiler_warns(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    pytester.makepyfile("""
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+from pytest_gpumem.fixtures import GpumemWarning
+
+def test_block(gpumem):
+    with pytest.warns(GpumemWarning, match="another profiler ran"):
+        with gpumem.track():
+            with profile(activities=[ProfilerActivity.CPU]):
+                torch.empty(100)
+""")
+    run_gpumem("--gpumem-backend=cpu-fast").assert_outcomes(passed=1)
