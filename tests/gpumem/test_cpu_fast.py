@@ -9,6 +9,10 @@ import pytest
 
 from tests.gpumem.conftest import RunGpumem
 
+# In-process sessions forget modules first imported inside them, and torch.profiler's
+# imports cannot run twice (a TORCH_LIBRARY registration): import it once, out here.
+pytest.importorskip("torch.profiler")
+
 SUITE = """
 import unittest
 import pytest
