@@ -9,9 +9,19 @@ import pytest
 
 from tests.gpumem.conftest import RunGpumem
 
-# In-process sessions forget modules first imported inside them, and torch.profiler's
-# imports cannot run twice (a TORCH_LIBRARY registration): import it once, out here.
-pytest.importorskip("torch.profiler")
+
+def _warm_up_profiler() -> None:
+    """In-process sessions forget modules first imported inside them, and a profiler
+    session's lazy imports cannot run twice (a TORCH_LIBRARY registration): run one here."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.empty(1)
+    prof.key_averages()
+
+
+_warm_up_profiler()
 
 SUITE = """
 import unittest
