@@ -285,9 +285,13 @@ class Gate:
         self.journal: Path | None = None
         json_path = read_settings(config).json_path
         if json_path is not None and not _is_worker(config):
-            self.journal = json_path.with_name(json_path.name + ".partial.jsonl")
-            self.journal.parent.mkdir(parents=True, exist_ok=True)
-            self.journal.write_text("", encoding="utf-8")
+            journal = json_path.with_name(json_path.name + ".partial.jsonl")
+            try:  # the report's folder was checked before the run (not under --help)
+                journal.parent.mkdir(parents=True, exist_ok=True)
+                journal.write_text("", encoding="utf-8")
+                self.journal = journal
+            except OSError:
+                self.journal = None
         self.baseline_written: str | None = None
         self.annotated: dict[str, dict[str, Any]] = {}  # per test run, on the measuring process
 

@@ -50,6 +50,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Refuse --gpumem without torch before any configure hook can touch torch, and an
     output file the run could not write before the run rather than after it."""
+    if config.option.help or config.option.version:
+        return  # pytest --help shows the options whatever their values
     settings = read_settings(config)
     if settings.enabled:
         require_torch()

@@ -116,3 +116,12 @@ def test_junitxml_gets_no_record_properties(
     assert "<properties>" not in xml and "peak_bytes" not in xml
     assert 'message="peak 4.00 KiB exceeds budget max_gb=1e-06 (1.05 KiB)' in xml
     assert json.loads((pytester.path / "r.json").read_text())["tests"][0]["peak_bytes"] == 4096
+
+
+def test_help_shows_whatever_the_output_paths(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    pytester.makefile("", blocker="a file where a folder is needed")
+    result = run_gpumem("--gpumem", "--gpumem-json=blocker/r.json", "--help")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*--gpumem-json=PATH*"])
