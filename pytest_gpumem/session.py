@@ -220,7 +220,7 @@ class GpumemSession:
                 m.leak = run.tracker.finish(_owned(run), m.limits.max_leak_bytes)
                 found = [] if self._drop_if_unmeasured(run) else m.judge_leak()
                 if found:
-                    m.holders = holders_of(m.leak, fixture_roots(run.item), run.tracker.key_of)
+                    m.holders = _holders(run, m)
                 self._judge(run, report, verbosity, found)
             else:
                 run.tracker.finish(_owned(run))
@@ -373,6 +373,15 @@ def _owned(run: TestRun) -> tuple[object, ...]:
     holds a TestCase until its reruns are decided) keeps the instance itself."""
     instance = run.instance() if run.instance is not None else None
     return () if instance is None else (instance,)
+
+
+def _holders(run: TestRun, m: TestMeasurement) -> list[str]:
+    """What keeps a leak alive: a clue for the report, so a failure to find out (an object
+    of the test's that breaks when inspected) leaves the clue out, never the verdict."""
+    try:
+        return holders_of(m.leak, fixture_roots(run.item), run.tracker.key_of)
+    except Exception:
+        return []
 
 
 def _drop_function_fixtures(item: pytest.Item) -> None:
