@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpumem.atomicfile import write_text_atomically
-from pytest_gpumem.units import SIZE_HELP, SizeError, format_bytes, parse_size
+from pytest_gpumem.units import SIZE_HELP, SizeError, format_apart, format_bytes, parse_size
 
 FORMAT_VERSION = 1
 DEFAULT_TOLERANCE = "10%,+1MiB"
@@ -180,9 +180,10 @@ def _peak_regression(measured: int, tolerance: Tolerance, entry: BaselineEntry) 
     if measured <= allowed:
         return None
     growth = f"{(measured - base) / base * 100:+.1f}%" if base else "from nothing"
+    shown, allowed_text = format_apart(measured, allowed)
     return (
-        f"peak {format_bytes(measured)} grew {growth} over the baseline {format_bytes(base)} "
-        f"(allowed up to {format_bytes(allowed)} with tolerance {tolerance.describe()}; "
+        f"peak {shown} grew {growth} over the baseline {format_bytes(base)} "
+        f"(allowed up to {allowed_text} with tolerance {tolerance.describe()}; "
         f"baseline from {entry.backend} {entry.device})"
     )
 

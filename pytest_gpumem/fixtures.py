@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -57,6 +58,12 @@ class GpumemProbe:
             m.leaked_bytes, m.leak_sites = leak.leaked_bytes, leak.sites
         finally:
             tracker.close()
+        if tracker.problem is not None:
+            warnings.warn(f"gpumem.track(): {tracker.problem}", GpumemWarning, stacklevel=3)
+
+
+class GpumemWarning(UserWarning):
+    """A ``gpumem.track()`` block whose figures the backend could not take."""
 
 
 def probe_for(state: GpumemSession) -> GpumemProbe:

@@ -41,10 +41,17 @@ from pytest_gpumem.devices import (
     worker_id,
 )
 from pytest_gpumem.nvml import NvmlReading, NvmlUnavailable, NvmlView, outside_allocator
-from pytest_gpumem.options import add_option, ini_text, read_settings
+from pytest_gpumem.options import (
+    add_option,
+    ini_relative,
+    ini_text,
+    read_settings,
+    require_writable,
+)
 from pytest_gpumem.report import memory_longrepr
-from pytest_gpumem.result import RECORD_KEY
+from pytest_gpumem.result import record_of
 from pytest_gpumem.units import format_bytes, gib_to_bytes
+from pytest_gpumem.xfail import mark_expected
 
 GATE_NAME = "gpumem-gate"
 BASELINE_VIOLATION, NVML_VIOLATION = "baseline", "nvml"
@@ -123,6 +130,16 @@ def _raw(config: pytest.Config, opt: _Option) -> str | None:
     return None if text is None else text.strip()
 
 
+def _baseline_path(config: pytest.Config) -> Path | None:
+    """The baseline file: a command-line path as given, an ini path relative to the ini
+    file (so a run started from a subfolder finds the committed baseline)."""
+    cli = config.getoption("gpumem_baseline")
+    if cli is not None:
+        return Path(str(cli)).expanduser() if str(cli).strip() else None
+    text = ini_text(config, "gpumem_baseline")
+    return None if text is None else ini_relative(config, Path(text.strip()).expanduser())
+
+
 def _flag(text: str | None, name: str) -> bool:
     if text is None:
         return False
@@ -168,9 +185,8 @@ def read_gate_settings(config: pytest.Config) -> GateSettings:
                 f"got {raw['gpumem_nvml_max_gb']!r}"
             )
         nvml_budget = gib_to_bytes(nvml_gb)
-    baseline = raw["gpumem_baseline"]
     return GateSettings(
-        baseline=Path(baseline).expanduser() if baseline else None,
+        baseline=_baseline_path(config),
         tolerance=tolerance,
         update=_flag(raw["gpumem_update_baseline"], "gpumem_update_baseline"),
         strict=_flag(raw["gpumem_baseline_strict"], "gpumem_baseline_strict"),
@@ -223,6 +239,8 @@ def pytest_configure(config: pytest.Config) -> None:
     gate = read_gate_settings(config)
     if not settings.enabled:
         return
+    if gate.update and gate.baseline is not None and not _is_worker(config):
+        require_writable(gate.baseline, "baseline")
     device_index = pin_device(config, settings.backend, gate)
     config.pluginmanager.register(Gate(config, gate, device_index), GATE_NAME)
 
@@ -232,13 +250,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if isinstance(gate, Gate):
         gate.close()
         config.pluginmanager.unregister(gate)
-
-
-def _record_of(report: pytest.TestReport) -> dict[str, Any] | None:
-    for key, value in report.user_properties:
-        if key == RECORD_KEY and isinstance(value, dict):
-            return value
-    return None
 
 
 @dataclass
@@ -274,9 +285,13 @@ class Gate:
         self.journal: Path | None = None
         json_path = read_settings(config).json_path
         if json_path is not None and not _is_worker(config):
-            self.journal = json_path.with_name(json_path.name + ".partial.jsonl")
-            self.journal.parent.mkdir(parents=True, exist_ok=True)
-            self.journal.write_text("", encoding="utf-8")
+            journal = json_path.with_name(json_path.name + ".partial.jsonl")
+            try:  # the report's folder was checked before the run (not under --help)
+                journal.parent.mkdir(parents=True, exist_ok=True)
+                journal.write_text("", encoding="utf-8")
+                self.journal = journal
+            except OSError:
+                self.journal = None
         self.baseline_written: str | None = None
         self.annotated: dict[str, dict[str, Any]] = {}  # per test run, on the measuring process
 
@@ -330,7 +345,7 @@ class Gate:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "setup":
             self.annotated.pop(report.nodeid, None)  # a new run (or rerun) of the test
-        record = _record_of(report)
+        record = record_of(report)
         if record is None:
             return
         if "worker" not in record:  # the process that measured the test sees it first
@@ -406,9 +421,14 @@ class Gate:
         messages = [message for _, message in problems]
         if record.get("outcome") == "memory" and report.longrepr is not None:
             messages.append(str(report.longrepr).rstrip("\n"))
-        record["outcome"] = "memory"
         record.setdefault("violations", []).extend(kind for kind, _ in problems)
-        report.outcome = "failed"
+        reason = getattr(report, "wasxfail", None)
+        if report.passed and isinstance(reason, str):  # an xfail test's XPASS: now its XFAIL
+            record["outcome"] = "skipped"
+            mark_expected(report, reason)
+        else:
+            record["outcome"] = "memory"
+            report.outcome = "failed"
         if self.config.get_verbosity() < 0:
             # -q: one line, as the core's own memory failures; pytest names the test.
             summary = "; ".join(m.splitlines()[0] for m in messages)
@@ -426,7 +446,10 @@ class Gate:
         for record in self.records.values():
             self._count(record)
         if self.settings.update and self.settings.baseline is not None:
-            self._write_baseline()
+            try:
+                self._write_baseline()
+            except OSError as exc:
+                self.baseline_written = f"could not write {self.settings.baseline}: {exc}"
 
     def _count(self, record: dict[str, Any]) -> None:
         verdict = (record.get("baseline") or {}).get("verdict")

@@ -28,7 +28,8 @@ NOT_HELD = ("none of the test's wider-scoped fixtures or its module's globals: t
 
 
 def fixture_roots(item: Any) -> list[Root]:
-    """The values of the test's wider-scoped fixtures, then its module's globals."""
+    """The values of the test's wider-scoped fixtures, the attributes of its class, then
+    its module's globals."""
     roots: list[Root] = []
     funcargs = getattr(item, "funcargs", None) or {}
     info = getattr(item, "_fixtureinfo", None)
@@ -36,6 +37,11 @@ def fixture_roots(item: Any) -> list[Root]:
         for name, defs in info.name2fixturedefs.items():
             if defs and defs[-1].scope != "function" and name in funcargs:
                 roots.append((f"{defs[-1].scope}-scoped fixture {name!r}", funcargs[name]))
+    cls = getattr(item, "cls", None)
+    for klass in (cls.__mro__[:-1] if isinstance(cls, type) else ()):  # not object's
+        for name, value in vars(klass).items():
+            if not name.startswith("__") and not isinstance(value, (*_OPAQUE, property)):
+                roots.append((f"class attribute {klass.__name__}.{name}", value))
     module = getattr(getattr(item, "module", None), "__dict__", None) or {}
     where = getattr(getattr(item, "path", None), "name", "the test module")
     for name, value in module.items():
@@ -44,19 +50,52 @@ def fixture_roots(item: Any) -> list[Root]:
     return roots
 
 
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _saved_names(node_type: type) -> tuple[str, ...]:
+    """The attributes of an autograd node type that give its saved tensors."""
+    names = _SAVED_NAMES.get(node_type)
+    if names is None:
+        names = _SAVED_NAMES[node_type] = tuple(
+            name for name in dir(node_type)
+            if (name.startswith("_saved_") and not name.endswith(("_sym_sizes", "_sym_strides")))
+            or name in ("saved_tensors", "variable")
+        )
+    return names
+
+
+def _graph_referents(node: Any) -> list[object]:
+    """What an autograd node keeps alive that the garbage collector cannot see: the tensors
+    it saved for backward, the next nodes, and an AccumulateGrad's leaf tensor."""
+    out: list[object] = []
+    for name in _saved_names(type(node)):
+        try:
+            out.append(getattr(node, name))
+        except RuntimeError:  # freed by a backward pass: nothing kept
+            continue
+    for next_node, _ in getattr(node, "next_functions", ()):
+        if next_node is not None:
+            out.append(next_node)
+    return out
+
+
 def reachable_storages(
     roots: Iterable[object],
     key_of: Callable[[Any], int],
     keys: set[int],
     graphs: list[bool] | None = None,
 ) -> set[int]:
-    """Which of ``keys`` the tensors reachable from ``roots`` sit on (a bounded walk).
-    ``graphs`` gets True appended when one of those tensors holds a ``grad_fn``, whose
-    saved tensors the walk cannot see."""
+    """Which of ``keys`` the tensors reachable from ``roots`` sit on (a bounded walk),
+    through the autograd graph of a tensor's ``grad_fn`` too (a kept output keeps the
+    activations its graph saved). ``graphs`` gets True appended when one of those tensors
+    holds a ``grad_fn``."""
     import torch
+    from torch.autograd.graph import Node
 
     found: set[int] = set()
     seen: set[int] = set()
+    kept: list[object] = []
     stack = list(roots)
     while stack and len(seen) < MAX_OBJECTS:
         obj = stack.pop()
@@ -74,6 +113,12 @@ def reachable_storages(
                     graphs.append(True)
             if obj.is_leaf and obj.grad is not None:  # .grad is not a gc referent
                 stack.append(obj.grad)
+            if obj.grad_fn is not None:
+                stack.append(obj.grad_fn)
+        elif isinstance(obj, Node):
+            made = _graph_referents(obj)  # new Python objects for saved tensors: kept alive
+            kept.extend(made)  # till the walk ends, so that their ids in ``seen`` stay theirs
+            stack.extend(made)
         stack.extend(gc.get_referents(obj))
     return found
 

@@ -9,7 +9,9 @@ so reports echo ``max="512 MiB"`` rather than a re-derived float.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -50,8 +52,17 @@ class MarkerSpec:
 
 
 def _number(name: str, value: Any, *, allow_zero: bool) -> float:
-    # bool is an int subclass; max_gb=True is certainly a mistake.
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    # Any real number (numpy's float32 and int64, Fraction, Decimal too); bool is an int
+    # subclass, but max_gb=True is certainly a mistake.
+    if isinstance(value, str):
+        string_name = name.rsplit("_", 1)[0]
+        raise MarkerError(
+            f"gpu_mem({name}=...) must be a number, got {value!r}; a size string goes in "
+            f"{string_name}=..., e.g. {string_name}='512 MiB'"
+        )
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
+        raise MarkerError(f"gpu_mem({name}=...) must be a number, got {value!r}")
+    if not math.isfinite(value):
         raise MarkerError(f"gpu_mem({name}=...) must be a number, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "greater than zero"
@@ -81,7 +92,8 @@ def _amount(
         return _size(string_name, text, allow_zero=allow_zero)
     if number is not None:
         value = _number(float_name, number, allow_zero=allow_zero)
-        return Amount(to_bytes(value), f"{float_name}={number!r}")
+        shown = number if type(number) in (int, float) else value  # max_gb=0.5, not np.float32
+        return Amount(to_bytes(value), f"{float_name}={shown!r}")
     return None
 
 
@@ -107,9 +119,9 @@ def parse_marker_kwargs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[s
         out["max_leak"] = leak
     if "repeat" in kwargs:
         repeat = kwargs["repeat"]
-        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        if isinstance(repeat, bool) or not isinstance(repeat, numbers.Integral) or repeat < 1:
             raise MarkerError(f"gpu_mem(repeat={repeat!r}) must be a whole number, 1 or more")
-        out["repeat"] = repeat
+        out["repeat"] = int(repeat)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_gpumem.atomicfile import OutputPathError, check_output
 from pytest_gpumem.marker import Amount, MarkerSpec
 from pytest_gpumem.units import gib_to_bytes, mib_to_bytes
 
@@ -275,7 +276,21 @@ def _value(config: pytest.Config, opt: _Option) -> tuple[Any, str]:
     text = ini_text(config, opt.ini)
     if text is None:
         return None, ""
-    return opt.parse(f"ini option {opt.ini}", text), f"{opt.ini}={text.strip()}"
+    value = opt.parse(f"ini option {opt.ini}", text)
+    if isinstance(value, Path):
+        value = ini_relative(config, value)
+    return value, f"{opt.ini}={text.strip()}"
+
+
+def ini_relative(config: pytest.Config, path: Path) -> Path:
+    """A path from an ini file, relative to that file's folder as pytest's own path keys
+    are (``testpaths``, ``cache_dir``), so ``gpumem_baseline = "gpumem-baseline.json"``
+    names one file wherever pytest is started from; command-line paths stay relative to
+    the current folder."""
+    if path.is_absolute():
+        return path
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    return base / path
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -316,3 +331,11 @@ def limits_for(spec: MarkerSpec, settings: Settings) -> Limits:
         budget_text=None if budget is None else budget.text,
         max_leak_text=leak.text,
     )
+
+
+def require_writable(path: Path, what: str) -> None:
+    """A one-line usage error before the run when an output file could not be written."""
+    try:
+        check_output(path, what)
+    except OutputPathError as exc:
+        raise pytest.UsageError(f"pytest_gpumem: {exc}") from None

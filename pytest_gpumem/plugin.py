@@ -14,11 +14,12 @@ from _pytest.reports import CollectReport
 from _pytest.terminal import TerminalReporter
 
 from pytest_gpumem.backends import require_torch
+from pytest_gpumem.entrypoint import ENTRY_POINT, MODULE
 from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.marker import MARKER_HELP
-from pytest_gpumem.options import add_options, read_settings
-from pytest_gpumem.result import RECORD_KEY
+from pytest_gpumem.options import add_options, read_settings, require_writable
+from pytest_gpumem.result import record_of
 from pytest_gpumem.session import STATE, GpumemSession, check_markers
 
 HOOKS_NAME = "gpumem-session"
@@ -30,15 +31,32 @@ def _state(config: pytest.Config) -> GpumemSession | None:
     return config.stash.get(STATE, None)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+class _Alias:
+    """Holds the plugin's other name in pytest's plugin registry; has no hooks."""
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     add_options(parser)
+    # Loaded under one name (the "gpumem" entry point, or -p/pytest_plugins with the module
+    # path), reserve the other, so that naming the plugin both ways (the installed entry
+    # point and `pytest_plugins = ["pytest_gpumem.plugin"]` in a conftest) loads it once
+    # instead of failing with pluggy's "Plugin already registered under a different name".
+    for name in (ENTRY_POINT, MODULE):
+        if pluginmanager.get_plugin(name) is None and not pluginmanager.is_blocked(name):
+            pluginmanager.register(_Alias(), name)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Refuse --gpumem without torch before any configure hook can touch torch."""
-    if read_settings(config).enabled:
+    """Refuse --gpumem without torch before any configure hook can touch torch, and an
+    output file the run could not write before the run rather than after it."""
+    if config.option.help or config.option.version:
+        return  # pytest --help shows the options whatever their values
+    settings = read_settings(config)
+    if settings.enabled:
         require_torch()
+        if settings.json_path is not None:
+            require_writable(settings.json_path, "JSON report")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,10 +98,8 @@ def pytest_collection_modifyitems(
 
 
 def _violations(report: pytest.TestReport) -> bool:
-    return any(
-        key == RECORD_KEY and isinstance(value, dict) and bool(value.get("violations"))
-        for key, value in report.user_properties
-    )
+    record = record_of(report)
+    return record is not None and bool(record.get("violations"))
 
 
 class GpumemHooks:
@@ -144,9 +160,9 @@ class GpumemHooks:
         """Collect records here, so an xdist controller receives every worker's results."""
         if report.when == "call" or (report.when == "setup" and not report.passed):
             self.state.seen.add(report.nodeid)
-        for key, value in report.user_properties:
-            if key == RECORD_KEY and isinstance(value, dict):
-                self.state.add_record(value)
+        record = record_of(report)
+        if record is not None:
+            self.state.add_record(record)
 
     def pytest_report_teststatus(
         self, report: pytest.TestReport
@@ -159,7 +175,10 @@ class GpumemHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         json_path = self.state.settings.json_path
         if json_path is not None and not hasattr(session.config, "workerinput"):
-            write_json_report(json_path, list(self.state.records.values()))
+            try:
+                write_json_report(json_path, list(self.state.records.values()))
+            except OSError as exc:
+                self.state.notes.add(f"could not write the JSON report {json_path}: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: TerminalReporter) -> None:
         peaks = self.state.top_peaks(self.state.settings.top)

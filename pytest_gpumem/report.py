@@ -16,7 +16,7 @@ from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocat
 from pytest_gpumem.backends.base import Site
 from pytest_gpumem.holders import NOT_HELD
 from pytest_gpumem.result import LEAK, OOM, PEAK, TestMeasurement
-from pytest_gpumem.units import format_bytes
+from pytest_gpumem.units import format_apart, format_bytes
 
 if TYPE_CHECKING:
     from pytest_gpumem.linked import LintFinding
@@ -32,15 +32,13 @@ def headline(m: TestMeasurement) -> str:
         first = (m.oom_message or "").strip().splitlines() or [""]
         parts.append(f"torch.OutOfMemoryError inside the test ({first[0][:120]})")
     if PEAK in m.violations and m.limits.budget_bytes is not None and m.peak_bytes is not None:
-        parts.append(
-            f"peak {format_bytes(m.peak_bytes)} exceeds budget {m.limits.budget_text} "
-            f"({format_bytes(m.limits.budget_bytes)})"
-        )
+        peak, budget = format_apart(m.peak_bytes, m.limits.budget_bytes)
+        parts.append(f"peak {peak} exceeds budget {m.limits.budget_text} ({budget})")
     if LEAK in m.violations:
-        leaked = format_bytes(m.leaked_bytes or 0)
+        leaked, allowed = format_apart(m.leaked_bytes or 0, m.limits.max_leak_bytes)
         tolerance = m.limits.max_leak_text
         if m.limits.max_leak_bytes:
-            tolerance += f", {format_bytes(m.limits.max_leak_bytes)}"
+            tolerance += f", {allowed}"
         if m.limits.repeat > 1:
             parts.append(f"live tensor memory grew by {leaked} over {m.limits.repeat} runs, "
                          f"more than {tolerance} on every run after the first")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_gpumem.backends.base import LeakResult, PeakResult, Site
 from pytest_gpumem.leaks import growth_per_run, repeat_leaks
 from pytest_gpumem.options import Limits
@@ -17,7 +19,10 @@ if TYPE_CHECKING:
     from pytest_gpumem.linked import LintFinding
 
 PEAK, LEAK, OOM = "peak", "leak", "oom"
-RECORD_KEY = "gpumem"  # the user_properties key carrying the record
+# The report attribute carrying the record. An attribute, not a ``user_properties`` entry,
+# which junitxml would print into every <testcase> as a Python dict: pytest serialises a
+# report's attributes for xdist (``TestReport(**extra)``), so it reaches the controller.
+RECORD_ATTR = "gpumem_record"
 SITES_IN_JSON = 10
 
 
@@ -45,6 +50,7 @@ class TestMeasurement:
     peak_links: dict[int, list[LintFinding]] = field(default_factory=dict)
     leak_links: dict[int, list[LintFinding]] = field(default_factory=dict)
     lint_problems: list[str] = field(default_factory=list)
+    not_measured: str | None = None  # why the figures were dropped (no verdict on them)
 
     @property
     def peak_bytes(self) -> int | None:
@@ -111,6 +117,7 @@ class TestMeasurement:
             "snapshot": self.snapshot_path,
             "timeline": self.timeline_path,
             "memlint_problems": list(self.lint_problems),
+            "not_measured": self.not_measured,
         }
 
 
@@ -124,3 +131,13 @@ def _sites(sites: tuple[Site, ...], links: dict[int, list[LintFinding]]) -> list
         out.append(data)
     return out
 
+
+
+def attach_record(report: pytest.TestReport, record: dict[str, Any]) -> None:
+    setattr(report, RECORD_ATTR, record)
+
+
+def record_of(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The record a measured test's report carries (also after xdist), else None."""
+    value = getattr(report, RECORD_ATTR, None)
+    return value if isinstance(value, dict) else None

@@ -62,6 +62,16 @@ def format_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def format_apart(measured: int, limit: int) -> tuple[str, str]:
+    """Both numbers as :func:`format_bytes` writes them, with the exact bytes added when the
+    two would read the same (a 4,194,304 B peak over a 4,193,280 B budget is not
+    "4.00 MiB exceeds 4.00 MiB")."""
+    a, b = format_bytes(measured), format_bytes(limit)
+    if a == b and measured != limit:
+        return f"{a} ({measured:,} B)", f"{b}, {limit:,} B"
+    return a, b
+
+
 def gib_to_bytes(gib: float) -> int:
     return round(gib * GIB)
 

@@ -10,21 +10,34 @@ import pytest
 from pytest_gpumem.backends.base import Backend
 
 
-def torch_available() -> bool:
+def _torch_problem() -> str | None:
+    """Why ``import torch`` fails, or None when it works."""
     try:
         import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ModuleNotFoundError as exc:
+        if exc.name in ("torch", None) or str(exc.name).startswith("torch."):
+            return "not installed"
+        return f"cannot be imported ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # a broken install: a missing CUDA library, an ABI mismatch
+        return f"cannot be imported ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+    return None
+
+
+def torch_available() -> bool:
+    return _torch_problem() is None
 
 
 def require_torch() -> None:
-    """A one-line usage error, not a traceback, when measuring is asked for without torch."""
-    if not torch_available():
+    """A one-line usage error, not a traceback, when measuring is asked for without a torch
+    that imports."""
+    problem = _torch_problem()
+    if problem == "not installed":
         raise pytest.UsageError(
             "pytest_gpumem: --gpumem needs torch, which is not installed "
             "(pip install 'torch-memlint[gpumem]')"
         )
+    if problem is not None:
+        raise pytest.UsageError(f"pytest_gpumem: --gpumem needs torch, which {problem}")
 
 
 def make_backend(

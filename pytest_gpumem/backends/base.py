@@ -77,6 +77,9 @@ class TestTracker(ABC):
     """
 
     __test__ = False  # not a pytest test class, despite the name
+    # Why this tracker's figures cannot be trusted (set by a backend that finds out, e.g.
+    # cpu-fast when another profiler took its session); None while they can.
+    problem: str | None = None
 
     @abstractmethod
     def start(self) -> None: ...

@@ -17,6 +17,7 @@ import gc
 import sys
 import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -41,6 +42,7 @@ _filter: FrameFilter | None = None
 # References to a storage: 2 when only a fresh op output's tensor and our Python storage
 # object hold it (an input tensor on the same storage would add its own)
 _use_count: Callable[[int], int] = torch._C._storage_Use_Count
+_OpOverload = torch._ops.OpOverload
 
 
 def _frame_filter() -> FrameFilter:
@@ -234,25 +236,52 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if acc[1] <= 0:
             del self._window_sites[site]
 
-    def _on_free(self, key: int) -> Callable[[weakref.ref[Any]], None]:
-        def freed(ref: weakref.ref[Any]) -> None:
-            entry = self._live.get(key)
-            if entry is None or entry.ref is not ref:
-                return
-            del self._live[key]
-            self._shrink(entry.nbytes)
-            if entry.in_window:
-                self._site_sub(entry.site, entry.nbytes, 1)
-
-        return freed
+    def _freed(self, key: int, ref: weakref.ref[Any]) -> None:
+        """A tracked storage was freed (the weak reference's callback, bound to its key)."""
+        entry = self._live.get(key)
+        if entry is None or entry.ref is not ref:
+            return
+        del self._live[key]
+        # _shrink and _site_sub written out: this runs once per freed storage.
+        if self._peak_dirty:
+            self._note_peak_candidate()
+        n = entry.nbytes
+        current = self.current = self.current - n
+        if self.history is not None:
+            self.history.record(current)
+        if entry.in_window:
+            site = entry.site
+            acc = self._window_sites.get(site)
+            if acc is not None:
+                acc[0] -= n
+                acc[1] -= 1
+                if acc[1] <= 0:
+                    del self._window_sites[site]
 
     def _track(self, storage: Any, key: int) -> None:
-        n = self._round(storage.nbytes())
+        # _round, _grow and _site_add written out: this runs once per new storage.
+        n = storage.nbytes()
+        r = self.round_bytes
+        if r != 1:
+            n = -(-n // r) * r
         site = self._frames.raw_user_frames(sys._getframe(2), self.stack_depth)
-        self._live[key] = _Live(n, site, weakref.ref(storage, self._on_free(key)), self._in_window)
-        if self._in_window:
-            self._site_add(site, n, 1)
-        self._grow(n)
+        in_window = self._in_window
+        self._live[key] = _Live(n, site, weakref.ref(storage, partial(self._freed, key)),
+                                in_window)
+        if in_window:
+            acc = self._window_sites.get(site)
+            if acc is None:
+                self._window_sites[site] = [n, 1]
+            else:
+                acc[0] += n
+                acc[1] += 1
+        current = self.current = self.current + n
+        if self.history is not None:
+            self.history.record(current)
+        if current > self.peak:
+            self.peak = current
+            if in_window:
+                self._peak_dirty = True
 
     def _resized(self, entry: _Live, storage: Any) -> None:
         n = self._round(storage.nbytes())
@@ -274,19 +303,25 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        out = func(*args, **(kwargs or {}))
+        # An OpOverload's __call__ only calls its C++ op: calling that directly saves a
+        # Python frame per op (subclasses that override __call__ keep it).
+        call = func._op if type(func) is _OpOverload else func
+        out = call(*args, **kwargs) if kwargs else call(*args)
         if self._paused:
             return out
+        live = self._live
         input_keys: set[int] | None = None
         fresh: bool | None = None
         for t in (out,) if isinstance(out, torch.Tensor) else _tensors(out, []):
-            storage = _storage(t)
-            if storage is None:
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):  # sparse, other storage-less layouts
                 continue
             key = storage._cdata
-            entry = self._live.get(key)
+            entry = live.get(key)
             if entry is not None:
-                self._resized(entry, storage)  # resize_, out= into a too-small tensor
+                if storage.nbytes() != entry.nbytes:
+                    self._resized(entry, storage)  # resize_, out= into a too-small tensor
                 continue
             # The usual case, a new result, without walking the op's inputs: the schema
             # rules out aliasing and nothing but this result holds the storage.
@@ -295,9 +330,13 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
                     fresh = _FRESH.get(func)
                     if fresh is None:
                         fresh = _FRESH[func] = _returns_fresh(func)
-                if fresh and not any(t is a for a in args):
-                    self._track(storage, key)
-                    continue
+                if fresh:
+                    for a in args:
+                        if a is t:
+                            break
+                    else:
+                        self._track(storage, key)
+                        continue
             if input_keys is None:
                 input_keys = {
                     s._cdata

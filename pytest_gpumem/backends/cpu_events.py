@@ -38,6 +38,7 @@ from torch._C._profiler import (
 from pytest_gpumem.backends.base import Backend, LeakResult, PeakResult, TestTracker
 from pytest_gpumem.holders import reachable_storages
 from pytest_gpumem.leaks import collect_for_verdict, storage_address
+from pytest_gpumem.timeline import Timeline
 
 # A profiler session needs one activity; with CPU it would record every op. MTIA has no
 # device here, so it adds nothing while the allocation events are still collected.
@@ -117,29 +118,63 @@ def _unfreed(events: list[Event]) -> dict[int, int]:
     return live
 
 
+OTHER_PROFILER = (
+    "another profiler ran during the test (torch.profiler, or a library that starts one), "
+    "and only one can run at a time, so cpu-fast's allocation events were lost; "
+    "--gpumem-backend=cpu measures such a test"
+)
+
+
 class EventsTracker(TestTracker):
+    """One test's (or one ``gpumem.track()`` block's) allocation events.
+
+    Only one profiler session can run in a process. A tracker started while another one
+    records (the ``gpumem`` fixture inside a measured test) takes the session over: the
+    outer one's events so far are its own, then every event the inner one records is also
+    the outer one's, until the inner one closes and the outer one records again.
+    """
+
+    _recording: EventsTracker | None = None  # whose session is on now, process-wide
+
     def __init__(self) -> None:
         self.session = _Session()
         self.events: list[Event] = []  # every measured segment, in order
         self.body_from = 0
+        self.body_to: int | None = None
         self.paused = 0
-        self.unavailable: str | None = None
+        self.outer: EventsTracker | None = None
+        self.problem: str | None = None
 
     def _start(self) -> None:
         try:
             self.session.start()
-        except RuntimeError as exc:  # the test (or a fixture) runs its own profiler
-            self.unavailable = str(exc)
+        except RuntimeError:  # the test (or a fixture) runs its own profiler
+            self.problem = OTHER_PROFILER
+            return
+        EventsTracker._recording = self
 
     def _stop(self, frees_only: bool = False) -> None:
+        if self.session.active and not _profiler_enabled():
+            self.problem = OTHER_PROFILER  # someone else's profiler replaced ours
+        if EventsTracker._recording is self:
+            EventsTracker._recording = None
         events = self.session.stop()
-        # During a garbage collection only the frees are the test's: a finalizer of older
-        # garbage may allocate, and that is not what the test left behind.
+        # During a garbage collection only the frees of what this tracker saw allocated are
+        # its own: a finalizer of older garbage may allocate, and older garbage freed there
+        # (an earlier test's cycles) is not what this test allocated either.
         if frees_only:
-            events = [e for e in events if e[1] < 0]
-        self.events.extend(events)
+            mine = _unfreed(self.events)
+            events = [e for e in events if e[1] < 0 and e[0] in mine]
+        tracker: EventsTracker | None = self
+        while tracker is not None:
+            tracker.events.extend(events)
+            tracker = tracker.outer
 
     def start(self) -> None:
+        outer = EventsTracker._recording
+        if outer is not None and outer is not self:
+            outer._stop()  # its events so far are its own; ours are its too from now on
+            self.outer = outer
         self._start()
 
     def pause(self) -> None:
@@ -159,6 +194,7 @@ class EventsTracker(TestTracker):
 
     def body_end(self) -> PeakResult:
         self._stop()
+        self.body_to = len(self.events)
         before = sum(size for _, size in self.events[: self.body_from])
         peak, _ = _running_peak(self.events[self.body_from :])
         self._start()
@@ -198,9 +234,28 @@ class EventsTracker(TestTracker):
         return LeakResult(leaked_bytes=leaked, storages=len(live),
                           survivors=tuple(live.items()))
 
+    def timeline(self) -> Timeline | None:
+        """The running sum of the test's allocator events (setup, body, teardown)."""
+        allocated = [0]
+        for _, size in self.events:
+            allocated.append(allocated[-1] + size)
+        marks = [(self.body_from, "body starts")]
+        if self.body_to is not None:
+            marks.append((self.body_to, "body ends"))
+        return Timeline(
+            allocated=allocated,
+            events=range(len(allocated)),
+            body_start_bytes=allocated[self.body_from],
+            marks=tuple(marks),
+        )
+
     def close(self) -> None:
-        self.session.stop()
+        if self.session.active:
+            self._stop()
         self.events = []
+        outer, self.outer = self.outer, None
+        if outer is not None and outer.paused == 0:
+            outer._start()  # the outer tracker records again
 
 
 class CpuEventsBackend(Backend):

@@ -9,6 +9,20 @@ import pytest
 
 from tests.gpumem.conftest import RunGpumem
 
+
+def _warm_up_profiler() -> None:
+    """In-process sessions forget modules first imported inside them, and a profiler
+    session's lazy imports cannot run twice (a TORCH_LIBRARY registration): run one here."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.empty(1)
+    prof.key_averages()
+
+
+_warm_up_profiler()
+
 SUITE = """
 import unittest
 import pytest
@@ -73,3 +87,126 @@ def test_cpu_fast_is_a_backend_choice(pytester: pytest.Pytester, run_gpumem: Run
     pytester.makepyfile(test_x="def test_a():\n    pass\n")
     bad = run_gpumem("--gpumem", "--gpumem-backend=fast")
     bad.stderr.fnmatch_lines(["*--gpumem-backend must be one of auto, cuda, cpu, cpu-fast*"])
+
+
+def test_gpumem_fixture_inside_a_measured_test(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """One profiler session per process: the block's tracker takes the test's over and
+    hands its events back, so both the block and the test see them."""
+    pytester.makepyfile("""
+import pytest
+import torch
+
+@pytest.mark.gpu_mem(max="1 MiB")
+def test_block(gpumem):
+    a = torch.empty(1000)
+    with gpumem.track() as m:
+        b = torch.empty(1000)
+        c = torch.empty(2000)
+        del c
+    assert m.peak_bytes == 12000
+    assert m.leaked_bytes == 4000
+    d = torch.empty(10**6)  # 3.81 MiB: the test's own peak, over its budget
+""")
+    result = run_gpumem("--gpumem", "--gpumem-backend=cpu-fast", "--gpumem-json=r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*peak 3.82 MiB exceeds budget max='1 MiB'*"])
+    record = json.loads((pytester.path / "r.json").read_text())["tests"][0]
+    assert record["peak_bytes"] == 4000 + 4000 + 4_000_000
+
+
+def test_a_test_running_its_own_profiler_is_left_unmeasured(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """torch.profiler replaces cpu-fast's session: no verdict on lost events, and it says so."""
+    pytester.makepyfile("""
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+@pytest.mark.gpu_mem(max="1 KiB")
+def test_profiles():
+    a = torch.empty(10**5)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.randn(64, 64) @ torch.randn(64, 64)
+    assert prof.key_averages()
+
+@pytest.mark.gpu_mem(max="1 KiB")
+def test_after_it():
+    a = torch.empty(10**4)  # 39 KiB: measured again, over budget
+""")
+    result = run_gpumem("--gpumem", "--gpumem-backend=cpu-fast", "--gpumem-json=r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*not measured: *::test_profiles: another profiler ran during the test*",
+    ])
+    result.stdout.fnmatch_lines(["MEMORY *test_after_it*"])
+    records = {r["nodeid"].split("::")[1]: r
+               for r in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    assert records["test_profiles"]["peak_bytes"] is None
+    assert records["test_profiles"]["not_measured"].startswith("another profiler ran")
+    assert records["test_after_it"]["not_measured"] is None
+
+
+def test_garbage_of_an_earlier_test_does_not_offset_a_leak(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """The leak verdict's garbage collection frees an earlier test's cycle (left as garbage
+    within that test's tolerance): those frees are not this test's, so they cannot net its
+    leak to nothing."""
+    pytester.makepyfile("""
+import gc
+import pytest
+import torch
+
+KEPT = []
+
+class Node:
+    pass
+
+@pytest.fixture(scope="module", autouse=True)
+def no_automatic_collection():
+    gc.disable()
+    yield
+    gc.enable()
+
+@pytest.mark.gpu_mem(max_leak_mb=1)
+def test_leaves_a_cycle():
+    node = Node()
+    node.me, node.tensor = node, torch.empty(10**5)  # 391 KiB of garbage, within 1 MiB
+
+@pytest.mark.gpu_mem
+def test_leaks():
+    KEPT.append(torch.empty(1000))
+""")
+    result = run_gpumem("--gpumem", "--gpumem-backend=cpu-fast")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["leaked 3.91 KiB still alive after teardown*"])
+
+
+def test_round_option_says_it_does_nothing_here(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    pytester.makepyfile("import pytest\n\n@pytest.mark.gpu_mem\ndef test_a():\n    pass\n")
+    result = run_gpumem("--gpumem", "--gpumem-backend=cpu-fast", "--gpumem-round=512")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["--gpumem-round: no effect on the cpu-fast backend*"])
+
+
+def test_track_block_running_a_profiler_warns(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    pytester.makepyfile("""
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+from pytest_gpumem.fixtures import GpumemWarning
+
+def test_block(gpumem):
+    with pytest.warns(GpumemWarning, match="another profiler ran"):
+        with gpumem.track():
+            with profile(activities=[ProfilerActivity.CPU]):
+                torch.empty(100)
+""")
+    run_gpumem("--gpumem-backend=cpu-fast").assert_outcomes(passed=1)

@@ -95,3 +95,95 @@ def test_really_grows(monkeypatch):
     records = {r["nodeid"]: r for r in data["tests"]}
     assert records["test_mock.py::test_patched"]["growth_per_run_bytes"] == [0, 0]
     assert records["test_mock.py::test_really_grows"]["growth_per_run_bytes"] == [4800, 4800]
+
+
+def test_what_a_kept_output_graph_saved_is_the_holders(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """A kept output keeps the activations its autograd graph saved (the input of each
+    Linear): they are named with the global that keeps the output, not left unexplained."""
+    pytester.makepyfile(test_graph="""
+import pytest
+import torch
+
+HISTORY = []
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh())
+
+@pytest.mark.gpu_mem
+def test_keeps_outputs():
+    for _ in range(2):
+        HISTORY.append(model(torch.randn(8, 256)).sum())
+""")
+    result = run_gpumem("--gpumem", "--gpumem-json=out.json")
+    result.assert_outcomes(passed=1, errors=1)
+    record = json.loads((pytester.path / "out.json").read_text())["tests"][0]
+    leaked = record["leaked_bytes"]
+    assert leaked > 2 * 8 * 256 * 4  # the inputs at least, each 8 KiB
+    (holder,) = record["leak_holders"]
+    assert holder.startswith("global 'HISTORY' of test_graph.py (")
+    assert f"storages, {leaked / 1024:.2f} KiB, and the autograd graphs of their grad_fn)" in holder
+
+
+def test_instance_state_with_a_graph_is_the_tests_own(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """``self.out = self.model(x)``: the instance keeps the output and, through its graph,
+    the input; both go with the instance."""
+    pytester.makepyfile(test_instance="""
+import pytest
+import torch
+
+@pytest.mark.gpu_mem
+class TestModel:
+    def setup_method(self, method):
+        self.model = torch.nn.Linear(256, 256)
+
+    def test_forward(self):
+        self.out = self.model(torch.randn(4, 256))
+""")
+    run_gpumem("--gpumem").assert_outcomes(passed=1)
+
+
+def test_class_attribute_holding_the_tensors_is_named(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    pytester.makepyfile(test_attr="""
+import pytest
+import torch
+
+class TestShared:
+    seen = []
+
+    @pytest.mark.gpu_mem
+    def test_appends(self):
+        TestShared.seen.append(torch.ones(10))
+""")
+    result = run_gpumem("--gpumem")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "kept alive by: class attribute TestShared.seen (1 storage, 40 B)",
+    ])
+
+
+def test_a_holder_that_breaks_when_inspected_leaves_the_verdict_alone(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pytest_gpumem.holders
+
+    def broken(*args: object, **kwargs: object) -> list[str]:
+        raise RuntimeError("an object that cannot be inspected")
+
+    monkeypatch.setattr(pytest_gpumem.holders, "holders_of", broken)
+    monkeypatch.setattr("pytest_gpumem.session.holders_of", broken)
+    pytester.makepyfile("""
+import pytest
+import torch
+KEPT = []
+
+@pytest.mark.gpu_mem
+def test_leaks():
+    KEPT.append(torch.ones(10))
+""")
+    result = run_gpumem("--gpumem")
+    result.assert_outcomes(passed=1, errors=1)
+    assert "INTERNALERROR" not in result.stdout.str()

@@ -180,3 +180,18 @@ def test_scratch(gpumem_device):
     ])
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert {f["code"] for s in test["peak_sites"] for f in s.get("memlint", [])} == {"MEM010"}
+
+
+def test_worked_example_runs_from_the_repository_root(
+        pytester: pytest.Pytester, run_gpumem: RunGpumem) -> None:
+    """docs/plugin.md's `pytest examples/gpumem --gpumem`, under this repository's pytest
+    configuration (importlib imports, which put no test folder on sys.path)."""
+    shutil.copytree(EXAMPLE.parent, pytester.path / "examples" / "gpumem",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    pytester.makeini("[pytest]\naddopts = --import-mode=importlib\n")
+    result = run_gpumem("examples/gpumem", "--gpumem")
+    result.assert_outcomes(passed=5, errors=2)
+    result.stdout.fnmatch_lines_random([
+        "examples/gpumem/linked/test_train.py .M*",
+        "examples/gpumem/test_training_step.py ...M.*",
+    ])

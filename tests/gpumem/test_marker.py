@@ -122,3 +122,22 @@ def test_module_budget():
         "MEMORY *test_class_budget*",
         "MEMORY *test_module_budget*",
     ])
+
+
+def test_any_real_number_is_taken_and_echoed_plainly() -> None:
+    """Budgets computed with fractions, decimals or numpy scalars (float32 is no float)."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    parsed = parse_marker_kwargs((), {"max_gb": Fraction(1, 2), "max_leak_mb": Decimal("1.5")})
+    assert parsed == {
+        "budget": Amount(2**29, "max_gb=0.5"),
+        "max_leak": Amount(3 * 2**19, "max_leak_mb=1.5"),
+    }
+
+
+def test_a_size_string_in_a_float_argument_says_where_it_goes() -> None:
+    with pytest.raises(MarkerError, match=r"a size string goes in max=\.\.\., e\.g\. max='512"):
+        parse_marker_kwargs((), {"max_gb": "512 MiB"})
+    with pytest.raises(MarkerError, match=r"goes in max_leak=\.\.\."):
+        parse_marker_kwargs((), {"max_leak_mb": "1 MiB"})

@@ -82,3 +82,20 @@ def test_ini_scope_all_draws_every_measured_test(
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in bad.stderr.lines if line.strip()]
     assert errors == ["ERROR: --gpumem-timeline must be one of failed, all, got 'some'"]
+
+
+def test_cpu_fast_draws_timelines_from_allocator_events(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """Any backend draws timelines: cpu-fast from the allocator events it keeps anyway
+    (it used to write none and blame the CUDA trace's time stamps)."""
+    pytester.makepyfile(test_suite=SUITE)
+    result = run_gpumem(
+        "--gpumem", "--gpumem-backend=cpu-fast", "--gpumem-timeline-dir=timelines"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    page = (pytester.path / "timelines" / "test_suite.py_test_big.html").read_text()
+    assert "peak 8.00 MiB" in page and "budget 1.02 MiB" in page
+    assert ">body starts</text>" in page and ">body ends</text>" in page
+    result.stdout.fnmatch_lines(["1 memory timeline(s) written to timelines"])
+    result.stdout.no_fnmatch_line("*allocator trace has no timestamps*")

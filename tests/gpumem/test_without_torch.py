@@ -78,3 +78,36 @@ def test_gpumem_flag_says_it_needs_torch_in_one_line(pytester: pytest.Pytester) 
         "ERROR: pytest_gpumem: --gpumem needs torch, which is not installed "
         "(pip install 'torch-memlint[gpumem]')"
     ]
+
+
+BROKEN = '''
+import sys
+
+class _BrokenTorch:
+    """Pretend torch is installed but broken (a CUDA library missing)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            raise OSError("libcudart.so.13: cannot open shared object file")
+        return None
+
+sys.meta_path.insert(0, _BrokenTorch())
+'''
+
+
+def test_a_torch_that_fails_to_import_is_one_line_too(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = pytester.mkdir("blocker")
+    (blocker / "sitecustomize.py").write_text(BROKEN)
+    path = os.pathsep.join([str(blocker), str(REPO), os.environ.get("PYTHONPATH", "")])
+    monkeypatch.setenv("PYTHONPATH", path)
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = _run(pytester, "--gpumem")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == [
+        "ERROR: pytest_gpumem: --gpumem needs torch, which cannot be imported "
+        "(OSError: libcudart.so.13: cannot open shared object file)"
+    ]
+    _run(pytester).assert_outcomes(passed=1)  # without --gpumem nothing imports torch
