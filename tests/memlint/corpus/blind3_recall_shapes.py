@@ -1,0 +1,95 @@
+"""Shapes met on a third blind set of hand-written training code, with their near misses.
+
+A GAN trainer whose loss functions are picked per side (``D_loss_fn``, ``G_loss_fn``) and whose
+running totals are tensors on the device.
+"""
+
+import torch
+import torch.nn as nn
+
+
+class FocalLoss(nn.Module):
+    def forward(self, logits, target):
+        return logits.sub(target).pow(2).mean()
+
+
+def hinge_d(real, fake):
+    return (1 - real).clamp(min=0).mean() + (1 + fake).clamp(min=0).mean()
+
+
+def hinge_g(fake):
+    return -fake.mean()
+
+
+class GanTrainer:
+    def __init__(self, D, G, d_opt, g_opt, loader, accumulate, latent_dim):
+        self.D, self.G = D, G
+        self.d_opt, self.g_opt = d_opt, g_opt
+        self.loader = loader
+        self.accumulate = accumulate
+        self.latent_dim = latent_dim
+
+    def step(self, device):
+        D_loss_fn, G_loss_fn = hinge_d, hinge_g
+        total_d = torch.zeros([], device=device)
+        total_g = torch.zeros([], device=device)
+
+        self.d_opt.zero_grad()
+        for _ in range(self.accumulate):
+            real = next(self.loader)
+            z = torch.randn(real.shape[0], self.latent_dim, device=device)
+            with torch.no_grad():
+                fake = self.G(z)
+            divergence = D_loss_fn(self.D(real), self.D(fake))
+            d_loss = divergence / self.accumulate
+            d_loss.backward()
+            total_d += divergence  # expect: MEM001
+        self.d_opt.step()
+
+        self.g_opt.zero_grad()
+        for _ in range(self.accumulate):
+            z = torch.randn(8, self.latent_dim, device=device)
+            loss = G_loss_fn(self.D(self.G(z)))
+            (loss / self.accumulate).backward()
+            total_g += loss.detach()  # detached: nothing kept
+        self.g_opt.step()
+        return float(total_d.item()), float(total_g.item())
+
+    def pick_criteria(self, names):
+        # Class names build losses; storing the module keeps no graph.
+        criteria = []
+        for name in names:
+            self.d_opt.zero_grad()
+            criteria.append(FocalLoss())
+            self.d_opt.step()
+        return criteria
+
+
+def auxiliary_phase(agent, old_agent, optimizer, aux_obs, returns, n_accum, device):
+    """PPG's auxiliary phase: the step is wrapped in a try that only adds an out-of-memory hint."""
+    for i, start in enumerate(range(0, len(aux_obs), 256)):
+        try:
+            obs = aux_obs[start:start + 256].to(device)
+            target = returns[start:start + 256].to(device)
+            with torch.no_grad():
+                old = old_agent(obs)
+            loss = ((agent(obs) - target) ** 2).mean() + (agent(obs) - old).abs().mean()
+            optimizer.zero_grad()  # expect: MEM004
+            (loss / n_accum).backward()
+            if (i + 1) % n_accum == 0:
+                optimizer.step()
+        except RuntimeError as error:
+            raise RuntimeError("out of memory: raise n_accum") from error
+
+
+def skip_failed_batches(model, optimizer, batches, n_accum):
+    """Gradients are dropped only when a micro-batch fails: the clear is in the handler."""
+    for i, (x, y) in enumerate(batches):
+        try:
+            (((model(x) - y) ** 2).mean() / n_accum).backward()
+        except RuntimeError:
+            optimizer.zero_grad()
+            continue
+        if (i + 1) % n_accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
