@@ -88,6 +88,9 @@ _OTHER_DEVICES = ("mps", "xpu", "meta", "hpu", "xla", "npu", "ipu", "privateuseo
 _PASS_THROUGH = frozenset({
     "enumerate", "tqdm", "tqdm_notebook", "islice", "iter", "track", "log_every", "cycle",
 })
+# Progress reporters defined elsewhere that take the loader beside other arguments
+# (`LogProgress(logger, loader, total=n)`, `ProgressBar(loader)`): they hand on its items.
+_PROGRESS_WRAPPER = re.compile(r"progress|progbar", re.IGNORECASE)
 # Framework calls that return loaders whose batches arrive on the device already.
 _PLACING_CALLS = ("prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches")
 # Same-file helpers named like these return their argument on the device (`batch =
@@ -292,6 +295,13 @@ def names_in(target: cst.BaseExpression) -> Iterator[str]:
         name = dotted_name(target)
         if name is not None:
             yield name
+
+
+def _unsubscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``loaders["train"]`` -> ``loaders``."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return expr
 
 
 def _call_name(expr: cst.BaseExpression) -> str | None:
@@ -581,7 +591,8 @@ class DataflowAnalysis:
         if self.project is not None:  # wrappers defined in other modules of the project
             local |= {w.rsplit(".", 1)[-1] for w in self.project.wrappers}
         candidates: list[tuple[cst.Call, cst.Assign]] = []
-        for name in sorted(_PASS_THROUGH | (local & self.tree.calls_by_name.keys())):
+        progress = {n for n in self.tree.calls_by_name if _PROGRESS_WRAPPER.search(n)}
+        for name in sorted(_PASS_THROUGH | progress | (local & self.tree.calls_by_name.keys())):
             for call in self.tree.calls_by_name.get(name, ()):
                 parent = self.tree.parent(call)
                 if isinstance(parent, cst.Assign) and call.args:
@@ -770,7 +781,8 @@ class DataflowAnalysis:
         elif isinstance(expr, cst.Name) and follow_names:
             yield expr
             for value in self._bindings_before(expr, expr.value, deep=False)[:1]:
-                if isinstance(value, cst.GeneratorExp):
+                # `it = (b for b in loader)`, `it = tqdm(loader) if verbose else loader`
+                if isinstance(value, (cst.GeneratorExp, cst.IfExp)):
                     yield from self._sources(value, follow_names=follow_names)
             return
         yield expr
@@ -818,6 +830,11 @@ class DataflowAnalysis:
         first = call.args[0]
         if name in _PASS_THROUGH and first.keyword is None and not first.star:
             return first.value
+        if _PROGRESS_WRAPPER.search(name):
+            for arg in call.args:  # the argument named like a loader
+                written = None if arg.star else dotted_name(_unsubscripted(arg.value))
+                if written is not None and LOADER_NAME.search(written.rsplit(".", 1)[-1]):
+                    return arg.value
         return None
 
     def batch_origins(self, expr: cst.BaseExpression) -> list[BatchOrigin]:

@@ -1,11 +1,16 @@
 """Shapes met on a third blind set of hand-written training code, with their near misses.
 
 A GAN trainer whose loss functions are picked per side (``D_loss_fn``, ``G_loss_fn``) and whose
-running totals are tensors on the device.
+running totals are tensors on the device; an accumulation step inside a ``try``; loaders
+iterated through a progress reporter that takes them beside other arguments, or through a
+progress bar chosen by a conditional expression bound to a name first.
 """
 
 import torch
 import torch.nn as nn
+from progress_tools import LogProgress, ProgressBar
+from torch.utils.data import DataLoader
+from tqdm import tqdm
 
 
 class FocalLoss(nn.Module):
@@ -93,3 +98,42 @@ def skip_failed_batches(model, optimizer, batches, n_accum):
         if (i + 1) % n_accum == 0:
             optimizer.step()
             optimizer.zero_grad()
+
+
+class Solver:
+    def __init__(self, model, loaders, logger, device):
+        self.model, self.loaders, self.logger, self.device = model, loaders, logger, device
+
+    def run_epoch(self, train):
+        data_loader = self.loaders["train"] if train else self.loaders["valid"]
+        progress = LogProgress(self.logger, data_loader, total=len(data_loader), name="epoch")
+        for step, sources in enumerate(progress):
+            sources = sources.to(self.device)  # expect: MEM003
+            self.model(sources)
+
+    def log_counts(self, counts):
+        # A progress reporter over plain numbers: no loader, nothing copied from one.
+        for count in ProgressBar(self.logger, counts):
+            torch.tensor(count).to(self.device)
+
+
+class Detector:
+    def __init__(self, model, device):
+        self.model, self.device = model, device
+
+    def _to_device(self, images, targets):
+        images = [image.to(self.device) for image in images]  # expect: MEM003
+        targets = [{k: v.to(self.device) for k, v in t.items()} for t in targets]  # expect: MEM003
+        return images, targets
+
+    def fit(self, dataset, optimizer, epochs=10, verbose=True):
+        if not isinstance(dataset, DataLoader):
+            dataset = DataLoader(dataset, shuffle=True)  # expect: MEM003
+        for _ in range(epochs):
+            batches = tqdm(dataset, leave=True) if verbose else dataset
+            for images, targets in batches:
+                images, targets = self._to_device(images, targets)
+                loss = sum(self.model(images, targets).values())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
