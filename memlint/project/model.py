@@ -473,12 +473,20 @@ class ProjectModel:
         if found is not None and isinstance(klass, Class):
             where = found[0]
             result = "forward" in klass.methods or any(
-                _MODULE_BASE.search(self.resolve(where, base))
-                or self.is_module_class(self.resolve(where, base), depth + 1)
-                for base in klass.bases
+                self._module_base(self.resolve(where, base), depth) for base in klass.bases
             )
         self._module_class[absolute] = result
         return result
+
+    def _module_base(self, absolute: str, depth: int) -> bool:
+        """A base class that makes its subclasses modules. A class the project defines is
+        judged by its own bases and methods, not by its name: ``class BaseModel(ABC)`` is a
+        plain class however it is named. A base from outside the project goes by its name
+        (``nn.Module``, ``LightningModule``, ``PreTrainedModel``, ``ResNet``)."""
+        found = self.definition(absolute)
+        if found is not None and isinstance(found[1], Class):
+            return self.is_module_class(absolute, depth + 1)
+        return bool(_MODULE_BASE.search(absolute))
 
     # ------------------------------------------------------------------ views
 
