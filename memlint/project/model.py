@@ -78,6 +78,7 @@ class ProjectModel:
             name: {c.qualname: c for c in s.classes} for name, s in self.summaries.items()
         }
         self._modes: dict[str, GradMode | None] = {}
+        self._called_modes: dict[str, GradMode | None] = {}
         self._in_progress: set[str] = set()
         self._calls: tuple[dict[str, list[tuple[str, Function | None, Site]]],
                            list[tuple[str, Function | None, Site]]] | None = None
@@ -297,6 +298,16 @@ class ProjectModel:
             if mode is not None:
                 self._modes[key] = mode
                 return mode
+        mode = self._callers_mode(module, function)
+        self._modes[key] = mode
+        return mode
+
+    def _callers_mode(self, module: str, function: Function) -> GradMode | None:
+        """The mode every project call site of ``function`` runs it in, its decorators left
+        out (an override does not inherit them)."""
+        key = f"{module}.{function.qualname}"
+        if key in self._called_modes:
+            return self._called_modes[key]
         if key in self._in_progress or len(self._in_progress) > _MAX_DEPTH:
             return "unknown"
         self._in_progress.add(key)
@@ -305,19 +316,21 @@ class ProjectModel:
                              *self._overridden_modes(module, function)])
         finally:
             self._in_progress.discard(key)
-        self._modes[key] = mode
+        self._called_modes[key] = mode
         return mode
 
     def _overridden_modes(self, module: str, function: Function) -> list[GradMode]:
         """A method that overrides a project base class's method is called where the base's
         callers call it (``self.inference(im)`` in the base's decorated predict loop): the
-        overridden method's mode, when the project decides one."""
+        mode of those call sites, when the project decides one. The base method's own
+        decorators stay with it: ``@torch.no_grad()`` on an abstract ``predict`` does not
+        switch grad off in the subclass's ``predict``."""
         owner, _, name = function.qualname.rpartition(".")
         klass = self._classes.get(module, {}).get(owner)
         inherited = self._inherited(module, klass, name, 0) if klass is not None else None
         if inherited is None:
             return []
-        mode = self.function_mode(*inherited)
+        mode = self._callers_mode(*inherited)
         return [] if mode is None else [mode]
 
     def _inherited(self, module: str, klass: Class, name: str,

@@ -2,6 +2,8 @@
 
 from abc import ABC, abstractmethod
 
+import torch
+
 
 class BaseModel(ABC):
     def __init__(self, network, device="cuda"):
@@ -16,3 +18,12 @@ class BaseModel(ABC):
 class BaseImputer(BaseModel):
     def impute(self, features):
         return self.predict(features)["imputation"]
+
+
+class BaseNNImputer(BaseModel):
+    """Its ``predict`` is decorated, but a subclass's override does not inherit decorators."""
+
+    @abstractmethod
+    @torch.no_grad()
+    def predict(self, features):
+        raise NotImplementedError
