@@ -1459,7 +1459,15 @@ class DataflowAnalysis:
             if isinstance(node, cst.Assign):
                 for target, value in self._assigned_pairs(node):
                     key = value_key(target)
-                    if key is not None and self.places_on_device(value):
+                    if key is None:
+                        continue
+                    if self.places_on_device(value):
+                        moves.append((key, position, node))
+                        continue
+                    # `mix = sources[:, 0]` or `mix = sources.sum(1)` after `sources` was
+                    # moved: a part of a device value is on the device too.
+                    source = value_key(value)
+                    if source is not None and any(_covers(m, source) for m, _, _ in moves):
                         moves.append((key, position, node))
         self._moves[owner] = (order, moves)
         return order, moves

@@ -109,7 +109,8 @@ class Solver:
         progress = LogProgress(self.logger, data_loader, total=len(data_loader), name="epoch")
         for step, sources in enumerate(progress):
             sources = sources.to(self.device)  # expect: MEM003
-            self.model(sources)
+            mix = sources.sum(dim=1)  # a part of the moved batch: already on the device
+            self.model(mix.to(self.device), sources[:, 1:].to(self.device))
 
     def log_counts(self, counts):
         # A progress reporter over plain numbers: no loader, nothing copied from one.
