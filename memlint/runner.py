@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 # Rules about evaluation code, run on a file the project model shows to hold some.
 _EVALUATION_RULES = frozenset({"MEM002"})
+# Rules that follow DataLoader batches into the methods a project base class feeds them to.
+_BATCH_RULES = frozenset({"MEM003"})
 
 
 def _summarised(store: SummaryStore, path: str) -> str | None:
@@ -240,6 +242,11 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
             # Inference code that the rest of the project reveals (a function its callers run
             # after `.eval()`), in a file whose own text did not suggest evaluation.
             codes = tuple(sorted({*codes, *_EVALUATION_RULES} & {r.code for r in enabled}))
+            active[key] = codes
+        if view is not None and view.batch_params:
+            # Per-batch hooks a base class in another module feeds from its loader loop: the
+            # copies in them are batch copies though no loader is named in this file.
+            codes = tuple(sorted({*codes, *_BATCH_RULES} & {r.code for r in enabled}))
             active[key] = codes
         if not codes and key in results:
             results[key].active = ()  # no rule passed its code gate: the scan's result stands

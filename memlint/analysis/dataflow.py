@@ -316,6 +316,15 @@ def _positional_params(function: cst.FunctionDef | cst.Lambda) -> list[str]:
     return [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
 
 
+def _param_name(function: cst.FunctionDef, name: str) -> cst.Name:
+    """The ``Name`` node of one parameter of ``function``."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return param.name
+    raise KeyError(name)
+
+
 def _data_params(function: cst.FunctionDef | cst.Lambda) -> list[str]:
     """Parameters that can carry data: positional and keyword-only, ``self``/``cls`` left out."""
     names = [*_positional_params(function),
@@ -1506,7 +1515,8 @@ class DataflowAnalysis:
             callers: list[cst.Call] = []
         else:
             callers, uses = self._callers_of(scope)
-        if not callers and not uses:
+        hooked = self._hooked_params(scope)
+        if not callers and not uses and not hooked:
             return []
         params = _data_params(scope)
         # The parameters themselves (`batch.to(device)`) need no walk; else one walk for all
@@ -1531,6 +1541,10 @@ class DataflowAnalysis:
                 if not self._derives(expr, names):
                     continue
             seen.add((scope, param))
+            if param in hooked:
+                # A base class in another module hands this method each batch of its loop.
+                assert isinstance(scope, cst.FunctionDef)
+                origins.extend(self._host_origin(scope, _param_name(scope, param)))
             assert not callers or isinstance(scope, cst.FunctionDef)
             for call in callers:
                 assert isinstance(scope, cst.FunctionDef)
@@ -1552,6 +1566,14 @@ class DataflowAnalysis:
         ):
             return []
         return origins
+
+    def _hooked_params(self, scope: _Function) -> tuple[str, ...]:
+        """The parameters of a method that a project base class in another module calls with
+        each batch of its loader loop (from the project model)."""
+        if self.project is None or not self.project.batch_params or not isinstance(
+                scope, cst.FunctionDef):
+            return ()
+        return self.project.batch_params.get(self.tree.qualname(scope), ())
 
     def _param_flow(self, scope: _Function, params: list[str]) -> frozenset[str]:
         """Names a function binds from the given parameters (the parameters included)."""

@@ -491,6 +491,49 @@ class ProjectModel:
         self._module_class[absolute] = result
         return result
 
+    def _batch_hooks(self, view: ModuleView, module: str, klass: Class) -> None:
+        """Methods of ``klass`` that a project base class in another module calls with each
+        batch of its loader loop (``for batch in train_loader: self.training_forward(batch)``
+        in the base, ``training_forward`` overridden here): which parameters get the batch."""
+        own = self._functions.get(module, {})
+        for name in klass.methods:
+            method = own.get(f"{klass.qualname}.{name}")
+            if method is None:
+                continue
+            params = [p for p in method.params if p not in ("self", "cls")]
+            given: set[str] = set()
+            for where, base in self._bases_elsewhere(module, klass, 0):
+                prefix = f"{base.qualname}."
+                for qualname, function in self._functions.get(where, {}).items():
+                    if not qualname.startswith(prefix):
+                        continue
+                    for site in function.sites:
+                        if site.callee != f"self.{name}":
+                            continue
+                        for key in site.batch_args:
+                            if key.isdigit() and int(key) < len(params):
+                                given.add(params[int(key)])
+                            elif key in params:
+                                given.add(key)
+            if given:
+                view.batch_params[method.qualname] = tuple(sorted(given))
+
+    def _bases_elsewhere(self, module: str, klass: Class,
+                         depth: int) -> Iterator[tuple[str, Class]]:
+        """The project base classes of ``klass`` (transitively) defined in other modules."""
+        if depth > _MAX_DEPTH:
+            return
+        for base in klass.bases:
+            found = self.definition(self.resolve(module, base))
+            if found is None:
+                continue
+            where, base_class = found
+            if not isinstance(base_class, Class):
+                continue
+            if where != module:
+                yield where, base_class
+            yield from self._bases_elsewhere(where, base_class, depth + 1)
+
     def _module_base(self, absolute: str, depth: int) -> bool:
         """A base class that makes its subclasses modules. A class the project defines is
         judged by its own bases and methods, not by its name: ``class BaseModel(ABC)`` is a
@@ -561,6 +604,7 @@ class ProjectModel:
                     view.plain_classes = view.plain_classes | {absolute}
             if self.is_module_class(f"{module}.{klass.qualname}"):
                 view.module_classes = view.module_classes | {f"{module}.{klass.qualname}"}
+            self._batch_hooks(view, module, klass)
         for absolute in sorted(referenced):
             fact = self.returns(absolute)
             if fact is not None:
