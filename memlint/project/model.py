@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
+from functools import cached_property
 from pathlib import Path
 
 from memlint.project.layout import ModuleName
@@ -495,28 +496,40 @@ class ProjectModel:
         """Methods of ``klass`` that a project base class in another module calls with each
         batch of its loader loop (``for batch in train_loader: self.training_forward(batch)``
         in the base, ``training_forward`` overridden here): which parameters get the batch."""
+        if not self._hooks_fed:
+            return  # no loader loop of the project hands its batch to a method of its object
+        fed: dict[str, set[str]] = {}
+        for where, base in self._bases_elsewhere(module, klass, 0):
+            for name, keys in self._hooks_fed.get((where, base.qualname), {}).items():
+                fed.setdefault(name, set()).update(keys)
         own = self._functions.get(module, {})
-        for name in klass.methods:
+        for name, keys in fed.items():
             method = own.get(f"{klass.qualname}.{name}")
             if method is None:
                 continue
             params = [p for p in method.params if p not in ("self", "cls")]
-            given: set[str] = set()
-            for where, base in self._bases_elsewhere(module, klass, 0):
-                prefix = f"{base.qualname}."
-                for qualname, function in self._functions.get(where, {}).items():
-                    if not qualname.startswith(prefix):
-                        continue
-                    for site in function.sites:
-                        if site.callee != f"self.{name}":
-                            continue
-                        for key in site.batch_args:
-                            if key.isdigit() and int(key) < len(params):
-                                given.add(params[int(key)])
-                            elif key in params:
-                                given.add(key)
+            given = {params[int(k)] if k.isdigit() else k for k in keys
+                     if (k.isdigit() and int(k) < len(params)) or k in params}
             if given:
                 view.batch_params[method.qualname] = tuple(sorted(given))
+
+    @cached_property
+    def _hooks_fed(self) -> dict[tuple[str, str], dict[str, set[str]]]:
+        """(module, class qualname) -> method name -> the positions or keywords that the
+        class's own loader loops give a batch in ``self.method(batch)`` calls."""
+        found: dict[tuple[str, str], dict[str, set[str]]] = {}
+        for module, summary in self.summaries.items():
+            classes = {c.qualname for c in summary.classes}
+            for function in summary.functions:
+                owner = function.qualname.rpartition(".")[0]
+                if owner not in classes:
+                    continue
+                for site in function.sites:
+                    if site.batch_args:
+                        name = site.callee[len("self."):]
+                        found.setdefault((module, owner), {}).setdefault(name, set()).update(
+                            site.batch_args)
+        return found
 
     def _bases_elsewhere(self, module: str, klass: Class,
                          depth: int) -> Iterator[tuple[str, Class]]:
