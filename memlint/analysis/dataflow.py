@@ -400,6 +400,14 @@ def _covers(moved: tuple[str, ...], key: tuple[str, ...]) -> bool:
     )
 
 
+def _same_part(moved: tuple[str, ...], key: tuple[str, ...]) -> bool:
+    """Is ``key`` certainly the moved value or a part of it? Unlike :func:`_covers`, an index
+    that is not a literal (``[*]``) matches nothing."""
+    return len(key) >= len(moved) and all(
+        a == b and a != "[*]" for a, b in zip(moved, key, strict=False)
+    )
+
+
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _DATA_BUILDERS = frozenset({"tuple", "list", "dict", "map"})
 _Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
@@ -1474,9 +1482,10 @@ class DataflowAnalysis:
                         moves.append((key, position, node))
                         continue
                     # `mix = sources[:, 0]` or `mix = sources.sum(1)` after `sources` was
-                    # moved: a part of a device value is on the device too.
+                    # moved: a part of a device value is on the device too. Only a path known
+                    # to be the same (`batch[key_a]` moved says nothing of `batch[key_b]`).
                     source = value_key(value)
-                    if source is not None and any(_covers(m, source) for m, _, _ in moves):
+                    if source is not None and any(_same_part(m, source) for m, _, _ in moves):
                         moves.append((key, position, node))
         self._moves[owner] = (order, moves)
         return order, moves
