@@ -21,6 +21,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --packages timm skorch
     python bench/ecosystem.py --set blind         # the blind set and its labels
     python bench/ecosystem.py --set blind2        # the second blind set (bench/blind2_labels.csv)
+    python bench/ecosystem.py --set blind3        # the third blind set (bench/blind3_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -116,11 +117,32 @@ BLIND2_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 BLIND2_WORK = REPO / "bench" / ".work" / "blind2"
 BLIND2_LABELS = REPO / "bench" / "blind2_labels.csv"
+
+# A third blind set, of hand-written training and evaluation code (RL, GANs, NLP, detection,
+# recommenders, graph nets and attacks, time series, audio), labelled from the code before
+# memlint's findings on it were read.
+BLIND3_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("cleanrl", "0.4.8"),
+    ("d3rlpy", "2.8.1"),
+    ("deeprobust", "0.2.11"),
+    ("demucs", "4.1.0"),
+    ("detecto", "1.2.2"),
+    ("lightweight-gan", "1.2.1"),
+    ("OpenNMT-py", "3.5.1"),
+    ("pykt-toolkit", "0.0.38"),
+    ("pyod", "3.6.7"),
+    ("pypots", "1.5"),
+    ("stanza", "1.15.0"),
+    ("torch-rechub", "0.9.0"),
+)
+BLIND3_WORK = REPO / "bench" / ".work" / "blind3"
+BLIND3_LABELS = REPO / "bench" / "blind3_labels.csv"
 # --set NAME -> (packages, work folder, default labels)
 SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "ecosystem": (PACKAGES, WORK, LABELS),
     "blind": (BLIND_PACKAGES, BLIND_WORK, BLIND_LABELS),
     "blind2": (BLIND2_PACKAGES, BLIND2_WORK, BLIND2_LABELS),
+    "blind3": (BLIND3_PACKAGES, BLIND3_WORK, BLIND3_LABELS),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -30,6 +30,7 @@ from memlint.vocabulary import (
     FRAMEWORK_HOOK,
     HOST_WRAPPER_NAMES,
     LOADER_NAME,
+    MASK_FUNCTION_NAMES,
     MODEL_MACHINERY,
     OOM_TEXT,
     OOM_TYPE,
@@ -301,6 +302,11 @@ class _Structure:
                     else call.func.id if type(call.func) is ast.Name else None)
             if last in HOST_WRAPPER_NAMES and call.args:
                 value = call.args[0]  # `nn.Parameter(torch.zeros(n)).cuda()`
+                continue
+            func = call.func
+            if last in MASK_FUNCTION_NAMES and call.args and (type(func) is ast.Name or (
+                    type(func) is ast.Attribute and type(func.value) is ast.Name)):
+                value = call.args[0]  # `torch.triu(torch.ones(n, n), 1).to(device)`
                 continue
             if type(call.func) is not ast.Attribute:
                 return

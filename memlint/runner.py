@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 # Rules about evaluation code, run on a file the project model shows to hold some.
 _EVALUATION_RULES = frozenset({"MEM002"})
+# Rules that follow DataLoader batches into the methods a project base class feeds them to.
+_BATCH_RULES = frozenset({"MEM003"})
 
 
 def _summarised(store: SummaryStore, path: str) -> str | None:
@@ -202,15 +204,15 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
 
     from memlint.project.model import build_views
 
-    def lint_or_evaluation(known: Sequence[str], extra_candidates: Sequence[str] = ()
-                           ) -> tuple[dict[str, ModuleView], set[str]]:
-        """The views: whole for files with rules, only when they hold inference code for
-        files with none (the scan's (), and ``extra_candidates``)."""
+    def project_views(known: Sequence[str], extra_candidates: Sequence[str] = ()
+                      ) -> tuple[dict[str, ModuleView], set[str]]:
+        """The views of files with rules, and of files with none (the scan's (), and
+        ``extra_candidates``) where the rest of the project reveals code in them."""
         ruled = [k for k, codes in active.items() if codes]
         bare = [*(k for k, codes in active.items() if not codes), *extra_candidates]
         return build_views(summaries, ruled, known, bare)
 
-    views, missing = lint_or_evaluation([*keys, *extra])
+    views, missing = project_views([*keys, *extra])
     if missing:
         # Modules whose functions the project calls as inference code or from training loops,
         # which neither a prefilter nor the summary gate selected: summarised now (and kept).
@@ -228,7 +230,7 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
                 summaries[key] = summary
         candidates = [k for k in missing if k in linted and k in results
                       and not results[k].diagnostics and k in summaries]
-        views, _ = lint_or_evaluation((), candidates)
+        views, _ = project_views((), candidates)
         for key in candidates:
             view = views.get(key)
             if view is not None and (view.eval_called or view.side_jobs):
@@ -249,6 +251,11 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
             # Inference code that the rest of the project reveals (a function its callers run
             # after `.eval()`), in a file whose own text did not suggest evaluation.
             codes = tuple(sorted({*codes, *_EVALUATION_RULES} & {r.code for r in enabled}))
+            active[key] = codes
+        if view is not None and view.batch_params:
+            # Per-batch hooks a base class in another module feeds from its loader loop: the
+            # copies in them are batch copies though no loader is named in this file.
+            codes = tuple(sorted({*codes, *_BATCH_RULES} & {r.code for r in enabled}))
             active[key] = codes
         if not codes and key in results:
             results[key].active = ()  # no rule passed its code gate: the scan's result stands

@@ -103,3 +103,6 @@ def grad_switch(name: str, called: bool, has_args: bool, flag: bool | None) -> G
 # Wrappers that hand on the host tensor they are given (`nn.Parameter(torch.zeros(n))`,
 # the legacy `Variable(...)`): a move of the wrapper still copies the factory's result.
 HOST_WRAPPER_NAMES = frozenset({"Parameter", "Variable"})
+# Functions that build a mask from the tensor they are given (`torch.triu(torch.ones(n, n), 1)`):
+# on the host when it is, and the same values on a device.
+MASK_FUNCTION_NAMES = frozenset({"triu", "tril"})

@@ -44,6 +44,14 @@ _NOT_A_LOSS = re.compile(
     r"|scale|meter|history|hist$|logger|tracker|jacobian|hessian|_wrt(?:_|$)",
     re.IGNORECASE,
 )
+
+
+def _class_like(name: str) -> bool:
+    """A class name (``MSELoss``, ``FocalLoss``): a constructor builds a loss, it computes none.
+    A capital before an underscore is a GAN's side instead (``D_loss_fn``, ``G_criterion``)."""
+    return name[:1].isupper() and "_" not in name
+
+
 # Metrics libraries compute on the host and return numbers.
 _HOST_LIBRARIES = ("sklearn.", "numpy.", "scipy.", "math.", "statistics.")
 # `get_model()`, `build_net()`: return a module rather than run one.
@@ -322,7 +330,7 @@ class CallClassifier:
         (``sklearn.metrics.log_loss``) that compute on the host are not either.
         """
         name = last_name(call.func)
-        if name is None or name[:1].isupper():
+        if name is None or _class_like(name):
             return False
         qualified = self.tree.imports.qualified_name(call.func)
         if qualified is not None and qualified.startswith("torch.nn.functional."):

@@ -88,6 +88,9 @@ _OTHER_DEVICES = ("mps", "xpu", "meta", "hpu", "xla", "npu", "ipu", "privateuseo
 _PASS_THROUGH = frozenset({
     "enumerate", "tqdm", "tqdm_notebook", "islice", "iter", "track", "log_every", "cycle",
 })
+# Progress reporters defined elsewhere that take the loader beside other arguments
+# (`LogProgress(logger, loader, total=n)`, `ProgressBar(loader)`): they hand on its items.
+_PROGRESS_WRAPPER = re.compile(r"progress|progbar", re.IGNORECASE)
 # Framework calls that return loaders whose batches arrive on the device already.
 _PLACING_CALLS = ("prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches")
 # Same-file helpers named like these return their argument on the device (`batch =
@@ -294,6 +297,13 @@ def names_in(target: cst.BaseExpression) -> Iterator[str]:
             yield name
 
 
+def _unsubscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``loaders["train"]`` -> ``loaders``."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return expr
+
+
 def _call_name(expr: cst.BaseExpression) -> str | None:
     return _last_part(expr.func) if isinstance(expr, cst.Call) else None
 
@@ -304,6 +314,15 @@ def _is_builtin_next(call: cst.Call) -> bool:
 
 def _positional_params(function: cst.FunctionDef | cst.Lambda) -> list[str]:
     return [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+
+
+def _param_name(function: cst.FunctionDef, name: str) -> cst.Name:
+    """The ``Name`` node of one parameter of ``function``."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return param.name
+    raise KeyError(name)
 
 
 def _data_params(function: cst.FunctionDef | cst.Lambda) -> list[str]:
@@ -378,6 +397,14 @@ def _covers(moved: tuple[str, ...], key: tuple[str, ...]) -> bool:
     """Is ``key`` the moved value or a part of it (``[*]`` matches any index)?"""
     return len(key) >= len(moved) and all(
         a == b or "[*]" in (a, b) for a, b in zip(moved, key, strict=False)
+    )
+
+
+def _same_part(moved: tuple[str, ...], key: tuple[str, ...]) -> bool:
+    """Is ``key`` certainly the moved value or a part of it? Unlike :func:`_covers`, an index
+    that is not a literal (``[*]``) matches nothing."""
+    return len(key) >= len(moved) and all(
+        a == b and a != "[*]" for a, b in zip(moved, key, strict=False)
     )
 
 
@@ -581,7 +608,8 @@ class DataflowAnalysis:
         if self.project is not None:  # wrappers defined in other modules of the project
             local |= {w.rsplit(".", 1)[-1] for w in self.project.wrappers}
         candidates: list[tuple[cst.Call, cst.Assign]] = []
-        for name in sorted(_PASS_THROUGH | (local & self.tree.calls_by_name.keys())):
+        progress = {n for n in self.tree.calls_by_name if _PROGRESS_WRAPPER.search(n)}
+        for name in sorted(_PASS_THROUGH | progress | (local & self.tree.calls_by_name.keys())):
             for call in self.tree.calls_by_name.get(name, ()):
                 parent = self.tree.parent(call)
                 if isinstance(parent, cst.Assign) and call.args:
@@ -770,7 +798,8 @@ class DataflowAnalysis:
         elif isinstance(expr, cst.Name) and follow_names:
             yield expr
             for value in self._bindings_before(expr, expr.value, deep=False)[:1]:
-                if isinstance(value, cst.GeneratorExp):
+                # `it = (b for b in loader)`, `it = tqdm(loader) if verbose else loader`
+                if isinstance(value, (cst.GeneratorExp, cst.IfExp)):
                     yield from self._sources(value, follow_names=follow_names)
             return
         yield expr
@@ -818,6 +847,11 @@ class DataflowAnalysis:
         first = call.args[0]
         if name in _PASS_THROUGH and first.keyword is None and not first.star:
             return first.value
+        if _PROGRESS_WRAPPER.search(name):
+            for arg in call.args:  # the argument named like a loader
+                written = None if arg.star else dotted_name(_unsubscripted(arg.value))
+                if written is not None and LOADER_NAME.search(written.rsplit(".", 1)[-1]):
+                    return arg.value
         return None
 
     def batch_origins(self, expr: cst.BaseExpression) -> list[BatchOrigin]:
@@ -1442,7 +1476,16 @@ class DataflowAnalysis:
             if isinstance(node, cst.Assign):
                 for target, value in self._assigned_pairs(node):
                     key = value_key(target)
-                    if key is not None and self.places_on_device(value):
+                    if key is None:
+                        continue
+                    if self.places_on_device(value):
+                        moves.append((key, position, node))
+                        continue
+                    # `mix = sources[:, 0]` or `mix = sources.sum(1)` after `sources` was
+                    # moved: a part of a device value is on the device too. Only a path known
+                    # to be the same (`batch[key_a]` moved says nothing of `batch[key_b]`).
+                    source = value_key(value)
+                    if source is not None and any(_same_part(m, source) for m, _, _ in moves):
                         moves.append((key, position, node))
         self._moves[owner] = (order, moves)
         return order, moves
@@ -1481,7 +1524,8 @@ class DataflowAnalysis:
             callers: list[cst.Call] = []
         else:
             callers, uses = self._callers_of(scope)
-        if not callers and not uses:
+        hooked = self._hooked_params(scope)
+        if not callers and not uses and not hooked:
             return []
         params = _data_params(scope)
         # The parameters themselves (`batch.to(device)`) need no walk; else one walk for all
@@ -1506,6 +1550,10 @@ class DataflowAnalysis:
                 if not self._derives(expr, names):
                     continue
             seen.add((scope, param))
+            if param in hooked:
+                # A base class in another module hands this method each batch of its loop.
+                assert isinstance(scope, cst.FunctionDef)
+                origins.extend(self._host_origin(scope, _param_name(scope, param)))
             assert not callers or isinstance(scope, cst.FunctionDef)
             for call in callers:
                 assert isinstance(scope, cst.FunctionDef)
@@ -1527,6 +1575,14 @@ class DataflowAnalysis:
         ):
             return []
         return origins
+
+    def _hooked_params(self, scope: _Function) -> tuple[str, ...]:
+        """The parameters of a method that a project base class in another module calls with
+        each batch of its loader loop (from the project model)."""
+        if self.project is None or not self.project.batch_params or not isinstance(
+                scope, cst.FunctionDef):
+            return ()
+        return self.project.batch_params.get(self.tree.qualname(scope), ())
 
     def _param_flow(self, scope: _Function, params: list[str]) -> frozenset[str]:
         """Names a function binds from the given parameters (the parameters included)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
+from functools import cached_property
 from pathlib import Path
 
 from memlint.project.layout import ModuleName
@@ -76,6 +77,7 @@ class ProjectModel:
             name: {c.qualname: c for c in s.classes} for name, s in self.summaries.items()
         }
         self._modes: dict[str, GradMode | None] = {}
+        self._called_modes: dict[str, GradMode | None] = {}
         self._in_progress: set[str] = set()
         self._calls: tuple[dict[str, list[tuple[str, Function | None, Site]]],
                            list[tuple[str, Function | None, Site]]] | None = None
@@ -295,6 +297,16 @@ class ProjectModel:
             if mode is not None:
                 self._modes[key] = mode
                 return mode
+        mode = self._callers_mode(module, function)
+        self._modes[key] = mode
+        return mode
+
+    def _callers_mode(self, module: str, function: Function) -> GradMode | None:
+        """The mode every project call site of ``function`` runs it in, its decorators left
+        out (an override does not inherit them)."""
+        key = f"{module}.{function.qualname}"
+        if key in self._called_modes:
+            return self._called_modes[key]
         if key in self._in_progress or len(self._in_progress) > _MAX_DEPTH:
             return "unknown"
         self._in_progress.add(key)
@@ -303,19 +315,21 @@ class ProjectModel:
                              *self._overridden_modes(module, function)])
         finally:
             self._in_progress.discard(key)
-        self._modes[key] = mode
+        self._called_modes[key] = mode
         return mode
 
     def _overridden_modes(self, module: str, function: Function) -> list[GradMode]:
         """A method that overrides a project base class's method is called where the base's
         callers call it (``self.inference(im)`` in the base's decorated predict loop): the
-        overridden method's mode, when the project decides one."""
+        mode of those call sites, when the project decides one. The base method's own
+        decorators stay with it: ``@torch.no_grad()`` on an abstract ``predict`` does not
+        switch grad off in the subclass's ``predict``."""
         owner, _, name = function.qualname.rpartition(".")
         klass = self._classes.get(module, {}).get(owner)
         inherited = self._inherited(module, klass, name, 0) if klass is not None else None
         if inherited is None:
             return []
-        mode = self.function_mode(*inherited)
+        mode = self._callers_mode(*inherited)
         return [] if mode is None else [mode]
 
     def _inherited(self, module: str, klass: Class, name: str,
@@ -471,12 +485,82 @@ class ProjectModel:
         if found is not None and isinstance(klass, Class):
             where = found[0]
             result = "forward" in klass.methods or any(
-                _MODULE_BASE.search(self.resolve(where, base))
-                or self.is_module_class(self.resolve(where, base), depth + 1)
-                for base in klass.bases
+                self._module_base(self.resolve(where, base), depth) for base in klass.bases
             )
         self._module_class[absolute] = result
         return result
+
+    def batch_params(self, module: str) -> dict[str, tuple[str, ...]]:
+        """Methods of the module's classes that a project base class in another module
+        calls with each batch of its loader loop (``for batch in train_loader:
+        self.training_forward(batch)`` in the base, ``training_forward`` overridden here):
+        which parameters get the batch."""
+        found: dict[str, tuple[str, ...]] = {}
+        if self._hooks_fed:  # some loader loop hands its batch to a method of its object
+            for klass in self.summaries[module].classes:
+                self._batch_hooks(found, module, klass)
+        return found
+
+    def _batch_hooks(self, found: dict[str, tuple[str, ...]], module: str,
+                     klass: Class) -> None:
+        fed: dict[str, set[str]] = {}
+        for where, base in self._bases_elsewhere(module, klass, 0):
+            for name, keys in self._hooks_fed.get((where, base.qualname), {}).items():
+                fed.setdefault(name, set()).update(keys)
+        own = self._functions.get(module, {})
+        for name, keys in fed.items():
+            method = own.get(f"{klass.qualname}.{name}")
+            if method is None:
+                continue
+            params = [p for p in method.params if p not in ("self", "cls")]
+            given = {params[int(k)] if k.isdigit() else k for k in keys
+                     if (k.isdigit() and int(k) < len(params)) or k in params}
+            if given:
+                found[method.qualname] = tuple(sorted(given))
+
+    @cached_property
+    def _hooks_fed(self) -> dict[tuple[str, str], dict[str, set[str]]]:
+        """(module, class qualname) -> method name -> the positions or keywords that the
+        class's own loader loops give a batch in ``self.method(batch)`` calls."""
+        found: dict[tuple[str, str], dict[str, set[str]]] = {}
+        for module, summary in self.summaries.items():
+            classes = {c.qualname for c in summary.classes}
+            for function in summary.functions:
+                owner = function.qualname.rpartition(".")[0]
+                if owner not in classes:
+                    continue
+                for site in function.sites:
+                    if site.batch_args:
+                        name = site.callee[len("self."):]
+                        found.setdefault((module, owner), {}).setdefault(name, set()).update(
+                            site.batch_args)
+        return found
+
+    def _bases_elsewhere(self, module: str, klass: Class,
+                         depth: int) -> Iterator[tuple[str, Class]]:
+        """The project base classes of ``klass`` (transitively) defined in other modules."""
+        if depth > _MAX_DEPTH:
+            return
+        for base in klass.bases:
+            found = self.definition(self.resolve(module, base))
+            if found is None:
+                continue
+            where, base_class = found
+            if not isinstance(base_class, Class):
+                continue
+            if where != module:
+                yield where, base_class
+            yield from self._bases_elsewhere(where, base_class, depth + 1)
+
+    def _module_base(self, absolute: str, depth: int) -> bool:
+        """A base class that makes its subclasses modules. A class the project defines is
+        judged by its own bases and methods, not by its name: ``class BaseModel(ABC)`` is a
+        plain class however it is named. A base from outside the project goes by its name
+        (``nn.Module``, ``LightningModule``, ``PreTrainedModel``, ``ResNet``)."""
+        found = self.definition(absolute)
+        if found is not None and isinstance(found[1], Class):
+            return self.is_module_class(absolute, depth + 1)
+        return bool(_MODULE_BASE.search(absolute))
 
     # ------------------------------------------------------------------ views
 
@@ -487,6 +571,11 @@ class ProjectModel:
         functions = self.summaries[module].functions
         return (frozenset(f.qualname for f in functions if self.eval_called(module, f)),
                 frozenset(f.qualname for f in functions if self.side_job(module, f)))
+
+    def reveals(self, module: str) -> bool:
+        """Does the rest of the project show code in the module that its own text does not:
+        inference code, or per-batch hooks of a loader loop elsewhere?"""
+        return any(self.evaluation(module)) or bool(self.batch_params(module))
 
     def view(self, module: str) -> ModuleView:
         """Everything ``module``'s analyses may ask, answered ahead of time."""
@@ -540,6 +629,7 @@ class ProjectModel:
                     view.plain_classes = view.plain_classes | {absolute}
             if self.is_module_class(f"{module}.{klass.qualname}"):
                 view.module_classes = view.module_classes | {f"{module}.{klass.qualname}"}
+        view.batch_params = self.batch_params(module)
         for absolute in sorted(referenced):
             fact = self.returns(absolute)
             if fact is not None:
@@ -579,15 +669,15 @@ def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
 
 
 def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
-                known: Iterable[str] = (), evaluation: Iterable[str] = (),
+                known: Iterable[str] = (), bare: Iterable[str] = (),
                 ) -> tuple[dict[str, ModuleView], set[str]]:
     """The views of the ``wanted`` paths, from the summaries of every file known (by path),
     and the paths among ``known`` (every file of the run) whose summary the model would use:
     modules it saw called as inference code or from training loops but not summarised.
 
-    A path in ``evaluation`` (a file that no rule applies to on its own) gets a view only
-    when the project runs some of its functions as inference code or beside training
-    loops; the rest of its view would go unread.
+    A path in ``bare`` (a file that no rule applies to on its own) gets a view only
+    when the rest of the project reveals code in it (:meth:`ProjectModel.reveals`), which
+    is when the runner adds a rule for it; otherwise its view would go unread.
 
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
@@ -607,9 +697,9 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         found = where.get(path)
         if found is not None:
             views[path] = models[found[0]].view(found[1])
-    for path in evaluation:
+    for path in bare:
         found = where.get(path)
-        if found is not None and any(models[found[0]].evaluation(found[1])):
+        if found is not None and models[found[0]].reveals(found[1]):
             views[path] = models[found[0]].view(found[1])
     missing: set[str] = set()
     callees = {root: model.unsummarised_callees() for root, model in models.items()}

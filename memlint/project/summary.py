@@ -18,9 +18,14 @@ from typing import Any
 
 from memlint.astwalk import walk
 from memlint.prefilter import search
-from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
+from memlint.vocabulary import (
+    DETACHED_ATTRIBUTES,
+    DETACHING_METHODS,
+    HOST_BUILTINS,
+    LOADER_NAME,
+)
 
-SCHEMA = 3
+SCHEMA = 4
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -65,6 +70,10 @@ class Site:
     discarded: bool = False  # an expression statement: the result is not used
     in_backward_loop: bool = False  # inside a loop whose body calls ``backward()``
     passed: tuple[tuple[str, str], ...] = ()  # (position or keyword, dotted argument)
+    # For a call of one of the object's own methods (``self.training_step(batch)``): the
+    # positions or keywords (as in ``passed``) given the batch of a loop around it over
+    # something named like a loader, unchanged (the loop does not rebind it first).
+    batch_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -341,6 +350,24 @@ class _Scope:
     data: bool = False
 
 
+def _loader_batch_names(loop: ast.stmt) -> frozenset[str]:
+    """The names a ``for`` loop over something named like a loader binds to each batch
+    (``for x, y in enumerate(train_loader)``), less those its body rebinds (a batch moved or
+    transformed before it is handed on)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return frozenset()
+    if not any((isinstance(n, ast.Name) and LOADER_NAME.search(n.id))
+               or (isinstance(n, ast.Attribute) and LOADER_NAME.search(n.attr))
+               for n in walk(loop.iter)):
+        return frozenset()
+    targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
+    for node in walk(loop):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                targets -= {n.id for n in walk(target) if isinstance(n, ast.Name)}
+    return frozenset(targets)
+
+
 class _Builder:
     def __init__(self) -> None:
         self.imports: list[Import] = []
@@ -349,6 +376,8 @@ class _Builder:
         self.defined: list[str] = []
         # class qualname -> attribute -> the constructors assigned to ``self.attr``
         self._attributes: dict[str, dict[str, set[str]]] = {}
+        # The batch names of the loader loops around the statement being read, in its function.
+        self._batches: list[frozenset[str]] = []
 
     # -- statements, in order, carrying the with-contexts, eval state and loops around them
 
@@ -407,7 +436,9 @@ class _Builder:
             header = [stmt.iter] if isinstance(stmt, (ast.For, ast.AsyncFor)) else [stmt.test]
             self.expressions(header, scope, switches, after_eval, loop_backward, stmt)
             backward = loop_backward or _calls_backward(stmt.body)
+            self._batches.append(_loader_batch_names(stmt))
             self.block(stmt.body, scope, switches, after_eval, backward, prefix, class_stack)
+            self._batches.pop()
             self.block(stmt.orelse, scope, switches, after_eval, loop_backward, prefix,
                        class_stack)
             return
@@ -487,8 +518,12 @@ class _Builder:
                     if k.arg is not None and (d := dotted(k.value)) is not None
                 )
                 discarded = isinstance(stmt, ast.Expr) and stmt.value is sub
+                batch_args: tuple[str, ...] = ()
+                if name.startswith("self.") and any(self._batches):
+                    batches = frozenset().union(*self._batches)
+                    batch_args = tuple(k for k, d in passed if d in batches)
                 scope.sites.append(Site(name, switches, after_eval, discarded, loop_backward,
-                                        passed))
+                                        passed, batch_args))
 
     # -- definitions
 
@@ -508,7 +543,9 @@ class _Builder:
             if default is not None:
                 self.expressions([default], parent, (), False, False, node)
         stack = class_stack if class_stack and prefix.endswith(f"{class_stack[-1]}.") else []
+        outer_batches, self._batches = self._batches, []  # a def in a loop runs when called
         self.block(node.body, scope, (), False, False, f"{qualname}.", stack)
+        self._batches = outer_batches
         if _holds_code([*node.decorator_list, node.args, node.returns]):
             scope.data = True
         parent.data = parent.data or scope.data

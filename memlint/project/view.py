@@ -52,6 +52,9 @@ class ModuleView:
     # non_blocking (a ``to_device`` helper): (positional index without self, name)
     wrappers: dict[str, tuple[int, str]] = field(default_factory=dict)
     movers: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
+    # method qualname of this module -> the parameters given DataLoader batches unchanged by a
+    # loop in a project base class in another module (``self.training_forward(batch)``)
+    batch_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, dotted: str) -> str:
         """``dotted`` with its head expanded through this module's imports or definitions."""
@@ -89,7 +92,8 @@ class ModuleView:
              sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
              sorted(self.module_classes), sorted(self.plain_classes),
              sorted(self.grad_clearers),
-             sorted(self.wrappers.items()), sorted(self.movers.items())],
+             sorted(self.wrappers.items()), sorted(self.movers.items()),
+             sorted(self.batch_params.items())],
             separators=(",", ":"),
         )
         return hashlib.blake2b(data.encode(), digest_size=12).hexdigest()

@@ -128,14 +128,14 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='FactoryThenMove',
         default_enabled=True,
         fix_safety=FixSafety.SAFE,
-        triggers=(').cuda(', ').to('),
+        triggers=(').cuda(', ').to(', ' .cuda(', ' .to('),
         requires=(),
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
                          b')\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|do'
                          b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|view|res'
                          b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|typ'
-                         b'e)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:c'
-                         b'uda|to)\\('),
+                         b'e|triu|tril)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*'
+                         b'\\.(?:cuda|to)\\('),
         code_gate=('fact:factory-move',),
     ),
     RuleSpec(

@@ -49,7 +49,9 @@ class BlockingHostToDevice(Rule):
       safe_loader:``), ``metric_logger.log_every(loader, ...)``,
       ``iter``, ``itertools.cycle``, a generator expression over the loader, a conditional
       expression that picks a wrapper or the loader (``tqdm(loader) if verbose else
-      loader``; either arm that is a loader counts), and same-file
+      loader``; either arm that is a loader counts, also bound to a name first), a progress
+      reporter defined elsewhere that takes the loader beside other arguments
+      (``LogProgress(logger, loader, total=n)``, ``progress_bar(loader)``), and same-file
       infinite-iterator helpers (a generator that re-yields its argument's items, or a small
       class with ``__iter__``/``__next__`` around it);
     - through ``next(it)`` / ``next(iter(loader))`` inside a ``while`` or ``for`` loop, where
@@ -101,7 +103,11 @@ class BlockingHostToDevice(Rule):
     that loops over it and copies each batch (``train_one_epoch(model, opt, train_loader,
     device)``) gets the ``pin_memory`` report here (the copy is reported in that module). A
     folder of scripts that imports its siblings by bare name (``from engine import
-    train_one_epoch``) resolves them as Python does when the script runs.
+    train_one_epoch``) resolves them as Python does when the script runs. A method that a
+    base class in another module calls with each batch of its loader loop
+    (``for batch in train_loader: self.training_forward(batch)`` in the base, the hook
+    overridden in a subclass's module) gets its parameter's copies reported, unless the base
+    rebinds the batch before handing it on (``batch = batch.to(device)``).
 
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop

@@ -393,11 +393,18 @@ class MissingZeroGrad(Rule):
         return False
 
     def _conditional_within(self, node: cst.CSTNode, loop: Loop) -> bool:
+        """``node`` runs only on some iterations of ``loop``: under an ``if``, a conditional
+        expression or an ``except`` handler. A ``try`` body (an out-of-memory hint around the
+        step) runs on every iteration that does not fail."""
+        child = node
         for anc in self.context.analysis.tree.ancestors(node):
             if anc is loop:
                 return False
-            if isinstance(anc, (cst.If, cst.Try, cst.IfExp)):
+            if isinstance(anc, (cst.If, cst.IfExp)):
                 return True
+            if isinstance(anc, (cst.Try, cst.TryStar)) and any(child is h for h in anc.handlers):
+                return True
+            child = anc
         return False
 
     def _in_accumulate_context(self, node: cst.CSTNode) -> bool:

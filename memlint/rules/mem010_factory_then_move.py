@@ -16,7 +16,12 @@ from memlint.analysis.imports import ImportTable
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
-from memlint.vocabulary import DETERMINISTIC_FACTORIES, RANDOM_FACTORIES, STAGING_KEYWORDS
+from memlint.vocabulary import (
+    DETERMINISTIC_FACTORIES,
+    MASK_FUNCTION_NAMES,
+    RANDOM_FACTORIES,
+    STAGING_KEYWORDS,
+)
 
 # Every factory above takes its options keyword-only, so `*shape` only ever holds sizes or
 # data: the call is still reported, and `device=` goes after the starred argument.
@@ -31,7 +36,10 @@ _CASTS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short
 # and run on the device after the fix. `expand` returns a broadcast view where the move
 # returned a fresh tensor (an in-place write would now fail): no safe fix with it.
 _SHAPE_OPS = frozenset({"view", "reshape", "unsqueeze", "squeeze", "flatten", "repeat",
-                        "permute", "transpose", "t", "expand"})
+                        "permute", "transpose", "t", "expand", "triu", "tril"})
+# Mask builders given the factory's result (`torch.triu(torch.ones(n, n), diagonal=1)`): the
+# same values on either device, so the fix moves the factory inside them.
+_MASK_FUNCTIONS = frozenset(f"torch.{name}" for name in MASK_FUNCTION_NAMES)
 _ALIASING_SHAPE_OPS = frozenset({"expand"})
 # Wrappers that hand on the host tensor they are given: `nn.Parameter(torch.zeros(n)).cuda()`
 # still builds on the host and copies. No fix: a moved Parameter is a plain tensor, so the
@@ -64,7 +72,21 @@ def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
         return not call.args
     if method == "type":
         return _type_cast_target(call, imports) is not None
+    if method == "to":  # `.to(torch.bool)`, `.to(dtype=torch.bool)`: a cast, not a move
+        return (len(call.args) == 1 and not call.args[0].star
+                and (call.args[0].keyword is None or call.args[0].keyword.value == "dtype")
+                and names_dtype(call.args[0].value, imports))
     return method in _SHAPE_OPS and not any(a.star for a in call.args)
+
+
+def _mask_input(call: cst.Call, imports: ImportTable) -> cst.Call | None:
+    """The factory call a mask builder (``torch.triu(torch.ones(n, n), 1)``) is given."""
+    if imports.qualified_name(call.func) not in _MASK_FUNCTIONS:
+        return None
+    first = call.args[0] if call.args else None
+    if first is None or first.keyword is not None or first.star:
+        return None
+    return first.value if isinstance(first.value, cst.Call) else None
 
 
 def _type_cast_target(call: cst.Call, imports: ImportTable) -> str | None:
@@ -109,7 +131,9 @@ class FactoryThenMove(Rule):
     also with dtype casts or shape ops in between: ``torch.arange(n).float().to(device)``,
     ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, ``.type()`` to a dtype or a
     host tensor type (``torch.zeros(k, b).type(torch.ByteTensor).to(device)``), and with
-    starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``. A
+    starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``, and
+    causal masks built from a factory (``torch.triu(torch.ones(n, n), 1).to(device)``, also
+    with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines). A
     factory wrapped in ``nn.Parameter(...)`` or ``Variable(...)`` and then moved is reported
     too (``nn.Parameter(torch.ones(1)).to(device)``), without a fix. A device kept in a
     mapping under a device key counts as a device (``.to(state["device"])``).
@@ -152,8 +176,8 @@ class FactoryThenMove(Rule):
     ``randperm``, ``normal``): on the device they draw from the device's generator and produce
     different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
     a non-leaf, the directly created one is a leaf. Casts and shape ops (``view``,
-    ``reshape``, ``unsqueeze``, ``repeat`` ...) between the factory and the move stay where
-    they are and run on the device; they give the same values on either device. Unsafe with
+    ``reshape``, ``unsqueeze``, ``repeat``, ``triu`` ...) between the factory and the move stay
+    where they are and run on the device; they give the same values on either device. Unsafe with
     ``expand`` in between: the move returned a fresh tensor, the fixed line a broadcast view
     that in-place writes reject. A
     starred size argument is kept as it is and ``device=`` is added after it
@@ -168,7 +192,8 @@ class FactoryThenMove(Rule):
         "tensor is created on the CPU and then copied to the device; pass `device=` to "
         "`torch.{factory}` instead"
     )
-    triggers = (").cuda(", ").to(")
+    # `).to(`, or a chain continued on the next line (`)\n        .to(device)`).
+    triggers = (").cuda(", ").to(", " .cuda(", " .to(")
     # A factory call (parentheses nested up to two deep), maybe dtype casts, maybe closed by
     # a wrapper's other arguments (`nn.Parameter(torch.zeros(n), requires_grad=False)`), then
     # a move.
@@ -176,7 +201,8 @@ class FactoryThenMove(Rule):
         rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous"
-        rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type)"
+        rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
+        rb"|triu|tril)"
         rb"\((?:[^()]|\([^()]*\))*\))*"
         rb"(?:\s*(?:,[^()]*)?\))?"
         rb"\s*\.(?:cuda|to)\("
@@ -207,9 +233,40 @@ class FactoryThenMove(Rule):
             opts = torch.zeros(*shape, **factory_kwargs).cuda()
             pinned = torch.empty(*shape, pin_memory=True).to(device, non_blocking=True)
             cast = torch.zeros(*shape).to(*dtype_args)
+            causal = torch.triu(torch.ones(n, n, device=device), diagonal=1).to(torch.bool)
+            masked = torch.triu(scores, diagonal=1).to(device)
+            flags = torch.ones(n).to(dtype=torch.bool)
         """),
     )
     invalid = (
+        # Causal masks: a mask builder or a dtype `.to()` between the factory and the move,
+        # and a chain written over several lines inside parentheses.
+        Invalid(
+            """
+            import torch
+            causal = torch.triu(torch.ones(n, n), diagonal=1).to(device)
+            future = torch.tril(torch.ones(n, n)).to(dtype=torch.bool).to(device)
+            upper = torch.ones(n, n).triu(1).cuda()
+            index = (
+                torch.arange(length)
+                .unsqueeze(0)
+                .repeat(batch, 1)
+                .to(values.device)
+            )
+            """,
+            lines=(3, 4, 5, 7),
+            fixed="""
+            import torch
+            causal = torch.triu(torch.ones(n, n, device=device), diagonal=1)
+            future = torch.tril(torch.ones(n, n, device=device)).to(dtype=torch.bool)
+            upper = torch.ones(n, n, device="cuda").triu(1)
+            index = (
+                torch.arange(length, device=values.device)
+                .unsqueeze(0)
+                .repeat(batch, 1)
+            )
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -321,6 +378,11 @@ class FactoryThenMove(Rule):
         casts: list[cst.Call] = []  # outermost first
         wrapped = False
         while isinstance(factory, cst.Call):
+            masked = _mask_input(factory, imports)
+            if masked is not None:
+                casts.append(factory)
+                factory = masked
+                continue
             if _is_cast_or_reshape(factory, imports):
                 casts.append(factory)
                 assert isinstance(factory.func, cst.Attribute)
@@ -358,8 +420,13 @@ class FactoryThenMove(Rule):
             safety = FixSafety.UNSAFE if unsafe else FixSafety.SAFE
             built: cst.BaseExpression = append_arg(factory, keyword_arg("device", device))
             for cast in reversed(casts):
-                built = cast.with_changes(func=cast.func.with_changes(value=built))
-            fix = Fix(safety, {node: built})
+                if _mask_input(cast, imports) is not None:  # the factory is its first argument
+                    first, *rest = cast.args
+                    built = cast.with_changes(args=[first.with_changes(value=built), *rest])
+                else:
+                    built = cast.with_changes(func=cast.func.with_changes(value=built))
+            # Parentheses around a chain written over several lines stay with it.
+            fix = Fix(safety, {node: built.with_changes(lpar=node.lpar, rpar=node.rpar)})
         self.report(node, self.message.format(factory=short), fix=fix)
 
     def _cuda_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:

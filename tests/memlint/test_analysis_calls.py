@@ -113,13 +113,16 @@ def test_loss_calls_by_name_import_and_bound_instance() -> None:
         self.log_loss(a)
         get_loss_scale()
         nn.MSELoss()
+        FocalLoss(gamma=2)
+        D_loss_fn(real, fake)
+        G_criterion(fake)
     """)
     is_loss = analysis.calls.is_loss_call
     for code in ("F.cross_entropy(a, b)", "criterion(a, b)", "self.compute_loss(a)",
-                 "bce(a, b)", "self.crit(a, b)"):
+                 "bce(a, b)", "self.crit(a, b)", "D_loss_fn(real, fake)", "G_criterion(fake)"):
         assert is_loss(calls[code]), code
     for code in ("F.relu(a)", "log_loss(a, b)", "self.log_loss(a)", "get_loss_scale()",
-                 "nn.MSELoss()"):
+                 "nn.MSELoss()", "FocalLoss(gamma=2)"):
         assert not is_loss(calls[code]), code
 
 

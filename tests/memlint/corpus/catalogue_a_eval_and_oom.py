@@ -151,7 +151,7 @@ def cast_with_fallback(model, x):
 
 
 def build_masks(seq_len, device, batch):
-    causal = torch.triu(torch.ones(seq_len, seq_len), diagonal=1).bool().to(device)
+    causal = torch.triu(torch.ones(seq_len, seq_len), diagonal=1).bool().to(device)  # expect: MEM010
     pad = torch.zeros(batch, seq_len, dtype=torch.bool).to(device)  # expect: MEM010
     positions = torch.arange(seq_len).to(device)  # expect: MEM010
     scale = torch.ones(1).to(torch.float16)
