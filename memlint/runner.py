@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from memlint.cache import Entry, ResultCache, prune_missing
 from memlint.diagnostics import Diagnostic
 from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
-from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, is_timeout
+from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, is_timeout, rare_collections
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -123,6 +123,15 @@ def lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSp
     """Lint files with the enabled rules, reusing cached results where nothing they depend
     on changed. ``context``: further modules of the same packages, read only for the
     project model (a pre-commit run names a few files of a package)."""
+    with rare_collections():
+        return _lint_paths(files, settings, rules, jobs=jobs, cache=cache, cwd=cwd,
+                           file_timeout=file_timeout, pool=pool, context=context)
+
+
+def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleSpec],
+                *, jobs: int, cache: ResultCache | None, cwd: Path | None,
+                file_timeout: float | None, pool: Pool | None,
+                context: Sequence[Path]) -> RunResult:
     here = cwd or Path.cwd()
     enabled = [rule for rule in rules if rule.code in settings.enabled]
     keys = [str(path) for path in files]

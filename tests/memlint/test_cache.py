@@ -231,3 +231,33 @@ def test_a_file_that_timed_out_is_remembered_until_given_more_time(
     assert second.lines[1:] == first.lines[1:]
     run_cli(capsys, tree, *cache, "--file-timeout", "1.5")
     assert "slow.py" in linted
+
+
+def test_a_run_collects_garbage_rarely_and_restores_the_callers_thresholds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent unpickles a summary object per call site and builds the project model:
+    a default collection every 700 allocations cost a third of its CPU on transformers."""
+    import gc
+
+    import memlint.project.model as model
+    from memlint.pool import GC_THRESHOLDS
+
+    seen: list[tuple[int, int, int]] = []
+    build = model.build_views
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_threshold())
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(model, "build_views", spy)
+    write(tmp_path, "a.py", "leak()\n")
+    before = gc.get_threshold()
+    gc.set_threshold(701, 11, 12)
+    try:
+        run = run_cli(capsys, tmp_path, "--no-cache", ".")
+        assert gc.get_threshold() == (701, 11, 12)
+    finally:
+        gc.set_threshold(*before)
+    assert run.rc == 1
+    assert seen == [GC_THRESHOLDS]
