@@ -332,18 +332,19 @@ class ProjectModel:
         mode = self._callers_mode(*inherited)
         return [] if mode is None else [mode]
 
+    def _project_bases(self, module: str, klass: Class) -> Iterator[tuple[str, Class]]:
+        """The direct bases of ``klass`` that the project defines, with their modules."""
+        for base in klass.bases:
+            found = self.definition(self.resolve(module, base))
+            if found is not None and isinstance(found[1], Class):
+                yield found[0], found[1]
+
     def _inherited(self, module: str, klass: Class, name: str,
                    depth: int) -> tuple[str, Function] | None:
         """The nearest project base class's own definition of method ``name``."""
         if depth > _MAX_DEPTH:
             return None
-        for base in klass.bases:
-            found = self.definition(self.resolve(module, base))
-            if found is None:
-                continue
-            where, base_class = found
-            if not isinstance(base_class, Class):
-                continue
+        for where, base_class in self._project_bases(module, klass):
             method = self._functions[where].get(f"{base_class.qualname}.{name}")
             if method is not None:
                 return where, method
@@ -541,13 +542,7 @@ class ProjectModel:
         """The project base classes of ``klass`` (transitively) defined in other modules."""
         if depth > _MAX_DEPTH:
             return
-        for base in klass.bases:
-            found = self.definition(self.resolve(module, base))
-            if found is None:
-                continue
-            where, base_class = found
-            if not isinstance(base_class, Class):
-                continue
+        for where, base_class in self._project_bases(module, klass):
             if where != module:
                 yield where, base_class
             yield from self._bases_elsewhere(where, base_class, depth + 1)
