@@ -42,6 +42,31 @@ def _root(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return None
 
 
+_ITEM_WRAPPERS = frozenset({"enumerate", "zip", "reversed", "list", "tuple", "sorted", "iter"})
+
+
+def _walks_existing(iterable: cst.BaseExpression) -> bool:
+    """Does the loop walk values that exist before it (names, attributes, their items,
+    through ``enumerate``/``zip``), rather than values it computes as it goes?"""
+    todo: list[cst.BaseExpression] = [iterable]
+    while todo:
+        expr = todo.pop()
+        if isinstance(expr, cst.Call):
+            callee = dotted_name(expr.func)
+            if callee in _ITEM_WRAPPERS:
+                todo.extend(a.value for a in expr.args)
+            elif isinstance(expr.func, cst.Attribute) and expr.func.attr.value in (
+                    "items", "values") and not expr.args:
+                todo.append(expr.func.value)
+            else:
+                return False
+        elif isinstance(expr, (cst.Tuple, cst.List)):
+            todo.extend(e.value for e in expr.elements)
+        elif not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+            return False
+    return True
+
+
 class RetainGraphInLoop(Rule):
     """
     ## What it does
@@ -78,7 +103,10 @@ class RetainGraphInLoop(Rule):
     Two backward passes through a shared graph in one iteration (a GAN's discriminator and
     generator losses) where the last one drops the graph are not reported, nor are
     ``create_graph=True`` higher-order gradients or repeated backward passes through a graph
-    built once before the loop.
+    built once before the loop (``for loss in losses:`` over the losses of one forward).
+    When several passes of one iteration all keep the graph, only the last is reported: the
+    earlier ones need it for the later ones (a ``torch.autograd.grad`` after the backward),
+    and the last is the one that should let it go.
     """
 
     code = "MEM008"
@@ -116,6 +144,31 @@ class RetainGraphInLoop(Rule):
                 rows.append(x.grad.clone())
                 x.grad = None
         """),
+        Valid("""
+            def step(self, losses):
+                for idx, loss in enumerate(losses):
+                    loss.backward(retain_graph=True)
+                    self.rescale(idx)
+        """),
+        Valid("""
+            for step in range(steps):
+                out = model(features, adj)
+                loss = F.nll_loss(out[train], labels[train])
+                attack_loss = F.nll_loss(out[unlabeled], pseudo[unlabeled])
+                loss.backward(retain_graph=True)
+                grad_sum += torch.autograd.grad(attack_loss, adj_changes, retain_graph=True)[0]
+        """),
+        Valid("""
+            scores = model(x)
+            for i in range(max_iter):
+                scores[0, label].backward(retain_graph=True)
+                base = x.grad.clone()
+                for k in range(1, classes):
+                    scores[0, k].backward(retain_graph=True)
+                    deltas.append(x.grad - base)
+                x = x + step(deltas)
+                scores = model(x)
+        """),
     )
     invalid = (
         Invalid(
@@ -138,6 +191,18 @@ class RetainGraphInLoop(Rule):
             """,
             lines=(5,),
         ),
+        Invalid(
+            """
+            for x, y in loader:
+                out = model(x)
+                main_loss = criterion(out, y)
+                aux_loss = aux_criterion(out)
+                main_loss.backward(retain_graph=True)
+                aux_loss.backward(retain_graph=True)
+                optimizer.step()
+            """,
+            lines=(7,),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -150,10 +215,18 @@ class RetainGraphInLoop(Rule):
         if not loops:
             return
         loop = loops[0]
-        for call in self.context.analysis.loops.loop_calls(loop):
-            if call is node or not _is_gradient_pass(call):
+        later = False
+        for call in self.context.analysis.loops.loop_calls(loop):  # in source order
+            if call is node:
+                later = True
                 continue
-            if not _flag(call, "retain_graph") or _flag(call, "create_graph"):
+            if not _is_gradient_pass(call):
+                continue
+            if not _flag(call, "retain_graph") or _flag(call, "create_graph") or later:
+                # Another pass lets the graph go, or builds on it; or a later pass goes
+                # through the graph this one kept (``torch.autograd.grad`` on an attack
+                # loss after the backward): the last pass of the iteration is the one
+                # that should let go.
                 return
         if not self._graph_built_in(loop, backward_value(node)):
             return
@@ -173,7 +246,9 @@ class RetainGraphInLoop(Rule):
         if name is None:
             return False
         if isinstance(loop, cst.For) and name in names_in(loop.target):
-            return True
+            # Built per item only when the loop makes the items: ``for loss in losses``
+            # (and ``enumerate``/``zip`` of names) walks losses of one forward made before.
+            return not _walks_existing(loop.iter)
         values: list[cst.BaseExpression] = []
         for node in self.context.analysis.tree.walk(loop.body):
             if isinstance(node, cst.Assign):
