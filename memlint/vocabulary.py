@@ -68,6 +68,28 @@ DETACHING_METHODS = frozenset({
     "all", "any", "nonzero", "data_ptr", "element_size", "get_device", "__float__",
     "state_dict", "keys", "append", "extend", "insert", "zero_grad",
 })
+# Tensor methods whose result has a graph only if the receiver (or a tensor argument) has
+# one: `loss.detach().clone().mean()` carries none.
+SAME_GRAPH_METHODS = frozenset({
+    "clone", "mean", "sum", "float", "double", "half", "bfloat16", "cpu", "cuda", "to",
+    "contiguous", "view", "reshape", "squeeze", "unsqueeze", "flatten", "abs", "sqrt", "exp",
+    "log", "norm", "max", "min", "std", "var", "type", "type_as", "pow", "neg", "t",
+})
+# Reductions that return (values, indices): the indices (element 1, `.indices`) are integer
+# tensors, never part of an autograd graph (`_, predicted = torch.max(outputs, 1)`). These
+# always return the pair; `max`, `min` and `median` only when given a dimension
+# (`torch.max(a, b)` is an elementwise maximum, `x.max()` a single value).
+PAIRED_REDUCTIONS = frozenset({"topk", "sort", "kthvalue", "mode", "cummax", "cummin"})
+DIM_PAIRED_REDUCTIONS = frozenset({"max", "min", "median"})
+
+
+def returns_indices(name: str | None, dim_given: bool) -> bool:
+    """Does a call of reduction ``name`` return (values, indices)? ``dim_given``: a
+    dimension is passed as a literal integer (after the tensor, for ``torch.max(x, 1)``)
+    or as ``dim=``."""
+    return name in PAIRED_REDUCTIONS or (name in DIM_PAIRED_REDUCTIONS and dim_given)
+
+
 # Attributes that never carry the value's graph.
 DETACHED_ATTRIBUTES = frozenset({
     "data", "grad", "shape", "device", "dtype", "requires_grad", "is_cuda", "ndim", "grad_fn",

@@ -49,14 +49,15 @@ _NOT_A_LOSS = re.compile(
 def _class_like(name: str) -> bool:
     """A class name (``MSELoss``, ``FocalLoss``): a constructor builds a loss, it computes none.
     A capital before an underscore is a GAN's side instead (``D_loss_fn``, ``G_criterion``)."""
-    return name[:1].isupper() and "_" not in name
+    bare = name.lstrip("_")  # `_FocalLoss`: a private class
+    return bare[:1].isupper() and "_" not in bare
 
 
 # Metrics libraries compute on the host and return numbers.
 _HOST_LIBRARIES = ("sklearn.", "numpy.", "scipy.", "math.", "statistics.")
 # `get_model()`, `build_net()`: return a module rather than run one.
 _NOT_A_FORWARD = re.compile(
-    r"^(?:get|build|create|load|make|init|setup|prepare|to|wrap|save|copy|unwrap|train|evaluate"
+    r"^_*(?:get|build|create|load|make|init|setup|prepare|to|wrap|save|copy|unwrap|train|evaluate"
     r"|eval|validate|test|run|fit|export|compile|freeze|print|log|count|summari[sz]e|update)_",
     re.IGNORECASE,
 )
@@ -289,7 +290,8 @@ class CallClassifier:
         for callee, calls in self.tree.calls_by_name.items():
             if not (
                 (callee_ok is not None and callee in callee_ok)
-                or (suffix is not None and callee.endswith(suffix) and callee[:1].isupper())
+                or (suffix is not None and callee.endswith(suffix)
+                    and callee.lstrip("_")[:1].isupper())
             ):
                 continue
             for call in calls:
@@ -364,7 +366,7 @@ class CallClassifier:
             return True
         if name in self.module_instances:
             return True
-        if name[:1].isupper() or _NOT_A_FORWARD.search(name):
+        if name.lstrip("_")[:1].isupper() or _NOT_A_FORWARD.search(name):
             return False
         if isinstance(func, cst.Name) and name in self.tree.functions_by_name:
             # `evaluate_model(model, loader)`: a helper defined in this file, not a module call.

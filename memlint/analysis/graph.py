@@ -48,7 +48,13 @@ from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.loops import target_names
 from memlint.analysis.tree import TreeIndex, last_child
-from memlint.vocabulary import DETACHED_ATTRIBUTES, DETACHING_METHODS, HOST_BUILTINS
+from memlint.vocabulary import (
+    DETACHED_ATTRIBUTES,
+    DETACHING_METHODS,
+    HOST_BUILTINS,
+    SAME_GRAPH_METHODS,
+    returns_indices,
+)
 
 if TYPE_CHECKING:
     from memlint.project.view import ModuleView, ReturnFact
@@ -71,13 +77,6 @@ HOST_MODULES = (
     "json.", "yaml.", "pickle.", "csv.", "numpy.", "math.", "statistics.", "time.", "random.",
     "os.", "sklearn.", "scipy.",
 )
-# Tensor methods whose result has a graph only if the receiver (or a tensor argument) has
-# one: `loss.detach().clone().mean()` carries none.
-SAME_GRAPH_METHODS = frozenset({
-    "clone", "mean", "sum", "float", "double", "half", "bfloat16", "cpu", "cuda", "to",
-    "contiguous", "view", "reshape", "squeeze", "unsqueeze", "flatten", "abs", "sqrt", "exp",
-    "log", "norm", "max", "min", "std", "var", "type", "type_as", "pow", "neg", "t",
-})
 # Deep chains of rebinding (`h = h + f(h)` hundreds of times) give up rather than recurse.
 MAX_DEPTH = 120
 MUTATORS = frozenset({"append", "extend", "insert", "add", "appendleft"})
@@ -458,6 +457,8 @@ class GraphAnalysis:
         if isinstance(expr, cst.Attribute):
             return self._eval_attribute(expr)
         if isinstance(expr, cst.Subscript):
+            if _subscript_index(expr) == 1 and self._returns_indices(expr.value):
+                return False  # the indices of `out.max(1)[1]`
             key = _subscript_key(expr)
             base = self._eval(expr.value)
             if key is not None and "loss" in key.lower() and base is not False:
@@ -495,6 +496,8 @@ class GraphAnalysis:
     def _eval_attribute(self, expr: cst.Attribute) -> Tri:
         attr = expr.attr.value
         if attr in DETACHED_ATTRIBUTES:
+            return False
+        if attr == "indices" and self._returns_indices(expr.value):
             return False
         name = dotted_name(expr)
         if name is not None and name.startswith("self."):
@@ -669,6 +672,21 @@ class GraphAnalysis:
             return None
         return None
 
+    def _returns_indices(self, expr: cst.BaseExpression) -> bool:
+        """Is ``expr`` a reduction call returning (values, indices): ``torch.max(out, 1)``,
+        ``out.topk(5)``, ``out.max(dim=1)``?"""
+        if not isinstance(expr, cst.Call):
+            return False
+        qualified = self.tree.imports.qualified_name(expr.func)
+        function = qualified is not None and qualified.startswith("torch.") and (
+            qualified.count(".") == 1)
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+        at = 1 if function else 0  # `torch.max(x, 1)`, `x.max(1)`
+        dim_given = any(a.keyword is not None and a.keyword.value == "dim"
+                        for a in expr.args) or (
+            len(positional) > at and _integer(positional[at]) is not None)
+        return returns_indices(last_name(expr.func), dim_given)
+
     def _eval_unpacked(self, binding: Binding, name: str) -> Tri:
         """``loss, items = criterion(p, y)``: the state of what a same-file callee returns at
         this name's position (``return loss, items.detach()`` -> False for ``items``)."""
@@ -695,6 +713,8 @@ class GraphAnalysis:
         ``whole`` gets an entry when a returned value could only be judged as a whole."""
         if self._produced_without_grad(call) or method_name(call) in DETACHING_METHODS:
             return True, False
+        if index == 1 and arity == 2 and self._returns_indices(call):
+            return True, False  # `_, predicted = torch.max(outputs, 1)`
         defs = self.callee_defs(call)
         if not defs:
             # Another module of the project: its model knows which positions are detached.
@@ -916,6 +936,23 @@ def _backward_tensors(call: cst.Call) -> cst.BaseExpression | None:
     return None
 
 
+
+
+def _integer(expr: cst.BaseExpression) -> int | None:
+    """The value of an integer literal (``1``, ``-1``)."""
+    if isinstance(expr, cst.Integer):
+        return int(expr.value, 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = _integer(expr.expression)
+        return None if inner is None else -inner
+    return None
+
+
+def _subscript_index(expr: cst.Subscript) -> int | None:
+    """``x[1]`` -> 1; None for anything but one integer literal."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    return _integer(expr.slice[0].slice.value)
 
 
 def _subscript_key(expr: cst.Subscript) -> str | None:

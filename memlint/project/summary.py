@@ -23,9 +23,11 @@ from memlint.vocabulary import (
     DETACHING_METHODS,
     HOST_BUILTINS,
     LOADER_NAME,
+    SAME_GRAPH_METHODS,
+    returns_indices,
 )
 
-SCHEMA = 4
+SCHEMA = 5
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -302,6 +304,31 @@ def _params(args: ast.arguments) -> tuple[str, ...]:
     return tuple(a.arg for a in every)
 
 
+def _integer(node: ast.expr) -> int | None:
+    """The value of an integer literal (``1``, ``-1``)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _integer(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _returns_indices(node: ast.expr) -> bool:
+    """A reduction call returning (values, indices): ``torch.max(out, 1)``, ``out.topk(5)``."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    function = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+    at = 1 if function else 0  # `torch.max(x, 1)`, `x.max(1)`
+    dim_given = any(k.arg == "dim" for k in node.keywords) or (
+        len(node.args) > at and _integer(node.args[at]) is not None)
+    return returns_indices(node.func.attr, dim_given)
+
+
+# Methods whose arguments only lend a dtype or a device, never their graph.
+_PLACING_METHODS = frozenset({"to", "type", "type_as", "cuda", "cpu"})
+
+
 def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) -> bool:
     """Can ``node`` carry no autograd graph, whatever its inputs?"""
     if isinstance(node, ast.Constant):
@@ -312,12 +339,23 @@ def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) ->
         return True
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return True
+    if isinstance(node, ast.Subscript):
+        if _integer(node.slice) == 1 and _returns_indices(node.value):
+            return True  # the indices of `out.max(1)[1]`
+        return is_detached(node.value, detached_names)
     if isinstance(node, ast.Attribute):
+        if node.attr == "indices" and _returns_indices(node.value):
+            return True
         return node.attr in DETACHED_ATTRIBUTES
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute):
-            return func.attr in DETACHING_METHODS and func.attr not in ("append", "extend")
+            if func.attr in DETACHING_METHODS:
+                return func.attr not in ("append", "extend")
+            # `correct.sum()`, `preds.double()[mask]`: a graph only if the receiver has one.
+            return func.attr in SAME_GRAPH_METHODS and is_detached(
+                func.value, detached_names) and (func.attr in _PLACING_METHODS or all(
+                    is_detached(a, detached_names) for a in node.args))
         if isinstance(func, ast.Name):
             return func.id in _DETACHING_BUILTINS
         return False
@@ -593,15 +631,28 @@ class _Builder:
             applied = as_switches(value.func)
             if applied and all(s.called for s in applied):
                 return Returned("apply", applied, value.args[0].id, under=under)
-        detached_names = frozenset(
-            name for name, values in scope.assigned.items()
-            if values and all(is_detached(v) for v in values)
-        )
+        detached_names = _detached_names(scope.assigned)
         elements = value.elts if isinstance(value, ast.Tuple) else [value]
         detached = tuple(is_detached(e, detached_names) for e in elements)
         switches = as_switches(value)
         kind = "switch" if switches else "value"
         return Returned(kind, switches, detached=detached, under=under)
+
+
+_DETACHED_ROUNDS = 6  # a longer chain of names built on one another stays unknown
+
+
+def _detached_names(assigned: dict[str, list[ast.expr]]) -> frozenset[str]:
+    """The local names every assignment of which is detached, names already known detached
+    included (``preds = out.max(1)[1]``, then ``correct = preds.eq(y).sum()``)."""
+    known: frozenset[str] = frozenset()
+    for _ in range(_DETACHED_ROUNDS):
+        found = frozenset(name for name, values in assigned.items()
+                          if values and all(is_detached(v, known) for v in values))
+        if found == known:
+            break
+        known = found
+    return known
 
 
 def _root_name(node: ast.expr) -> str | None:

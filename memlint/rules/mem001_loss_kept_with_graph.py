@@ -119,6 +119,29 @@ class LossKeptWithGraph(Rule):
 
     valid = (
         Valid("""
+            class Detector:
+                def fit(self, loader):
+                    for x in loader:
+                        loss = self.model_(x).sum()
+                        loss.backward()
+                        self.opt.step()
+                        self.opt.zero_grad()
+                    self.net_ = self._train_model(loader)
+                    self.crit_ = _FocalLoss()
+        """),
+        Valid("""
+            import torch
+            seen = []
+            for x, y in loader:
+                out = model(x)
+                loss = criterion(out, y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                _, predicted = torch.max(out, 1)
+                seen.append(predicted)
+        """),
+        Valid("""
             from torchmetrics import MeanMetric
             logs, mean_loss = {}, MeanMetric()
             for x, y in loader:

@@ -70,6 +70,15 @@ class EvalOutputsRetained(EvalCollectionRule):
 
     valid = (
         Valid("""
+            def predict(model, loader):
+                model.eval()
+                labels = []
+                for x, _ in loader:
+                    _, label = model(x).max(1)
+                    labels.append(label)
+                return labels
+        """),
+        Valid("""
             import torch
             model.eval()
             preds = []

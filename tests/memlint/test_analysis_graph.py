@@ -427,3 +427,27 @@ def test_unpacked_names_from_another_module_use_the_project_model() -> None:
         for call in analysis.tree.calls_by_name["keep"]
     }
     assert states == {"loss": True, "loss_items": False}
+
+
+def test_indices_of_a_reduction_carry_no_graph_its_values_do() -> None:
+    states = _state_list("""
+        import torch as T
+        out = model(x)
+        _, predicted = T.max(out, 1)
+        values, _ = out.max(dim=1)
+        keep(predicted)
+        keep(out.topk(5, dim=1)[1])
+        keep(out.max(1).indices)
+        keep(T.sort(out)[1])
+        keep(values)
+        keep(out.max(1)[0])
+        keep(T.max(out, other)[1])
+        keep(out.max()[1])
+        keep(out.median()[1])
+    """)
+    assert states == [
+        ("predicted", False), ("out.topk(5, dim=1)[1]", False), ("out.max(1).indices", False),
+        ("T.sort(out)[1]", False), ("values", True), ("out.max(1)[0]", True),
+        # An elementwise maximum and a single value: element 1 is part of the tensor.
+        ("T.max(out, other)[1]", True), ("out.max()[1]", True), ("out.median()[1]", True),
+    ]

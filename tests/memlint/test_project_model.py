@@ -296,3 +296,29 @@ def test_data_facts_are_looked_for_only_where_they_can_be() -> None:
     assert by_name["in_class"].moves_params == ("batch",)
     assert by_name["wrapper"].yields_param == "loader"
     assert by_name["plain"].moves_params == ()
+
+
+def test_returned_accuracies_built_from_indices_and_comparisons_are_detached() -> None:
+    summary = summarise_source(textwrap.dedent('''
+        import torch
+        import torch.nn.functional as F
+
+        def loss_acc(output, labels, targets):
+            preds = output.max(1)[1].type_as(labels)
+            correct = preds.eq(labels).double()[targets]
+            loss = F.nll_loss(output[targets], labels[targets])
+            return loss, correct.sum() / len(targets)
+
+        def top_indices(scores, k):
+            _, order = scores.topk(k)
+            best = torch.max(scores, 1).indices
+            return scores.topk(k)[1], best
+
+        def kept(output):
+            return output.max(1)[0], output.sum()
+    ''').encode())
+    assert summary is not None
+    returns = {f.qualname: f.returns[0].detached for f in summary.functions}
+    assert returns["loss_acc"] == (False, True)
+    assert returns["top_indices"] == (True, True)
+    assert returns["kept"] == (False, False)
