@@ -8,7 +8,7 @@ import libcst as cst
 
 from memlint.analysis.graph import Scope, class_methods
 from memlint.analysis.imports import dotted_name
-from memlint.analysis.tree import Loop
+from memlint.analysis.tree import Loop, TreeIndex
 from memlint.diagnostics import FixSafety
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 
@@ -35,6 +35,26 @@ def _reads(expr: cst.BaseExpression, container: str) -> bool:
         return dotted_name(expr.value) == container
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         return expr.func.attr.value == "get" and dotted_name(expr.func.value) == container
+    return False
+
+
+# Statements whose body may not run in an iteration: a reset under one (`if i % 100 == 0:
+# running = 0.0`) leaves the total to grow until it runs.
+_CONDITIONAL = (cst.If, cst.Try, cst.TryStar, cst.For, cst.While, cst.Match)
+
+
+def _rebinds_for(tree: TreeIndex, binding: cst.CSTNode, store: cst.CSTNode, loop: Loop) -> bool:
+    """Does ``binding`` (inside ``loop``) run in every iteration in which ``store`` runs?
+    It does when every block around it that may not run (an ``if`` branch, a ``try``, an
+    inner loop) also holds the store: ``logs = {}`` then ``logs["loss"] = loss`` under the
+    same logging condition."""
+    child = binding
+    for ancestor in tree.ancestors(binding):
+        if ancestor is loop:
+            return True
+        if isinstance(ancestor, _CONDITIONAL) and not tree.is_inside(store, child):
+            return False
+        child = ancestor
     return False
 
 
@@ -118,6 +138,27 @@ class LossKeptWithGraph(Rule):
     fix_safety = FixSafety.UNSAFE
 
     valid = (
+        Valid("""
+            for step, batch in enumerate(loader):
+                out = model(**batch)
+                out.loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if step % 100 == 0:
+                    logs = {"step": step}
+                    logs["loss"] = out.loss
+                    wandb.log(logs)
+        """),
+        Valid("""
+            for inputs, labels in loader:
+                optimizer.zero_grad()
+                loss = criterion(net(inputs), labels)
+                loss.backward()
+                optimizer.step()
+                step_total += loss
+                log(step_total)
+                step_total = 0.0
+        """),
         Valid("""
             class Detector:
                 def fit(self, loader):
@@ -278,6 +319,22 @@ class LossKeptWithGraph(Rule):
         """),
     )
     invalid = (
+        Invalid(
+            """
+            for epoch in range(epochs):
+                running_loss = 0.0
+                for i, (inputs, labels) in enumerate(loader):
+                    optimizer.zero_grad()
+                    loss = criterion(net(inputs), labels)
+                    loss.backward()
+                    optimizer.step()
+                    running_loss += loss
+                    if i % 2000 == 1999:
+                        print(running_loss / 2000)
+                        running_loss = 0.0
+            """,
+            lines=(9,),
+        ),
         Invalid(
             """
             from utils import AverageMeter
@@ -561,7 +618,7 @@ class LossKeptWithGraph(Rule):
                 continue
             if binding.kind == "iter" and binding.node is loop:
                 return True
-            if tree.is_inside(binding.node, loop):
+            if tree.is_inside(binding.node, loop) and _rebinds_for(tree, binding.node, node, loop):
                 return True
         return False
 
