@@ -26,6 +26,7 @@ from memlint.vocabulary import (
     DETERMINISTIC_FACTORIES,
     DTYPE_NAME,
     EVAL_FUNCTION,
+    EVAL_LOADER,
     EVAL_WORDS,
     FRAMEWORK_HOOK,
     HOST_WRAPPER_NAMES,
@@ -83,6 +84,14 @@ def _may_move(call: ast.Call) -> bool:
     else:
         return True
     return not (DTYPE_NAME.search(last) or last.lower().endswith("type"))
+
+
+def _names_eval_loader(iterable: ast.expr) -> bool:
+    """Does a loop's iterable name a loader of held-out data (``enumerate(test_loader)``,
+    ``self.val_dl``)?"""
+    return any((isinstance(n, ast.Name) and EVAL_LOADER.match(n.id) is not None)
+               or (isinstance(n, ast.Attribute) and EVAL_LOADER.match(n.attr) is not None)
+               for n in walk(iterable))
 
 
 def _opens_block(tree: ast.AST, switches: set[int]) -> bool:
@@ -145,6 +154,8 @@ class _Structure:
       file with a loader name.
     - ``fact:eval-block``: ``m.eval()`` or ``m.train(False)`` opening a block of evaluation
       code (:func:`_opens_block`).
+    - ``fact:eval-loader-loop``: a ``for`` loop over a loader named for held-out data
+      (``test_loader``, ``val_dl``: :data:`~memlint.vocabulary.EVAL_LOADER`).
     - ``fact:eval-function``: a function named like evaluation code (MEM002's names), outside
       a class, or a method of that name looping in a file with a loader name or in a class
       with an eval switch.
@@ -174,6 +185,7 @@ class _Structure:
         self.moved: set[str] = set()  # callees at the root of a `.to()`/`.cuda()` chain
         self.oom_handler = False
         self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
+        self.eval_loader_loop = False
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -202,8 +214,12 @@ class _Structure:
                                klass[-1] if in_body else 0)
             elif kind in _LOOPS:
                 inner_loop = True
-                if kind is not ast.While and scope in self.eval_methods:
-                    self.method_loops = True
+                if kind is not ast.While:
+                    if scope in self.eval_methods:
+                        self.method_loops = True
+                    if not self.eval_loader_loop and _names_eval_loader(
+                            node.iter):  # type: ignore[attr-defined]  # a for loop
+                        self.eval_loader_loop = True
             elif kind is ast.ClassDef:
                 inner_class, inner_body = (*klass, id(node)), True
                 names.add(node.name)  # type: ignore[attr-defined]  # an ast.ClassDef
@@ -329,6 +345,8 @@ class _Structure:
         if self.eval_function or (self.method_loops and loader) or any(
                 klass in self.switch_classes for klass in self.eval_methods.values()):
             found.append("fact:eval-function")
+        if self.eval_loader_loop:
+            found.append("fact:eval-loader-loop")
         if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES
                for name in self.moved):
             found.append("fact:factory-move")

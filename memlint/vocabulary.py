@@ -24,6 +24,12 @@ TORCH_DTYPES = frozenset({
 # A name that holds (or makes) a DataLoader: `train_loader`, `DataLoader`, `dl`, `val_dl_iter`;
 # not `downloader`/`uploader`. Every loader the analyses follow starts at such a name.
 LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
+# A loader of held-out data, by its name: `test_loader`, `testloader`, `val_dl`, `eval_dataloader`.
+# A loop over one that runs no backward pass is evaluation code wherever it stands (a script's
+# top level, a `main()` that also trains).
+EVAL_LOADER = re.compile(
+    r"^(?:test|val|valid|validation|eval|evaluation|dev)_?(?:data_?)?(?:loader|dl)s?$",
+    re.IGNORECASE)
 # Words that name evaluation code, one `_`-separated part of a function name (MEM005/MEM016).
 EVAL_WORDS = frozenset({
     "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "predict",

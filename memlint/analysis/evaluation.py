@@ -94,7 +94,12 @@ class EvaluationCollections:
             return None
         if any(self.analysis.loops.is_training_loop(lp) for lp in loops):
             return None
-        if not self._never_trains(func):
+        if func is None:
+            # A script's top level trains and evaluates in turn: a loop that runs no backward
+            # pass (checked above) is evaluation, unless what it collects is backpropagated.
+            if self.analysis.graph.flows_into_backward(container, [self.analysis.module]):
+                return None
+        elif not self._never_trains(func):
             return None
         return Collection(node, container, value, loops[0])
 

@@ -30,9 +30,10 @@ RULES: tuple[RuleSpec, ...] = (
         trigger_pattern=(b'\\.eval\\(|\\.train\\((?:mode=)?False|def _?(?:eval|test\\(|predict|i'
                          b'nfer|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_'
                          b')?epoch|test_loop|(?:validate|validation|valid)(?:\\(|_epoch|_one_epo'
-                         b'ch|_loop|_model|_batch))'),
-        code_gate=('fact:eval-function', 'fact:eval-block', 'call:backward',
-                   'call:manual_backward'),
+                         b'ch|_loop|_model|_batch))|for [^\\n]*\\b(?i:test|val|valid|validation|e'
+                         b'val|evaluation|dev)_?(?i:data_?)?(?i:loader|dl)s?\\b'),
+        code_gate=('fact:eval-function', 'fact:eval-block', 'fact:eval-loader-loop',
+                   'call:backward', 'call:manual_backward'),
     ),
     RuleSpec(
         code='MEM003',

@@ -14,9 +14,10 @@ from memlint.analysis.calls import (
     last_name,
     method_name,
 )
+from memlint.analysis.imports import dotted_name
 from memlint.analysis.testcode import is_pytest_module, is_test_code
 from memlint.rules.base import Invalid, Rule, Valid
-from memlint.vocabulary import EVAL_FUNCTION, FRAMEWORK_HOOK, MODEL_MACHINERY
+from memlint.vocabulary import EVAL_FUNCTION, EVAL_LOADER, FRAMEWORK_HOOK, MODEL_MACHINERY
 
 if TYPE_CHECKING:
     from memlint.context import FileContext
@@ -44,6 +45,21 @@ _TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "
 
 # A region is evaluation code: an eval-named function, or the statements after `m.eval()`.
 Region = cst.CSTNode
+
+
+def _names_eval_loader(iterable: cst.BaseExpression) -> bool:
+    """``testloader``, ``enumerate(self.val_dl)``, ``tqdm(eval_dataloader)``."""
+    todo: list[cst.BaseExpression] = [iterable]
+    while todo:
+        expr = todo.pop()
+        if isinstance(expr, cst.Name) and EVAL_LOADER.match(expr.value):
+            return True
+        if isinstance(expr, cst.Attribute):
+            if EVAL_LOADER.match(expr.attr.value):
+                return True
+        elif isinstance(expr, cst.Call):
+            todo.extend(a.value for a in expr.args)
+    return False
 
 
 def _uses_torch(context: FileContext) -> bool:
@@ -163,13 +179,47 @@ class EvalWithoutNoGrad(Rule):
         rb"\.eval\(|\.train\((?:mode=)?False|def _?(?:eval|test\(|predict|infer"
         rb"|run_(?:eval|infer|predict|valid)|do_(?:eval|valid)|test_(?:one_)?epoch|test_loop"
         rb"|(?:validate|validation|valid)(?:\(|_epoch|_one_epoch|_loop|_model|_batch))"
+        rb"|for [^\n]*\b(?i:test|val|valid|validation|eval|evaluation|dev)_?(?i:data_?)?"
+        rb"(?i:loader|dl)s?\b"
     )
     # The same in the code; or a backward pass, for a helper only ever called beside one (a
     # sampler run every N steps). Inference code the project reveals gets the rule anyway.
-    code_gate = ("fact:eval-function", "fact:eval-block", "call:backward",
-                 "call:manual_backward")
+    code_gate = ("fact:eval-function", "fact:eval-block", "fact:eval-loader-loop",
+                 "call:backward", "call:manual_backward")
 
     valid = (
+        Valid("""
+            import torch
+            def embed(model, eval_loader):
+                codes = []
+                try:
+                    with torch.no_grad():
+                        for batch in eval_loader:
+                            codes.append(model(batch).z)
+                except RuntimeError:  # flows that need autograd in their forward
+                    for batch in eval_loader:
+                        codes.append(model(batch).z.detach())
+                return codes
+        """),
+        Valid("""
+            import torch
+            for data, target in test_loader:
+                adv = attack_method.generate(data, target)
+                correct += (model(adv).argmax(1) == target).sum().item()
+        """),
+        Valid("""
+            import torch
+            with torch.no_grad():
+                for images, labels in testloader:
+                    outputs = net(images)
+        """),
+        Valid("""
+            for images, labels in test_loader:
+                images.requires_grad_(True)
+                loss = criterion(model(images), labels)
+                loss.backward()
+                adversarial.append(images + eps * images.grad.sign())
+        """),
         Valid("""
             import importlib
             def predict(model, texts, plugin):
@@ -275,6 +325,36 @@ class EvalWithoutNoGrad(Rule):
         """),
     )
     invalid = (
+        Invalid(
+            """
+            import torch
+            for epoch in range(epochs):
+                for images, labels in trainloader:
+                    loss = criterion(net(images), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            correct = 0
+            for images, labels in testloader:
+                outputs = net(images)
+                correct += (outputs.argmax(1) == labels).sum().item()
+            """,
+            lines=(11,),
+        ),
+        Invalid(
+            """
+            import torch
+            def main(model, train_loader, val_loader, optimizer):
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    model(x).sum().backward()
+                    optimizer.step()
+                for step, (x, y) in enumerate(val_loader):
+                    logits = model(x)
+                    log(step, logits.argmax(1).eq(y).float().mean().item())
+            """,
+            lines=(9,),
+        ),
         # A role-named sub-network of the model is a forward too.
         Invalid(
             """
@@ -495,11 +575,28 @@ class EvalWithoutNoGrad(Rule):
             return function
         if function is not None and function.name.value in MODEL_MACHINERY:
             return None
+        cls = None if function is None else tree.enclosing_class(function)
+        model_method = cls is not None and self.context.analysis.calls.is_module_class(cls)
+        region = self._block_region(call, model_method)
+        if region is None and not model_method:
+            region = self._loader_loop(call)
+        return region
+
+    def _loader_loop(self, call: cst.Call) -> Region | None:
+        """The outermost loop around ``call`` over a loader of held-out data
+        (``for images, labels in testloader:``), in a script or beside training code."""
+        found = None
+        for loop in self.context.analysis.tree.enclosing_loops(call):
+            if isinstance(loop, cst.For) and _names_eval_loader(loop.iter):
+                found = loop
+        return found
+
+    def _block_region(self, call: cst.Call, model_method: bool) -> Region | None:
+        """The ``m.eval()`` block ``call`` runs in, if any."""
+        tree = self.context.analysis.tree
         blocks = self._eval_blocks()
         if not blocks:
             return None
-        cls = None if function is None else tree.enclosing_class(function)
-        model_method = cls is not None and self.context.analysis.calls.is_module_class(cls)
         for anc in tree.ancestors(call):
             if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return None
@@ -532,6 +629,9 @@ class EvalWithoutNoGrad(Rule):
         if isinstance(region, cst.FunctionDef):
             yield from tree.walk(region.body)
             return
+        if isinstance(region, cst.For):
+            yield from tree.walk(region)
+            return
         for statement, owner in self._eval_blocks().items():
             if owner is region:
                 yield statement
@@ -562,8 +662,8 @@ class EvalWithoutNoGrad(Rule):
         name = last_name(node.func) or ""
         if name in ("grad", "requires_grad_", "enable_grad", "vjp", "jvp", "vmap_grad"):
             return name != "grad" or self._is_autograd_grad(node)
-        if _NEEDS_INPUT_GRAD.search(name):
-            return True
+        if _NEEDS_INPUT_GRAD.search(dotted_name(node.func) or name):
+            return True  # `attack.generate(x, y)`, `saliency(model, x)`
         if any(
             a.keyword is not None and a.keyword.value == "requires_grad"
             and not (isinstance(a.value, cst.Name) and a.value.value == "False")
@@ -573,6 +673,23 @@ class EvalWithoutNoGrad(Rule):
         loops = self.context.analysis.loops
         functions = self.context.analysis.tree.functions_by_name.get(name, ())
         return any(loops.function_trains(f) for f in functions)
+
+    def _fallback_with_grad(self, call: cst.Call) -> bool:
+        """Is ``call`` in the ``except`` handler of a ``try`` that first ran under no_grad: a
+        deliberate retry with autograd on, for models whose forward needs it?"""
+        tree = self.context.analysis.tree
+        grad = self.context.analysis.grad
+        for anc in tree.ancestors(call):
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(anc, cst.ExceptHandler):
+                attempt = tree.parent(anc)
+                if isinstance(attempt, cst.Try) and any(
+                        isinstance(node, cst.With) and isinstance(node.body, cst.IndentedBlock)
+                        and node.body.body and grad.grad_mode_at(node.body.body[0]) == "off"
+                        for node in tree.walk(attempt.body)):
+                    return True
+        return False
 
     def _is_autograd_grad(self, call: cst.Call) -> bool:
         qualified = self.context.analysis.imports.qualified_name(call.func) or ""
@@ -643,6 +760,8 @@ class EvalWithoutNoGrad(Rule):
             return
         region = self._region_of(node)
         if region is None or region in self._reported:
+            return
+        if self._fallback_with_grad(node):
             return
         if self.context.analysis.grad.grad_mode_at(node) != "on":
             return

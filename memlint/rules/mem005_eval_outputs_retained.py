@@ -70,6 +70,13 @@ class EvalOutputsRetained(EvalCollectionRule):
 
     valid = (
         Valid("""
+            features = []
+            for images, _ in loader:
+                features.append(encoder(images))
+            loss = contrastive(torch.cat(features))
+            loss.backward()
+        """),
+        Valid("""
             def predict(model, loader):
                 model.eval()
                 labels = []
@@ -112,6 +119,20 @@ class EvalOutputsRetained(EvalCollectionRule):
         """),
     )
     invalid = (
+        Invalid(
+            """
+            for images, labels in trainloader:
+                loss = criterion(net(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            all_outputs = []
+            for images, labels in testloader:
+                outputs = net(images)
+                all_outputs.append(outputs)
+            """,
+            lines=(10,),
+        ),
         Invalid(
             """
             def evaluate(model, loader):
