@@ -604,6 +604,18 @@ class DataflowAnalysis:
         wrapped: dict[str, str] = {}
         for call in self.dataloader_calls:
             bound.update(self.bindings(call))
+        for name, calls in self.tree.calls_by_name.items():
+            # `train_iter = dataloader(data, batch_size)`, `batches = get_loader(split)`: a
+            # helper named like a loader (from any module) hands one out, as a loop over
+            # `get_loader(split)` itself would say; one named for several does not.
+            if not LOADER_NAME.search(name) or _LOADERS_NAME.search(name) or name.endswith(
+                    "DataLoader"):
+                continue
+            for call in calls:
+                parent = self.tree.parent(call)
+                if (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                        and isinstance(parent.targets[0].target, cst.Name)):
+                    bound.add(parent.targets[0].target.value)
         local = {*self.tree.functions_by_name, *self.tree.classes_by_name}
         if self.project is not None:  # wrappers defined in other modules of the project
             local |= {w.rsplit(".", 1)[-1] for w in self.project.wrappers}

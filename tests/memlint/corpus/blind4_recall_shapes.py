@@ -3,13 +3,17 @@
 A recommender's fit loop that iterates a progress bar opened as a context manager
 (``with tqdm(enumerate(loader)) as t: for ... in t:``), a dilated RNN that builds its padding
 and hidden state on the host and moves them in the next statement when CUDA is on, and a
-spiking-net loss that detaches a fresh ``arange`` before moving it.
+spiking-net loss that detaches a fresh ``arange`` before moving it; a text classifier whose
+batches come from a helper named like a loader, imported from another module
+(``train_iter = dataloader(data, batch_size)``), copied in a per-batch method.
 """
 
 import torch
 from torch import autograd
 from torch.utils.data import DataLoader
 from tqdm import tqdm
+
+from text_tools.data import dataloader, make_loaders
 
 
 def fit(model, dataset, optimizer, loss_func, device, epochs):
@@ -66,3 +70,27 @@ def staged_table(n, device):
 def spike_times(spikes, device):
     ticks = torch.arange(0, spikes.size(0)).detach().to(device) + 1  # expect: MEM010
     return spikes.transpose(0, -1) * ticks
+
+
+class TextClassifier:
+    def __init__(self, model, device):
+        self.model, self.device = model, device
+
+    def train_epoch(self, data, optimizer):
+        train_iter = dataloader(data, 32)
+        for text, label in train_iter:
+            self.train_batch(text, label, optimizer)
+
+    def train_batch(self, text, label, optimizer):
+        optimizer.zero_grad()
+        text, label = text.to(self.device), label.to(self.device)  # expect: MEM003
+        loss = self.model(text).log_softmax(-1).gather(1, label[:, None]).mean()
+        loss.backward()
+        optimizer.step()
+
+    def warm_up(self, data):
+        # Near miss: a helper named for several loaders hands out loaders, not batches.
+        loaders = make_loaders(data)
+        for dl in loaders:
+            dl = dl.to(self.device)
+        return loaders
