@@ -606,10 +606,11 @@ class DataflowAnalysis:
             bound.update(self.bindings(call))
         for name, calls in self.tree.calls_by_name.items():
             # `train_iter = dataloader(data, batch_size)`, `batches = get_loader(split)`: a
-            # helper named like a loader (from any module) hands one out, as a loop over
-            # `get_loader(split)` itself would say; one named for several does not.
-            if not LOADER_NAME.search(name) or _LOADERS_NAME.search(name) or name.endswith(
-                    "DataLoader"):
+            # helper function named like a loader (from any module) hands one out, as a loop
+            # over `get_loader(split)` itself would say; one named for several does not, and
+            # a class (`ValDataLoaderIter(loader)`, a wrapper) is judged as a wrapper.
+            if (not LOADER_NAME.search(name) or _LOADERS_NAME.search(name)
+                    or name[:1].isupper() or name.endswith("DataLoader")):
                 continue
             for call in calls:
                 parent = self.tree.parent(call)
