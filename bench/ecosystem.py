@@ -22,6 +22,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind         # the blind set and its labels
     python bench/ecosystem.py --set blind2        # the second blind set (bench/blind2_labels.csv)
     python bench/ecosystem.py --set blind3        # the third blind set (bench/blind3_labels.csv)
+    python bench/ecosystem.py --set blind4        # the fourth blind set (bench/blind4_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -137,12 +138,37 @@ BLIND3_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 BLIND3_WORK = REPO / "bench" / ".work" / "blind3"
 BLIND3_LABELS = REPO / "bench" / "blind3_labels.csv"
+
+# A fourth blind set, of code written the way single ML engineers write it rather than big
+# libraries: tutorial notebooks, example and research scripts, small single-purpose packages
+# (tabular GAN, knowledge graphs, federated, active and meta-learning, spiking nets, RL agents,
+# time series, recommenders, simulation-based inference, physics-informed nets), labelled
+# from the code before memlint's findings on it were read.
+BLIND4_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("baal", "2.1.0"),
+    ("ctgan", "0.12.1"),
+    ("deepctr-torch", "0.3.0"),
+    ("elegantrl", "0.3.6"),
+    ("ESRNN", "0.1.3"),
+    ("fedlab", "1.3.0"),
+    ("kaggle-torch-utils", "0.1.1"),
+    ("learn2learn", "0.2.0"),
+    ("pfrl", "0.4.0"),
+    ("sbi", "0.27.0"),
+    ("small-text", "1.4.1"),
+    ("snntorch", "1.0.0"),
+    ("torchkge", "0.17.7"),
+    ("torchphysics", "1.1.2"),
+)
+BLIND4_WORK = REPO / "bench" / ".work" / "blind4"
+BLIND4_LABELS = REPO / "bench" / "blind4_labels.csv"
 # --set NAME -> (packages, work folder, default labels)
 SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "ecosystem": (PACKAGES, WORK, LABELS),
     "blind": (BLIND_PACKAGES, BLIND_WORK, BLIND_LABELS),
     "blind2": (BLIND2_PACKAGES, BLIND2_WORK, BLIND2_LABELS),
     "blind3": (BLIND3_PACKAGES, BLIND3_WORK, BLIND3_LABELS),
+    "blind4": (BLIND4_PACKAGES, BLIND4_WORK, BLIND4_LABELS),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -165,7 +165,8 @@ class _Structure:
       argument, on a chain of calls that starts at a tensor factory
       (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases, or
       wrapped in ``nn.Parameter(...)``/``Variable(...)``) given no keyword that places its
-      result.
+      result; or a name bound to such a chain (``h = torch.zeros(n)``) that some
+      ``h.cuda()``/``h.to(...)`` moves.
     """
 
     def __init__(self) -> None:
@@ -183,6 +184,8 @@ class _Structure:
         self.eval_function = False
         self.aliases: dict[str, str] = {}
         self.moved: set[str] = set()  # callees at the root of a `.to()`/`.cuda()` chain
+        self.moved_names: set[str] = set()  # `h` of `h.cuda()`, `self.h` of `self.h.to(d)`
+        self.factory_names: set[str] = set()  # `h` of `h = torch.zeros(n)`
         self.oom_handler = False
         self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
         self.eval_loader_loop = False
@@ -229,6 +232,9 @@ class _Structure:
                     self.collecting.add(scope)
             elif kind is ast.ListComp:
                 self.comprehension = True
+            elif kind is ast.Assign:
+                if type(node.value) is call_t:  # type: ignore[attr-defined]  # an ast.Assign
+                    self._factory_binding(node)  # type: ignore[arg-type]  # checked above
             elif kind is ast.ExceptHandler:
                 self._handler(node)  # type: ignore[arg-type]  # checked above
             elif kind is ast.arg:
@@ -284,6 +290,9 @@ class _Structure:
                     self._switch(node, klass)
             elif method == "cuda" or (method == "to" and _may_move(node)):
                 self._moved_chain(func.value)
+                receiver = _dotted(func.value)
+                if receiver is not None:
+                    self.moved_names.add(receiver)
         elif type(func) is ast.Name:
             self.called.add(func.id)
 
@@ -328,6 +337,24 @@ class _Structure:
                 return
             value = call.func.value
 
+    def _factory_binding(self, node: ast.Assign) -> None:
+        """``h = torch.zeros(n)`` (maybe cast or wrapped): a name that a later ``h.cuda()``
+        may move (MEM010's factory moved by the next statement)."""
+        if len(node.targets) != 1:
+            return
+        target = _dotted(node.targets[0])
+        if target is None:
+            return
+        roots: set[str] = set()
+        before = self.moved
+        self.moved = roots
+        try:
+            self._moved_chain(node.value)
+        finally:
+            self.moved = before
+        if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES for name in roots):
+            self.factory_names.add(target)
+
     def facts(self, source: bytes | None) -> list[str]:
         loader = any(LOADER_NAME.search(name) for name in self.names)
         found = []
@@ -348,9 +375,18 @@ class _Structure:
         if self.eval_loader_loop:
             found.append("fact:eval-loader-loop")
         if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES
-               for name in self.moved):
+               for name in self.moved) or self.factory_names & self.moved_names:
             found.append("fact:factory-move")
         return found
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``h`` or ``self.h``: a plain name or one attribute of one."""
+    if type(node) is ast.Name:
+        return node.id
+    if type(node) is ast.Attribute and type(node.value) is ast.Name:
+        return f"{node.value.id}.{node.attr}"
+    return None
 
 
 def gated(rules: Iterable[G], facts: frozenset[str]) -> list[G]:

@@ -604,16 +604,35 @@ class DataflowAnalysis:
         wrapped: dict[str, str] = {}
         for call in self.dataloader_calls:
             bound.update(self.bindings(call))
+        for name, calls in self.tree.calls_by_name.items():
+            # `train_iter = dataloader(data, batch_size)`, `batches = get_loader(split)`: a
+            # helper function named like a loader (from any module) hands one out, as a loop
+            # over `get_loader(split)` itself would say; one named for several does not, and
+            # a class (`ValDataLoaderIter(loader)`, a wrapper) is judged as a wrapper.
+            if (not LOADER_NAME.search(name) or _LOADERS_NAME.search(name)
+                    or name[:1].isupper() or name.endswith("DataLoader")):
+                continue
+            for call in calls:
+                parent = self.tree.parent(call)
+                if (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                        and isinstance(parent.targets[0].target, cst.Name)):
+                    bound.add(parent.targets[0].target.value)
         local = {*self.tree.functions_by_name, *self.tree.classes_by_name}
         if self.project is not None:  # wrappers defined in other modules of the project
             local |= {w.rsplit(".", 1)[-1] for w in self.project.wrappers}
-        candidates: list[tuple[cst.Call, cst.Assign]] = []
+        candidates: list[tuple[cst.Call, list[str]]] = []
         progress = {n for n in self.tree.calls_by_name if _PROGRESS_WRAPPER.search(n)}
         for name in sorted(_PASS_THROUGH | progress | (local & self.tree.calls_by_name.keys())):
             for call in self.tree.calls_by_name.get(name, ()):
                 parent = self.tree.parent(call)
-                if isinstance(parent, cst.Assign) and call.args:
-                    candidates.append((call, parent))
+                if not call.args:
+                    continue
+                if isinstance(parent, cst.Assign):
+                    candidates.append((call, [n for target in parent.targets
+                                              for n in names_in(target.target)]))
+                elif isinstance(parent, cst.WithItem) and parent.asname is not None:
+                    # `with tqdm(enumerate(loader)) as pbar:`: the bar hands on the batches
+                    candidates.append((call, list(names_in(parent.asname.name))))
         self._with_wrapped(bound, wrapped)
         aliases = self._plain_aliases() if bound else []
         for _ in range(4):
@@ -623,18 +642,17 @@ class DataflowAnalysis:
                     wrapped.setdefault(alias, aliased)
                     bound.add(alias)
                     grew = True
-            for call, parent in candidates:
+            for call, names in candidates:
                 source = self._wrapped_loader(call, bound)
                 if source is None:
                     continue
                 key = self._key_of(source)
-                for target in parent.targets:
-                    for name in names_in(target.target):
-                        if key is not None and name != key:
-                            wrapped.setdefault(name, key)
-                        if name not in bound:
-                            bound.add(name)
-                            grew = True
+                for name in names:
+                    if key is not None and name != key:
+                        wrapped.setdefault(name, key)
+                    if name not in bound:
+                        bound.add(name)
+                        grew = True
             if not grew:
                 break
         return bound, wrapped

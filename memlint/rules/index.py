@@ -129,14 +129,18 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='FactoryThenMove',
         default_enabled=True,
         fix_safety=FixSafety.SAFE,
-        triggers=(').cuda(', ').to(', ' .cuda(', ' .to('),
+        triggers=('.cuda(', '.to('),
         requires=(),
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
                          b')\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|do'
-                         b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|view|res'
-                         b'hape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|typ'
-                         b'e|triu|tril)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*'
-                         b'\\.(?:cuda|to)\\('),
+                         b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach|v'
+                         b'iew|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|exp'
+                         b'and|type|triu|tril)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?'
+                         b'\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|linsp'
+                         b'ace|logspace|rand\\w*|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\)'
+                         b')*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]'
+                         b'*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]'
+                         b'*=[ \\t]*\\1\\.(?:cuda|to)\\('),
         code_gate=('fact:factory-move',),
     ),
     RuleSpec(

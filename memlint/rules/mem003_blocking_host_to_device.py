@@ -38,13 +38,16 @@ class BlockingHostToDevice(Rule):
     ``DataLoader(...)`` whose batches the same file copies to CUDA but which does not pass
     ``pin_memory=True`` (reported at the ``DataLoader`` call).
 
-    The batch is followed from the loader to the copy within one file, and the loop back to
+    The batch is followed from the loader to the copy within one file (a helper named like a
+    loader, defined anywhere, hands one out: ``train_iter = dataloader(data, batch_size)``),
+    and the loop back to
     its ``DataLoader`` through the names it is kept under: a factory that returns it (also by
     name, beside a sampler: ``loader = DataLoader(...)`` ... ``return loader, sampler``) and a
     second name it is stored under (``self.train_loader = train_loader``). The batch goes:
 
     - through what wraps the loader before the loop: ``enumerate``, ``tqdm(...)`` (also bound
-      to a name first: ``pbar = tqdm(loader)``), a context manager given the loader that
+      to a name first: ``pbar = tqdm(loader)``, or opened as a context manager: ``with
+      tqdm(enumerate(loader)) as t:``), a context manager given the loader that
       hands out one named like a loader (``with Manager(data_loader=loader) as
       safe_loader:``), ``metric_logger.log_every(loader, ...)``,
       ``iter``, ``itertools.cycle``, a generator expression over the loader, a conditional

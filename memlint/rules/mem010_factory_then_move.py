@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from itertools import pairwise
 
 import libcst as cst
 
@@ -12,7 +14,7 @@ from memlint.analysis.dataflow import (
     names_dtype,
     names_other_tensor,
 )
-from memlint.analysis.imports import ImportTable
+from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
@@ -27,10 +29,11 @@ from memlint.vocabulary import (
 # data: the call is still reported, and `device=` goes after the starred argument.
 # `.to()` keywords that only matter for a copy and can be dropped with it.
 _COPY_ONLY_KEYWORDS = frozenset({"non_blocking"})
-# No-argument dtype casts between the factory and the move: `torch.tensor(x).float().cuda()`.
-# They are kept, and run on the device after the fix.
+# No-argument dtype casts between the factory and the move: `torch.tensor(x).float().cuda()`,
+# and `detach()`, a no-op on a tensor just built. They are kept, and run on the device after
+# the fix.
 _CASTS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short", "bool",
-                    "byte", "char", "contiguous"})
+                    "byte", "char", "contiguous", "detach"})
 # Shape-only views and copies between the factory and the move (`torch.arange(t).view(1, t)
 # .expand(b, -1).to(x.device)`): the same values on either device, so they stay in place
 # and run on the device after the fix. `expand` returns a broadcast view where the move
@@ -119,6 +122,36 @@ def _positional(call: cst.Call) -> list[cst.Arg]:
     return [a for a in call.args if a.keyword is None]
 
 
+def _single_assignment(
+    statement: cst.BaseStatement,
+) -> tuple[str, cst.BaseExpression] | None:
+    """``(name, value)`` for a statement that only binds one plain or dotted name."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return None
+    key = dotted_name(small.targets[0].target)
+    return None if key is None else (key, small.value)
+
+
+def _rebinding_move(statement: cst.BaseStatement, key: str) -> cst.Call | None:
+    """The move in ``key = key.cuda(...)`` / ``key = key.to(...)``, written as the statement
+    itself or as the first statement of an ``if`` without ``else`` (``if use_cuda:``)."""
+    if isinstance(statement, cst.If) and statement.orelse is None and isinstance(
+            statement.body, cst.IndentedBlock) and statement.body.body:
+        statement = statement.body.body[0]
+    assigned = _single_assignment(statement)
+    if assigned is None or assigned[0] != key:
+        return None
+    move = assigned[1]
+    if not (isinstance(move, cst.Call) and isinstance(move.func, cst.Attribute)
+            and move.func.attr.value in ("cuda", "to")
+            and dotted_name(move.func.value) == key):
+        return None
+    return move
+
+
 def _string(value: str) -> cst.SimpleString:
     return cst.SimpleString(f'"{value}"')
 
@@ -136,7 +169,13 @@ class FactoryThenMove(Rule):
     with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines). A
     factory wrapped in ``nn.Parameter(...)`` or ``Variable(...)`` and then moved is reported
     too (``nn.Parameter(torch.ones(1)).to(device)``), without a fix. A device kept in a
-    mapping under a device key counts as a device (``.to(state["device"])``).
+    mapping under a device key counts as a device (``.to(state["device"])``). A ``.detach()``
+    on the way changes nothing (``torch.arange(n).detach().to(device)``).
+
+    Also flagged, without a fix: a factory bound to a name that the very next statement
+    moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
+    ``if use_cuda: h = h.cuda()``). A statement in between (a fill such as ``h[0] = 1``),
+    a move bound to another name, or an ``else`` branch leaves it alone.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device and the host
@@ -192,20 +231,27 @@ class FactoryThenMove(Rule):
         "tensor is created on the CPU and then copied to the device; pass `device=` to "
         "`torch.{factory}` instead"
     )
-    # `).to(`, or a chain continued on the next line (`)\n        .to(device)`).
-    triggers = (").cuda(", ").to(", " .cuda(", " .to(")
+    # `).to(`, a chain continued on the next line (`)\n        .to(device)`), or a name moved
+    # by the statement after the one that built it (`h = h.cuda()`).
+    triggers = (".cuda(", ".to(")
     # A factory call (parentheses nested up to two deep), maybe dtype casts, maybe closed by
     # a wrapper's other arguments (`nn.Parameter(torch.zeros(n), requires_grad=False)`), then
     # a move.
     trigger_pattern = (
         rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
-        rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous"
+        rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
         rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
         rb"|triu|tril)"
         rb"\((?:[^()]|\([^()]*\))*\))*"
         rb"(?:\s*(?:,[^()]*)?\))?"
         rb"\s*\.(?:cuda|to)\("
+        # Or the statement that built it ends there and the next one (maybe under an `if`)
+        # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
+        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
+        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*\)?[ \t]*(?:#[^\n]*)?\r?\n"
+        rb"(?:[ \t]*if\b[^\n]*:[ \t]*\r?\n)?[ \t]*([\w.]+)[ \t]*=[ \t]*\1\.(?:cuda|to)\("
     )
     # The same chain in the code (a docstring's example does not count).
     code_gate = ("fact:factory-move",)
@@ -236,6 +282,25 @@ class FactoryThenMove(Rule):
             causal = torch.triu(torch.ones(n, n, device=device), diagonal=1).to(torch.bool)
             masked = torch.triu(scores, diagonal=1).to(device)
             flags = torch.ones(n).to(dtype=torch.bool)
+        """),
+        # Split over statements: filled on the host first, moved under another name, cast,
+        # placed by the factory, or moved only in one branch of an `if`/`else`.
+        Valid("""
+            import torch
+            table = torch.zeros(n)
+            table[0] = 1
+            table = table.cuda()
+            base = torch.ones(n)
+            moved = base.cuda()
+            half = torch.ones(n)
+            half = half.to(torch.float16)
+            placed = torch.zeros(n, device=device)
+            placed = placed.to(device)
+            either = torch.zeros(n)
+            if use_cuda:
+                either = either.cuda()
+            else:
+                either = either.double()
         """),
     )
     invalid = (
@@ -367,6 +432,37 @@ class FactoryThenMove(Rule):
             """,
             lines=(3,),
         ),
+        # `.detach()` on the way is a no-op on a fresh tensor and stays after the fix.
+        Invalid(
+            """
+            import torch
+            steps = torch.arange(0, n).detach().to(device) + 1
+            """,
+            lines=(3,),
+            fixed="""
+            import torch
+            steps = torch.arange(0, n, device=device).detach() + 1
+            """,
+        ),
+        # Built by one statement, moved by the next, which rebinds the name (also under an
+        # `if`, also on `self`); reported at the factory, with no fix. Alone in its file: no
+        # chained move beside it opens the gate.
+        Invalid(
+            """
+            import torch
+            from torch import autograd
+
+
+            def init_hidden(self, batch, width, use_cuda):
+                hidden = autograd.Variable(torch.zeros(batch, width))
+                if use_cuda:
+                    hidden = hidden.cuda()
+                self.noise = torch.rand(batch, width)
+                self.noise = self.noise.to(self.device)
+                return hidden
+            """,
+            lines=(7, 10),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -374,39 +470,11 @@ class FactoryThenMove(Rule):
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             return
         imports = self.context.analysis.imports
-        factory = func.value
-        casts: list[cst.Call] = []  # outermost first
-        wrapped = False
-        while isinstance(factory, cst.Call):
-            masked = _mask_input(factory, imports)
-            if masked is not None:
-                casts.append(factory)
-                factory = masked
-                continue
-            if _is_cast_or_reshape(factory, imports):
-                casts.append(factory)
-                assert isinstance(factory.func, cst.Attribute)
-                factory = factory.func.value
-                continue
-            inner = None if wrapped else _host_wrapped(factory, imports)
-            if inner is None:
-                break
-            wrapped = True
-            factory = inner
-        if not isinstance(factory, cst.Call):
+        chain = self._factory_chain(func.value)
+        if chain is None:
             return
-        qualified = imports.qualified_name(factory.func)
-        if qualified is None or not qualified.startswith("torch."):
-            return
-        short = qualified[len("torch."):]
-        if short not in DETERMINISTIC_FACTORIES and short not in RANDOM_FACTORIES:
-            return
-        if any(a.keyword is not None and a.keyword.value in STAGING_KEYWORDS
-               for a in factory.args):
-            return
-        if any(a.star == "**" for a in factory.args):
-            return  # `**kwargs` may hold `device=`, `out=` or `pin_memory=`
-        target = self._cuda_target(node) if func.attr.value == "cuda" else self._to_target(node)
+        factory, short, casts, wrapped = chain
+        target = self._move_target(node)
         if target is None:
             return
         device, fixable = target
@@ -428,6 +496,78 @@ class FactoryThenMove(Rule):
             # Parentheses around a chain written over several lines stay with it.
             fix = Fix(safety, {node: built.with_changes(lpar=node.lpar, rpar=node.rpar)})
         self.report(node, self.message.format(factory=short), fix=fix)
+
+    def _factory_chain(
+        self, expr: cst.BaseExpression
+    ) -> tuple[cst.Call, str, list[cst.Call], bool] | None:
+        """The host factory call ``expr`` builds its tensor with, if it is one placed by no
+        keyword: (the factory call, its name under ``torch.``, the casts, shape ops and mask
+        builders around it, outermost first, and whether a host wrapper holds it)."""
+        imports = self.context.analysis.imports
+        factory = expr
+        casts: list[cst.Call] = []  # outermost first
+        wrapped = False
+        while isinstance(factory, cst.Call):
+            masked = _mask_input(factory, imports)
+            if masked is not None:
+                casts.append(factory)
+                factory = masked
+                continue
+            if _is_cast_or_reshape(factory, imports):
+                casts.append(factory)
+                assert isinstance(factory.func, cst.Attribute)
+                factory = factory.func.value
+                continue
+            inner = None if wrapped else _host_wrapped(factory, imports)
+            if inner is None:
+                break
+            wrapped = True
+            factory = inner
+        if not isinstance(factory, cst.Call):
+            return None
+        qualified = imports.qualified_name(factory.func)
+        if qualified is None or not qualified.startswith("torch."):
+            return None
+        short = qualified[len("torch."):]
+        if short not in DETERMINISTIC_FACTORIES and short not in RANDOM_FACTORIES:
+            return None
+        if any(a.keyword is not None and a.keyword.value in STAGING_KEYWORDS
+               for a in factory.args):
+            return None
+        if any(a.star == "**" for a in factory.args):
+            return None  # `**kwargs` may hold `device=`, `out=` or `pin_memory=`
+        return factory, short, casts, wrapped
+
+    def _move_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
+        assert isinstance(move.func, cst.Attribute)
+        return self._cuda_target(move) if move.func.attr.value == "cuda" else self._to_target(move)
+
+    # A factory bound to a name and moved by the very next statement, which rebinds the name
+    # (`h = torch.zeros(b, d)` then `h = h.cuda()`, also under `if use_cuda:`): the host
+    # tensor is built only to be copied. Anything in between (a fill, a read) may need the
+    # host tensor, so only the next statement counts. No fix: two statements would change.
+    def visit_Module(self, node: cst.Module) -> None:
+        self._split_moves(node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._split_moves(node.body)
+
+    def _split_moves(self, body: Sequence[cst.BaseStatement]) -> None:
+        for statement, following in pairwise(body):
+            assigned = _single_assignment(statement)
+            if assigned is None:
+                continue
+            key, value = assigned
+            if not isinstance(value, cst.Call):
+                continue
+            move = _rebinding_move(following, key)
+            if move is None:
+                continue
+            chain = self._factory_chain(value)
+            if chain is None or self._move_target(move) is None:
+                continue
+            factory, short = chain[0], chain[1]
+            self.report(factory, self.message.format(factory=short))
 
     def _cuda_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
         """``.cuda()`` -> ``"cuda"``; ``.cuda(1)`` -> ``"cuda:1"``; a variable index: no fix."""
