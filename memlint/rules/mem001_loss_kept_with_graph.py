@@ -334,6 +334,19 @@ class LossKeptWithGraph(Rule):
                         running_loss = 0.0
             """,
             lines=(9,),
+            fixed="""
+            for epoch in range(epochs):
+                running_loss = 0.0
+                for i, (inputs, labels) in enumerate(loader):
+                    optimizer.zero_grad()
+                    loss = criterion(net(inputs), labels)
+                    loss.backward()
+                    optimizer.step()
+                    running_loss += loss.detach()
+                    if i % 2000 == 1999:
+                        print(running_loss / 2000)
+                        running_loss = 0.0
+            """,
         ),
         Invalid(
             """
