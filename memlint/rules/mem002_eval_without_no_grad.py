@@ -14,6 +14,7 @@ from memlint.analysis.calls import (
     last_name,
     method_name,
 )
+from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.testcode import is_pytest_module, is_test_code
 from memlint.rules.base import Invalid, Rule, Valid
@@ -188,6 +189,37 @@ class EvalWithoutNoGrad(Rule):
                  "call:backward", "call:manual_backward")
 
     valid = (
+        Valid("""
+            import torch
+            def fast_adapt(model, batch):
+                data, labels = batch
+                logits = model(data)
+                return criterion(logits, labels), (logits.argmax(1) == labels).float().mean()
+
+            def main(model, train_loader, valid_loader, optimizer):
+                for batch in train_loader:
+                    loss, acc = fast_adapt(model, batch)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                model.eval()
+                for batch in valid_loader:
+                    loss, acc = fast_adapt(model, batch)
+        """),
+        Valid("""
+            import torch
+            class PPO:
+                def evaluate_actions(self, obs, actions):
+                    dist = self.actor(obs)
+                    return dist.log_prob(actions), self.critic(obs)
+
+                def update(self, batch):
+                    log_prob, value = self.evaluate_actions(batch.obs, batch.actions)
+                    loss = -(log_prob * batch.adv).mean() + (value - batch.ret).pow(2).mean()
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """),
         Valid("""
             import torch
             def embed(model, eval_loader):
@@ -500,6 +532,8 @@ class EvalWithoutNoGrad(Rule):
         name = function.name.value
         if FRAMEWORK_HOOK.search(name):
             return False
+        if self._feeds_training(function):
+            return False
         if not EVAL_FUNCTION.match(name):
             return self._runs_inference(function)
         cls = self.context.analysis.tree.enclosing_class(function)
@@ -514,6 +548,24 @@ class EvalWithoutNoGrad(Rule):
         # wrapper around a framework's predictor): evaluation needs evidence in the method,
         # an eval switch or a loop over a DataLoader.
         return self._has_evaluation_evidence(function, cls)
+
+    def _feeds_training(self, function: cst.FunctionDef) -> bool:
+        """Does code in this file backpropagate what it returns (``evaluate_actions`` in a
+        PPO update, a ``fast_adapt`` helper whose error the training loop backpropagates)?
+        Then autograd must stay on, whatever its name says."""
+        tree = self.context.analysis.tree
+        graph = self.context.analysis.graph
+        for call in tree.calls_by_name.get(function.name.value, ()):
+            if tree.is_inside(call, function):
+                continue  # recursion
+            statement = tree.parent(call)
+            if not isinstance(statement, cst.Assign):
+                continue
+            scope = graph.scope_of(call)
+            if any(graph.flows_into_backward(name, [scope])
+                   for target in statement.targets for name in names_in(target.target)):
+                return True
+        return False
 
     def _has_evaluation_evidence(self, function: cst.FunctionDef, cls: cst.ClassDef) -> bool:
         """A loop over a DataLoader in the method, or an eval switch anywhere in the class
