@@ -122,7 +122,7 @@ def cycle_of(tensor):
 
 
 # made at import, before the first test: part of the heap frozen while the tests run
-IMPORTED = {"cycle": cycle_of(torch.ones(2000))}
+IMPORTED = {"cycle": cycle_of(torch.ones(2000)), "other": cycle_of(None)}
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +149,12 @@ def test_own_cycle_promoted_then_dropped():
 def test_frozen_cycle_dropped_next_to_a_leak():
     IMPORTED.pop("cycle")  # garbage from before the tests: stays frozen, not this test's
     KEPT.append(torch.ones(500))
+
+
+def test_hangs_its_tensor_on_a_frozen_cycle_then_drops_it():
+    # the documented edge: the cycle stays frozen until the tests are over, and the tensor
+    # with it (an unfrozen heap's full collection would free both)
+    IMPORTED.pop("other").tensor = torch.ones(1000)
 
 
 def test_drops_a_module_scoped_object(shared):
@@ -189,6 +195,7 @@ FROZEN_LEAKED = {
     "test_leak_held_in_its_own_cycle": 4000,
     "test_own_cycle_promoted_then_dropped": 0,
     "test_frozen_cycle_dropped_next_to_a_leak": 2000,
+    "test_hangs_its_tensor_on_a_frozen_cycle_then_drops_it": 4000,
     "test_drops_a_module_scoped_object": 0,
 }
 
@@ -198,10 +205,11 @@ FROZEN_LEAKED = {
 def test_frozen_start_up_heap_keeps_verdicts(
     pytester: pytest.Pytester, backend: str, xdist: list[str]
 ) -> None:
-    """The heap alive before the first test is frozen while the tests run (in each xdist
+    """The heap as it is before the first test is frozen while the tests run (in each xdist
     worker, never in the controller) and unfrozen after: a full collection still frees
     every cycle the tests made or their fixtures hold, a leak a cycle keeps reachable is
-    still one, and a frozen cycle dropped during a test is not that test's memory."""
+    still one, and a frozen cycle dropped during a test is not that test's memory, unless
+    the test hung its own tensor on it (docs/plugin.md, "Leaks")."""
     pytester.makepyfile(test_frozen_suite=FROZEN_SUITE)
     pytester.makeconftest(FROZEN_CONFTEST)
     pytester.runpytest_subprocess(
@@ -211,7 +219,8 @@ def test_frozen_start_up_heap_keeps_verdicts(
         (pytester.path / "out.json").read_text())["tests"]}
     assert {name: r["leaked_bytes"] for name, r in records.items()} == FROZEN_LEAKED
     assert {name for name, r in records.items() if r["outcome"] == "memory"} == {
-        "test_leak_held_in_its_own_cycle", "test_frozen_cycle_dropped_next_to_a_leak"}
+        "test_leak_held_in_its_own_cycle", "test_frozen_cycle_dropped_next_to_a_leak",
+        "test_hangs_its_tensor_on_a_frozen_cycle_then_drops_it"}
     assert records["test_heap_is_frozen"]["outcome"] == "passed"
     seen = {p.stem: json.loads(p.read_text()) for p in pytester.path.glob("frozen-*.json")}
     if xdist:
