@@ -5,6 +5,7 @@ cannot tell a 5% change from its noise).
 
     git archive HEAD pytest_gpumem | tar -x -C /tmp/before
     python bench/gpumem_ab.py /tmp/before [--suite kornia] [--tests test/geometry] [--pairs 4]
+        [--backend cpu-fast --backend cpu]
 
 The version under test is this checkout's (copied to a temporary folder, so both are
 imported the same way, from ``PYTHONPATH``). Prepare the suites with
@@ -25,6 +26,12 @@ HERE = Path(__file__).resolve().parent
 WORK = HERE / ".work"
 PYTHON = WORK / "suites-venv" / "bin" / "python"
 TREES = {"kornia": "kornia-0.6.5", "skorch": "skorch-1.4.0", "gpytorch": "gpytorch-1.15.2"}
+# the tests bench/gpumem_suites.py runs (gpytorch: -c keeps this checkout's ini from applying)
+DEFAULT_TESTS = {
+    "skorch": ["skorch/tests", "--ignore=skorch/tests/test_hf.py", "--ignore=skorch/tests/llm"],
+    "gpytorch": ["test/examples", "test/kernels", "test/variational", "--rootdir=.",
+                 "-c", "pyproject.toml"],
+}
 
 
 def _cpu_run(tree: Path, tests: list[str], package: Path | None, extra: list[str]) -> float:
@@ -44,27 +51,34 @@ def main() -> None:
     parser.add_argument("before", type=Path, help="folder holding the other pytest_gpumem")
     parser.add_argument("--suite", default="kornia", choices=sorted(TREES))
     parser.add_argument("--tests", action="append", help="pytest arguments (default: test)")
-    parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--backend", action="append",
+                        help="backends, each measured before and after in every pair "
+                             "(default: cpu)")
     parser.add_argument("--pairs", type=int, default=4)
     ns = parser.parse_args()
     tree = WORK / TREES[ns.suite]
-    tests = ns.tests or ["test"]
-    measured = ["--gpumem-all", f"--gpumem-backend={ns.backend}", "--gpumem-max-gb=64"]
+    tests = ns.tests or DEFAULT_TESTS.get(ns.suite, ["test"])
+    backends = ns.backend or ["cpu"]
     with tempfile.TemporaryDirectory() as tmp:
         after = Path(tmp)
         shutil.copytree(HERE.parent / "pytest_gpumem", after / "pytest_gpumem",
                         ignore=shutil.ignore_patterns("__pycache__"))
-        times: dict[str, list[float]] = {"plain": [], "before": [], "after": []}
+        times: dict[str, list[float]] = {"plain": []}
         for pair in range(ns.pairs):
             times["plain"].append(_cpu_run(tree, tests, None, []))
-            times["before"].append(_cpu_run(tree, tests, ns.before.resolve(), measured))
-            times["after"].append(_cpu_run(tree, tests, after, measured))
+            for backend in backends:
+                measured = ["--gpumem-all", f"--gpumem-backend={backend}",
+                            "--gpumem-max-gb=64"]
+                for name, package in (("before", ns.before.resolve()), ("after", after)):
+                    key = f"{backend} {name}"
+                    times.setdefault(key, []).append(_cpu_run(tree, tests, package, measured))
             print(pair, {k: f"{v[-1]:.2f}" for k, v in times.items()}, flush=True)
     plain = min(times["plain"])
-    for name in ("before", "after"):
-        best = min(times[name])
-        print(f"{name}: best {best:.2f} s CPU, {best / plain:.3f}x the best plain run "
-              f"({plain:.2f} s)")
+    print(f"plain: best {plain:.2f} s CPU")
+    for key, runs in times.items():
+        if key != "plain":
+            best = min(runs)
+            print(f"{key}: best {best:.2f} s CPU, {best / plain:.3f}x the best plain run")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pytest_gpumem.backends import require_torch
 from pytest_gpumem.entrypoint import ENTRY_POINT, MODULE
 from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
+from pytest_gpumem.leaks import frozen_heap
 from pytest_gpumem.marker import MARKER_HELP
 from pytest_gpumem.options import add_options, read_settings, require_writable
 from pytest_gpumem.result import record_of
@@ -110,6 +111,15 @@ class GpumemHooks:
     def __init__(self, state: GpumemSession, config: pytest.Config) -> None:
         self.state = state
         self.config = config
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        """Leak verdicts' full collections walk only what the tests made (``frozen_heap``);
+        an xdist worker freezes its own heap, the controller, which runs no test, none."""
+        if session.config.pluginmanager.has_plugin("dsession"):
+            return (yield)
+        with frozen_heap():
+            return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:

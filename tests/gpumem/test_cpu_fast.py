@@ -185,6 +185,67 @@ def test_leaks():
     result.stdout.fnmatch_lines(["leaked 3.91 KiB still alive after teardown*"])
 
 
+GAP_CONFTEST = """
+import gc
+from pytest_gpumem.backends import cpu_events
+
+_real = cpu_events._disable_profiler
+
+
+def _stop_then_collect():
+    result = _real()
+    if gc.isenabled():  # what an automatic collection at this moment would do
+        gc.collect()
+    return result
+
+
+def pytest_configure(config):
+    cpu_events._disable_profiler = _stop_then_collect
+
+
+def pytest_unconfigure(config):
+    cpu_events._disable_profiler = _real
+"""
+
+
+def test_no_automatic_collection_while_no_session_records(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """Whenever the tracker stops a profiler session (here each stop is followed at once by
+    the collection an allocation could trigger), a cycle the body dropped is freed only once
+    a session records again: otherwise its free went unseen and the test looked as if it
+    kept the tensor. Between repeated runs the collection is recorded too, so a run's
+    garbage is no growth."""
+    pytester.makeconftest(GAP_CONFTEST)
+    pytester.makepyfile("""
+import gc
+import pytest
+import torch
+
+
+def old_cycle():
+    cycle = [torch.ones(1000)]
+    cycle.append(cycle)
+    gc.collect(1)  # promoted while referenced: no young collection frees it once dropped
+
+
+@pytest.mark.gpu_mem
+def test_drops_an_old_cycle():
+    old_cycle()
+
+
+@pytest.mark.gpu_mem(repeat=3)
+def test_drops_a_cycle_on_every_run():
+    old_cycle()
+""")
+    result = run_gpumem("--gpumem", "--gpumem-backend=cpu-fast", "--gpumem-json=out.json")
+    result.assert_outcomes(passed=2)
+    records = json.loads((pytester.path / "out.json").read_text())["tests"]
+    assert {r["nodeid"].split("::")[-1]: (r["leaked_bytes"], r["growth_per_run_bytes"])
+            for r in records} == {"test_drops_an_old_cycle": (0, []),
+                                  "test_drops_a_cycle_on_every_run": (0, [0, 0])}
+
+
 def test_round_option_says_it_does_nothing_here(
     pytester: pytest.Pytester, run_gpumem: RunGpumem
 ) -> None:

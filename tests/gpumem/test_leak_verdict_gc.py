@@ -103,6 +103,135 @@ def test_verdicts_are_those_of_a_full_collection(pytester: pytest.Pytester, back
     result.assert_outcomes(passed=6, errors=len(FAILS))
 
 
+FROZEN_SUITE = """
+import gc
+import pytest
+import torch
+
+KEPT = []
+
+
+class Node:
+    pass
+
+
+def cycle_of(tensor):
+    node = Node()
+    node.me, node.tensor = node, tensor
+    return node
+
+
+# made at import, before the first test: part of the heap frozen while the tests run
+IMPORTED = {"cycle": cycle_of(torch.ones(2000)), "other": cycle_of(None)}
+
+
+@pytest.fixture(scope="module")
+def shared():
+    nets = {"net": cycle_of(None)}  # made during the tests, so collected as always
+    gc.collect(1)
+    return nets
+
+
+def test_heap_is_frozen(shared):  # also sets up the module-scoped fixture before the others
+    assert gc.get_freeze_count() > 0
+
+
+def test_leak_held_in_its_own_cycle():
+    KEPT.append(cycle_of(torch.ones(1000)))  # reachable: a leak, cycle or not
+
+
+def test_own_cycle_promoted_then_dropped():
+    node = cycle_of(torch.ones(1000))
+    gc.collect(1)  # to the oldest generation while referenced: only a full collection frees it
+    del node
+
+
+def test_frozen_cycle_dropped_next_to_a_leak():
+    IMPORTED.pop("cycle")  # garbage from before the tests: stays frozen, not this test's
+    KEPT.append(torch.ones(500))
+
+
+def test_hangs_its_tensor_on_a_frozen_cycle_then_drops_it():
+    # the documented edge: the cycle stays frozen until the tests are over, and the tensor
+    # with it (an unfrozen heap's full collection would free both)
+    IMPORTED.pop("other").tensor = torch.ones(1000)
+
+
+def test_drops_a_module_scoped_object(shared):
+    # the test's tensor on an older cycle of a wider-scoped fixture, which the test drops
+    shared["net"].tensor = torch.ones(1000)
+    shared.pop("net")
+"""
+
+FROZEN_CONFTEST = """
+import gc
+import json
+import pytest
+
+
+def _role(config):
+    return getattr(config, "workerinput", {}).get("workerid", "main")
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtestloop(session):
+    frozen = gc.get_freeze_count()
+    result = yield
+    with open(f"frozen-{_role(session.config)}.json", "w") as fh:
+        json.dump({"while_testing": frozen}, fh)
+    return result
+
+
+def pytest_sessionfinish(session):
+    with open(f"frozen-{_role(session.config)}.json") as fh:
+        seen = json.load(fh)
+    seen["after"] = gc.get_freeze_count()
+    with open(f"frozen-{_role(session.config)}.json", "w") as fh:
+        json.dump(seen, fh)
+"""
+
+FROZEN_LEAKED = {
+    "test_heap_is_frozen": 0,
+    "test_leak_held_in_its_own_cycle": 4000,
+    "test_own_cycle_promoted_then_dropped": 0,
+    "test_frozen_cycle_dropped_next_to_a_leak": 2000,
+    "test_hangs_its_tensor_on_a_frozen_cycle_then_drops_it": 4000,
+    "test_drops_a_module_scoped_object": 0,
+}
+
+
+@pytest.mark.parametrize(
+    ("backend", "xdist"), [("cpu", []), ("cpu-fast", []), ("cpu-fast", ["-n", "1"])])
+def test_frozen_start_up_heap_keeps_verdicts(
+    pytester: pytest.Pytester, backend: str, xdist: list[str]
+) -> None:
+    """The heap as it is before the first test is frozen while the tests run (in each xdist
+    worker, never in the controller) and unfrozen after: a full collection still frees
+    every cycle the tests made or their fixtures hold, a leak a cycle keeps reachable is
+    still one, and a frozen cycle dropped during a test is not that test's memory, unless
+    the test hung its own tensor on it (docs/plugin.md, "Leaks")."""
+    pytester.makepyfile(test_frozen_suite=FROZEN_SUITE)
+    pytester.makeconftest(FROZEN_CONFTEST)
+    pytester.runpytest_subprocess(
+        *plugin_args(), "-p", "no:randomly", "--gpumem-all", f"--gpumem-backend={backend}",
+        "--gpumem-json=out.json", *xdist)
+    records = {r["nodeid"].split("::")[-1]: r for r in json.loads(
+        (pytester.path / "out.json").read_text())["tests"]}
+    assert {name: r["leaked_bytes"] for name, r in records.items()} == FROZEN_LEAKED
+    assert {name for name, r in records.items() if r["outcome"] == "memory"} == {
+        "test_leak_held_in_its_own_cycle", "test_frozen_cycle_dropped_next_to_a_leak",
+        "test_hangs_its_tensor_on_a_frozen_cycle_then_drops_it"}
+    assert records["test_heap_is_frozen"]["outcome"] == "passed"
+    seen = {p.stem: json.loads(p.read_text()) for p in pytester.path.glob("frozen-*.json")}
+    if xdist:
+        assert seen["frozen-main"] == {"while_testing": 0, "after": 0}
+        assert seen["frozen-gw0"]["while_testing"] > 0
+        assert seen["frozen-gw0"]["after"] == 0
+    else:
+        assert seen["frozen-main"]["while_testing"] > 0
+        assert seen["frozen-main"]["after"] == 0
+
+
 class _Heap:
     """Survivors that each collection of a generation at least that old frees some of."""
 
