@@ -90,7 +90,11 @@ class EvaluationCollections:
             or any(self.analysis.dataflow.is_dataloader_loop(lp) for lp in loops)
         ):
             return None
-        if container in self._bound_in(loops[0]):
+        # A container made afresh in each batch (`samples = []` in the loop over the loader,
+        # filled by an inner loop over Monte Carlo draws or time steps) holds one batch.
+        flow = self.analysis.dataflow
+        batch_loop = next((i for i, lp in enumerate(loops) if flow.is_dataloader_loop(lp)), 0)
+        if any(container in self._bound_in(lp) for lp in loops[:batch_loop + 1]):
             return None
         if any(self.analysis.loops.is_training_loop(lp) for lp in loops):
             return None
