@@ -129,6 +129,23 @@ class EvalOutputsRetained(EvalCollectionRule):
         """),
     )
     invalid = (
+        Invalid("""
+            import torch
+            def validate(model, val_loader):
+                model.eval()
+                outputs = []
+                for x, y in val_loader:
+                    outputs.append(model(x))
+                accuracy = torch.cat(outputs).argmax(1).float().mean().item()
+                return accuracy
+            def main(model, train_loader, val_loader, opt, crit):
+                for epoch in range(10):
+                    for x, y in train_loader:
+                        opt.zero_grad()
+                        crit(model(x), y).backward()
+                        opt.step()
+                    print(validate(model, val_loader))
+        """, lines=(7,)),
         Invalid(
             """
             for images, labels in trainloader:

@@ -206,15 +206,18 @@ class EvalOutputsOnDevice(EvalCollectionRule):
         if root is None:
             return False
         value: cst.BaseExpression | None = None
+        binding: cst.CSTNode = site
         for node in tree.walk(root):
             if node is site:
                 break
             if isinstance(node, cst.Assign) and len(node.targets) == 1:
                 target = node.targets[0].target
                 if dotted_name(target) == name:
-                    value = node.value
+                    value, binding = node.value, node
                 elif (isinstance(target, cst.Tuple) and isinstance(node.value, cst.Call)
                       and any(dotted_name(e.value) == name for e in target.elements)
                       and self.context.analysis.calls.is_model_forward(node.value)):
-                    value = node.value  # `output, kl = model(x)`: a piece of the output
-        return value is not None and self._device_model_output(value, site, depth + 1)
+                    value, binding = node.value, node  # `output, kl = model(x)`: a piece
+        # Earlier bindings of the value's own names are searched from the binding on
+        # (`output = model(x)` ... `output = torch.softmax(output, 1)`).
+        return value is not None and self._device_model_output(value, binding, depth + 1)
