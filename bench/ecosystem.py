@@ -23,6 +23,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind2        # the second blind set (bench/blind2_labels.csv)
     python bench/ecosystem.py --set blind3        # the third blind set (bench/blind3_labels.csv)
     python bench/ecosystem.py --set blind4        # the fourth blind set (bench/blind4_labels.csv)
+    python bench/ecosystem.py --set blind5        # the fifth blind set (bench/blind5_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -162,6 +163,27 @@ BLIND4_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 BLIND4_WORK = REPO / "bench" / ".work" / "blind4"
 BLIND4_LABELS = REPO / "bench" / "blind4_labels.csv"
+
+# A fifth blind set, of script-style code: packages whose sdists ship standalone training and
+# evaluation scripts and notebooks (book companions, tutorial and example folders, research
+# code with main() functions that train and test), labelled from the code before memlint's
+# findings on it were read.
+BLIND5_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("advertorch", "0.2.3"),
+    ("bayesian-torch", "0.5.0"),
+    ("easyfsl", "1.5.0"),
+    ("laplace-torch", "0.3"),
+    ("llms-from-scratch", "1.0.19"),
+    ("neuromancer", "1.5.6"),
+    ("norse", "1.1.0"),
+    ("pytorch-ood", "0.4.0"),
+    ("pytorch-warmup", "0.2.0"),
+    ("spikingjelly", "2.0.0"),
+    ("torch-optimizer", "0.3.0"),
+    ("torchlingo", "0.2.9"),
+)
+BLIND5_WORK = REPO / "bench" / ".work" / "blind5"
+BLIND5_LABELS = REPO / "bench" / "blind5_labels.csv"
 # --set NAME -> (packages, work folder, default labels)
 SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "ecosystem": (PACKAGES, WORK, LABELS),
@@ -169,6 +191,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind2": (BLIND2_PACKAGES, BLIND2_WORK, BLIND2_LABELS),
     "blind3": (BLIND3_PACKAGES, BLIND3_WORK, BLIND3_LABELS),
     "blind4": (BLIND4_PACKAGES, BLIND4_WORK, BLIND4_LABELS),
+    "blind5": (BLIND5_PACKAGES, BLIND5_WORK, BLIND5_LABELS),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

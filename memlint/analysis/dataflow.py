@@ -297,6 +297,27 @@ def names_in(target: cst.BaseExpression) -> Iterator[str]:
             yield name
 
 
+def _identity_param(function: cst.FunctionDef) -> str | None:
+    """The parameter a function returns unchanged as its only statement (a docstring aside):
+    ``def tqdm(iterable, **kwargs): return iterable``."""
+    small: list[cst.BaseSmallStatement] = []
+    if isinstance(function.body, cst.SimpleStatementSuite):
+        small.extend(function.body.body)
+    else:
+        for statement in function.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return None
+            small.extend(statement.body)
+    if small and isinstance(small[0], cst.Expr) and isinstance(small[0].value, cst.SimpleString):
+        small = small[1:]  # the docstring
+    if len(small) != 1 or not isinstance(small[0], cst.Return):
+        return None
+    value = small[0].value
+    if isinstance(value, cst.Name) and value.value in _positional_params(function):
+        return value.value
+    return None
+
+
 def _unsubscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
     """``loaders["train"]`` -> ``loaders``."""
     while isinstance(expr, cst.Subscript):
@@ -826,8 +847,10 @@ class DataflowAnalysis:
         """The argument whose items ``call`` hands on unchanged, if it is such a wrapper.
 
         A same-file definition decides for its own name: a generator that re-yields the
-        items of a parameter, or a class with ``__iter__``/``__next__`` that stores one, and
-        neither moves data to a device on the way (a prefetcher that does hands on batches
+        items of a parameter, a function that returns a parameter as it is (the stand-in a
+        script defines when an optional import fails: ``except ImportError: def tqdm(x,
+        **kwargs): return x``), or a class with ``__iter__``/``__next__`` that stores one,
+        and none moves data to a device on the way (a prefetcher that does hands on batches
         already on the device). Otherwise the known pass-through calls (``tqdm``, ...).
         """
         name = _call_name(call)
@@ -845,7 +868,7 @@ class DataflowAnalysis:
                          if self._visible(f, call, attribute=attribute)]
             if functions:
                 for function in functions:
-                    param = self._yielding_param(function)
+                    param = self._yielding_param(function) or _identity_param(function)
                     if param is not None:
                         return _argument_for(call, function, param)
                 return None

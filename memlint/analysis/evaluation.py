@@ -90,7 +90,11 @@ class EvaluationCollections:
             or any(self.analysis.dataflow.is_dataloader_loop(lp) for lp in loops)
         ):
             return None
-        if container in self._bound_in(loops[0]):
+        # A container made afresh in each batch (`samples = []` in the loop over the loader,
+        # filled by an inner loop over Monte Carlo draws or time steps) holds one batch.
+        flow = self.analysis.dataflow
+        batch_loop = next((i for i, lp in enumerate(loops) if flow.is_dataloader_loop(lp)), 0)
+        if any(container in self._bound_in(lp) for lp in loops[:batch_loop + 1]):
             return None
         if any(self.analysis.loops.is_training_loop(lp) for lp in loops):
             return None
@@ -99,7 +103,8 @@ class EvaluationCollections:
             # pass (checked above) is evaluation, unless what it collects is backpropagated.
             if self.analysis.graph.flows_into_backward(container, [self.analysis.module]):
                 return None
-        elif not self._never_trains(func):
+        elif not self._never_trains(func) or (
+                self._returns(func, container) and self._caller_trains(func)):
             return None
         return Collection(node, container, value, loops[0])
 
@@ -108,7 +113,7 @@ class EvaluationCollections:
         if self.analysis.dataflow.loader_source(node.for_in.iter) is None:
             return None
         func = self.analysis.tree.enclosing_function(node)
-        if not self._never_trains(func):
+        if not self._never_trains(func) or (func is not None and self._caller_trains(func)):
             return None
         return Collection(node, None, node.elt, None)
 
@@ -145,16 +150,30 @@ class EvaluationCollections:
             return not self._has_gradient_call(None)
         if func.name.value in _NOT_EVALUATION:
             return False
-        if self._has_gradient_call(func) or analysis.loops.function_trains(func):
-            return False
-        # Outputs returned to a caller that trains are consumed by its backward pass.
+        return not (self._has_gradient_call(func) or analysis.loops.function_trains(func))
+
+    def _caller_trains(self, func: cst.FunctionDef) -> bool:
+        """A same-file caller trains: outputs ``func`` returns may feed its backward pass."""
+        analysis = self.analysis
         for call in analysis.tree.calls_by_name.get(func.name.value, ()):
             caller = analysis.tree.enclosing_function(call)
             if caller is not None and caller is not func and analysis.loops.function_trains(
                 caller
             ):
-                return False
-        return True
+                return True
+        return False
+
+    def _returns(self, func: cst.FunctionDef, container: str) -> bool:
+        """Does ``func`` return something that mentions ``container``? Only then can a
+        caller backpropagate through what it collected (a ``validate()`` that a training
+        ``main()`` calls, and that reduces its outputs to a metric, hands it nothing)."""
+        root = container.split(".", 1)[0]
+        for node in self.analysis.tree.walk(func.body):
+            if isinstance(node, cst.Return) and node.value is not None and any(
+                    isinstance(n, cst.Name) and n.value == root
+                    for n in (node.value, *self.analysis.tree.walk(node.value))):
+                return True
+        return False
 
     def _has_gradient_call(self, func: cst.FunctionDef | None) -> bool:
         """A backward pass or ``autograd.grad`` directly in ``func`` (None: the top level)."""

@@ -141,6 +141,12 @@ class EvalWithoutNoGrad(Rule):
     evaluation-named method needs a DataLoader loop of its own or an eval switch in its
     class. A helper that switches a model to eval and returns its output leaves the grad
     mode to its caller.
+    An ``eval()`` block that also trains or attacks (a notebook's top level, where a later
+    cell trains again or runs an attack) is judged statement by statement: a forward is
+    evaluation unless its own statement needs gradients, an earlier one that does made
+    what it reads (``x.requires_grad_()``, ``adv = attack.perturb(x, y)``), or a later one
+    that does (or a ``return``) uses what it computed (``out = model(x)`` ...
+    ``loss(out).backward()``).
     A model's ``forward``, ``__init__`` and helpers run in whatever mode their callers
     chose. A forward whose output is only measured (``out.shape[1]``, ``len(out)``) probes
     the model's output shape and is left alone. Left alone: calls
@@ -219,6 +225,27 @@ class EvalWithoutNoGrad(Rule):
                     self.optimizer.zero_grad()
                     loss.backward()
                     self.optimizer.step()
+        """),
+        Valid("""
+            import torch
+            from lib import Net, x, y, crit
+            model = Net()
+            model.eval()  # frozen batch norm while fine-tuning
+            out = model(x)
+            loss = crit(out, y)
+            loss.backward()
+        """),
+        Valid("""
+            import torch
+            from lib import Net, x, y, attack
+            def robustness(model):
+                model.eval()
+                adv = attack.perturb(x, y)
+                robust = model(adv)
+                x.requires_grad_()
+                saliency = model(x)
+                saliency.sum().backward()
+                return robust
         """),
         Valid("""
             import torch
@@ -357,6 +384,26 @@ class EvalWithoutNoGrad(Rule):
         """),
     )
     invalid = (
+        Invalid("""
+            import torch
+            from lib import Net, X_test, crit, opt, loader
+            model = Net()
+            model.eval()
+            preds = model(X_test)  # a notebook cell; a later cell trains again
+            for x, y in loader:
+                opt.zero_grad()
+                crit(model(x), y).backward()
+                opt.step()
+        """, lines=(6,)),
+        Invalid("""
+            import torch
+            from lib import LeNet, LinfPGDAttack, x, y
+            model = LeNet().eval()
+            model.eval()
+            adversary = LinfPGDAttack(model, eps=0.15)
+            adv = adversary.perturb(x, y)
+            clean_pred = model(x).argmax(1)
+        """, lines=(8,)),
         Invalid(
             """
             import torch
@@ -450,6 +497,11 @@ class EvalWithoutNoGrad(Rule):
         # For an eval() block closed by `.train()`: the statements from there to the block's end.
         self._region_tail: dict[Region, Sequence[cst.CSTNode]] = {}
         self._reported: set[Region] = set()
+        # Per eval block: its statements in order (the tail after `.train()` included), and per
+        # statement (needs grad, names it binds, names it reads), for blocks that mix
+        # evaluation with training or attacks.
+        self._block_statements: dict[Region, list[cst.CSTNode]] = {}
+        self._statement_facts: dict[cst.CSTNode, tuple[bool, frozenset[str], frozenset[str]]] = {}
 
     # -- facts built once per file ------------------------------------------------------
 
@@ -701,6 +753,79 @@ class EvalWithoutNoGrad(Rule):
             self._region_ok[region] = cached
         return cached
 
+    def _statements_of(self, region: Region) -> list[cst.CSTNode]:
+        """An eval block's statements in order, the tail after its ``.train()`` included."""
+        cached = self._block_statements.get(region)
+        if cached is None:
+            cached = [statement for statement, owner in self._eval_blocks().items()
+                      if owner is region]
+            cached.extend(self._region_tail.get(region, ()))
+            self._block_statements[region] = cached
+        return cached
+
+    def _facts(self, statement: cst.CSTNode) -> tuple[bool, frozenset[str], frozenset[str]]:
+        """(needs grad, names bound, names read) of one statement of an eval block."""
+        cached = self._statement_facts.get(statement)
+        if cached is not None:
+            return cached
+        needs = False
+        bound: set[str] = set()
+        read: set[str] = set()
+        for node in (statement, *self.context.analysis.tree.walk(statement)):
+            if not needs and self._needs_grad(node):
+                needs = True
+            if isinstance(node, cst.Name):
+                read.add(node.value)
+            elif isinstance(node, cst.Assign):
+                for target in node.targets:
+                    bound.update(names_in(target.target))
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+                bound.update(names_in(node.target))
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                bound.update(names_in(node.asname.name))
+            elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                  and node.func.attr.value == "requires_grad_"):
+                bound.update(names_in(node.func.value))  # `x.requires_grad_()` changes `x`
+        facts = (needs, frozenset(n.split(".", 1)[0] for n in bound), frozenset(read))
+        self._statement_facts[statement] = facts
+        return facts
+
+    def _evaluates_in_block(self, call: cst.Call, region: Region) -> bool:
+        """In an eval block that also trains or attacks (a notebook's top level, a ``main()``
+        that evaluates, trains again and attacks), is ``call``'s statement evaluation?
+
+        It is unless its own statement needs gradients, an earlier statement that needs them
+        bound or switched on gradients of what it reads (``x.requires_grad_()``, ``adv =
+        attack.perturb(x, y)``), or a later one that needs them reads what it computed,
+        directly or through the statements between (``out = model(x)`` ... ``loss(out)
+        .backward()``), or returns it to a caller. Unrelated training or attacks elsewhere in
+        the block leave it evaluation code.
+        """
+        statements = self._statements_of(region)
+        tree = self.context.analysis.tree
+        index = None
+        for anc in tree.ancestors(call):
+            if anc in statements:
+                index = statements.index(anc)
+        if index is None:
+            return False
+        needs, tainted, read = self._facts(statements[index])
+        if needs:
+            return False
+        for earlier in statements[:index]:
+            e_needs, e_bound, _ = self._facts(earlier)
+            if e_needs and e_bound & read:
+                return False
+        taint = set(tainted)
+        for later in statements[index + 1:]:
+            l_needs, l_bound, l_read = self._facts(later)
+            if not l_read & taint:
+                continue
+            if l_needs or any(isinstance(n, cst.Return) for n in (later, *tree.walk(later))):
+                return False  # backpropagated, or handed to a caller whose grad mode decides
+            taint |= l_bound
+        return True
+
     def _needs_grad(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Assign):
             return any(
@@ -817,7 +942,9 @@ class EvalWithoutNoGrad(Rule):
             return
         if self.context.analysis.grad.grad_mode_at(node) != "on":
             return
-        if not self._is_evaluation(region):
+        if not self._is_evaluation(region) and (
+                isinstance(region, (cst.FunctionDef, cst.For))
+                or not self._evaluates_in_block(node, region)):
             return
         self._reported.add(region)
         self.report(node)

@@ -70,6 +70,16 @@ class EvalOutputsRetained(EvalCollectionRule):
 
     valid = (
         Valid("""
+            import torch
+            def predict(model, loader, draws):
+                model.eval()
+                for x in loader:
+                    samples = []  # made afresh for each batch
+                    for _ in range(draws):
+                        samples.append(model(x))
+                    print(torch.stack(samples).mean(0).argmax(1).tolist())
+        """),
+        Valid("""
             features = []
             for images, _ in loader:
                 features.append(encoder(images))
@@ -119,6 +129,23 @@ class EvalOutputsRetained(EvalCollectionRule):
         """),
     )
     invalid = (
+        Invalid("""
+            import torch
+            def validate(model, val_loader):
+                model.eval()
+                outputs = []
+                for x, y in val_loader:
+                    outputs.append(model(x))
+                accuracy = torch.cat(outputs).argmax(1).float().mean().item()
+                return accuracy
+            def main(model, train_loader, val_loader, opt, crit):
+                for epoch in range(10):
+                    for x, y in train_loader:
+                        opt.zero_grad()
+                        crit(model(x), y).backward()
+                        opt.step()
+                    print(validate(model, val_loader))
+        """, lines=(7,)),
         Invalid(
             """
             for images, labels in trainloader:

@@ -21,6 +21,14 @@ _KEEP_DEVICE = frozenset({
 })
 
 
+# torch functions whose result stays where their first argument is: `torch.stack(samples)`,
+# `torch.softmax(logits, 1)`.
+_KEEP_DEVICE_FUNCTIONS = frozenset({
+    "stack", "cat", "concat", "vstack", "hstack", "mean", "sum", "softmax", "log_softmax",
+    "sigmoid", "exp", "argmax", "squeeze", "unsqueeze", "flatten",
+})
+
+
 class EvalOutputsOnDevice(EvalCollectionRule):
     """
     ## What it does
@@ -69,6 +77,18 @@ class EvalOutputsOnDevice(EvalCollectionRule):
     valid = (
         Valid("""
             import torch
+            def evaluate(model, val_loader, draws):
+                model.eval()
+                with torch.no_grad():
+                    for x, _ in val_loader:
+                        x = x.cuda(non_blocking=True)
+                        samples = []  # one batch's Monte Carlo draws, made afresh
+                        for _ in range(draws):
+                            samples.append(model(x))
+                        print(torch.stack(samples).mean(0).argmax(1).cpu())
+        """),
+        Valid("""
+            import torch
             model.eval()
             preds = []
             with torch.no_grad():
@@ -85,6 +105,21 @@ class EvalOutputsOnDevice(EvalCollectionRule):
         """),
     )
     invalid = (
+        Invalid("""
+            import torch
+            def evaluate(model, val_loader, draws):
+                model.eval()
+                outputs = []
+                with torch.no_grad():
+                    for x, _ in val_loader:
+                        x = x.cuda(non_blocking=True)
+                        samples = []
+                        for _ in range(draws):
+                            output, kl = model(x)
+                            samples.append(output)
+                        outputs.append(torch.stack(samples))
+                return outputs
+        """, lines=(13,)),
         Invalid(
             """
             import torch
@@ -124,6 +159,14 @@ class EvalOutputsOnDevice(EvalCollectionRule):
                 inner = expr.elements[0].value
             return inner is not None and self._device_model_output(inner, site, depth + 1)
         if isinstance(expr, cst.Call):
+            qualified = self.context.analysis.imports.qualified_name(expr.func) or ""
+            if (qualified.startswith("torch.") and expr.args
+                    and qualified.rsplit(".", 1)[-1] in _KEEP_DEVICE_FUNCTIONS):
+                first = expr.args[0].value
+                if isinstance(first, cst.Name) and self._list_of_outputs(first.value, site,
+                                                                         depth):
+                    return True
+                return self._device_model_output(first, site, depth + 1)
             method = method_name(expr)
             if method in _TO_HOST:
                 return False
@@ -138,6 +181,23 @@ class EvalOutputsOnDevice(EvalCollectionRule):
             return self._name_is_model_output(expr.value, site, depth)
         return False
 
+    def _list_of_outputs(self, name: str, site: cst.CSTNode, depth: int) -> bool:
+        """Earlier in the loop body, ``name`` was filled with model outputs
+        (``samples.append(model(x))`` in an inner loop over Monte Carlo draws)."""
+        tree = self.context.analysis.tree
+        loops = tree.enclosing_loops(site)
+        if not loops:
+            return False
+        for node in tree.walk(loops[0].body):
+            if node is site:
+                break
+            if (isinstance(node, cst.Call) and method_name(node) == "append"
+                    and len(node.args) == 1 and isinstance(node.func, cst.Attribute)
+                    and dotted_name(node.func.value) == name
+                    and self._device_model_output(node.args[0].value, node, depth + 1)):
+                return True
+        return False
+
     def _name_is_model_output(self, name: str, site: cst.CSTNode, depth: int) -> bool:
         """The latest assignment to ``name`` in the loop body binds a model output."""
         tree = self.context.analysis.tree
@@ -146,13 +206,18 @@ class EvalOutputsOnDevice(EvalCollectionRule):
         if root is None:
             return False
         value: cst.BaseExpression | None = None
+        binding: cst.CSTNode = site
         for node in tree.walk(root):
             if node is site:
                 break
-            if (
-                isinstance(node, cst.Assign)
-                and len(node.targets) == 1
-                and dotted_name(node.targets[0].target) == name
-            ):
-                value = node.value
-        return value is not None and self._device_model_output(value, site, depth + 1)
+            if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                target = node.targets[0].target
+                if dotted_name(target) == name:
+                    value, binding = node.value, node
+                elif (isinstance(target, cst.Tuple) and isinstance(node.value, cst.Call)
+                      and any(dotted_name(e.value) == name for e in target.elements)
+                      and self.context.analysis.calls.is_model_forward(node.value)):
+                    value, binding = node.value, node  # `output, kl = model(x)`: a piece
+        # Earlier bindings of the value's own names are searched from the binding on
+        # (`output = model(x)` ... `output = torch.softmax(output, 1)`).
+        return value is not None and self._device_model_output(value, binding, depth + 1)
