@@ -220,6 +220,12 @@ def _is_model_word(name: str) -> bool:
     )
 
 
+def is_model_collection_name(name: str) -> bool:
+    """A name for several models: ``models``, ``text_encoders``, ``self.nets``."""
+    low = name.lower()
+    return low.endswith("s") and _is_model_word(low[:-1])
+
+
 class CallClassifier:
     """Call questions that need the file: imports, loss instances, nn.Module classes."""
 

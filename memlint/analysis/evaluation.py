@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from memlint.analysis.calls import method_name, receiver
+from memlint.analysis.calls import is_model_collection_name, method_name, receiver
 from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import Loop
@@ -69,6 +69,7 @@ class EvaluationCollections:
         self._pytest_file = base.startswith("test_") or base.endswith("_test.py")
         self._functions: dict[cst.FunctionDef | None, bool] = {}
         self._loop_bindings: dict[Loop, frozenset[str]] = {}
+        self._model_loops: dict[Loop, bool] = {}
 
     def collection_at(self, node: cst.Call | cst.AugAssign) -> Collection | None:
         """The per-iteration store ``node`` makes in an evaluation loop, if it is one.
@@ -96,6 +97,12 @@ class EvaluationCollections:
         batch_loop = next((i for i, lp in enumerate(loops) if flow.is_dataloader_loop(lp)), 0)
         if any(container in self._bound_in(lp) for lp in loops[:batch_loop + 1]):
             return None
+        # One output per model of an ensemble or a pipeline's text encoders (`for tokenizer,
+        # text_encoder in zip(...)`) is bounded by the models, not by the data.
+        outlived = next((i for i, lp in enumerate(loops) if container in self._bound_in(lp)),
+                        len(loops))
+        if all(self._iterates_models(lp) for lp in loops[:outlived]):
+            return None
         if any(self.analysis.loops.is_training_loop(lp) for lp in loops):
             return None
         if func is None:
@@ -116,6 +123,28 @@ class EvaluationCollections:
         if not self._never_trains(func) or (func is not None and self._caller_trains(func)):
             return None
         return Collection(node, None, node.elt, None)
+
+    def _iterates_models(self, loop: Loop) -> bool:
+        """A loop over models: ``for name, model in models.items()``, ``for tok, text_encoder
+        in zip(tokenizers, text_encoders)``; its body calls a model its target binds."""
+        cached = self._model_loops.get(loop)
+        if cached is not None:
+            return cached
+        found = False
+        if isinstance(loop, cst.For):
+            targets = set(names_in(loop.target))
+            plural = any(is_model_collection_name(n.value if isinstance(n, cst.Name)
+                                                  else n.attr.value)
+                         for n in (loop.iter, *self.analysis.tree.walk(loop.iter))
+                         if isinstance(n, (cst.Name, cst.Attribute)))
+            calls = self.analysis.calls
+            found = any(
+                isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+                and node.func.value in targets
+                and (plural or calls.is_model_forward(node))
+                for node in self.analysis.tree.walk(loop.body))
+        self._model_loops[loop] = found
+        return found
 
     def _bound_in(self, loop: Loop) -> frozenset[str]:
         """Names (re)bound in each iteration of ``loop``: a container made there is fresh."""

@@ -71,6 +71,17 @@ class EvalOutputsRetained(EvalCollectionRule):
     valid = (
         Valid("""
             import torch
+            from diffusers.loaders import TextualInversionLoaderMixin
+            class Pipeline(TextualInversionLoaderMixin):
+                def encode_prompt(self, prompts, tokenizers, text_encoders):
+                    embeds = []  # one output per text encoder of the pipeline, not per batch
+                    for prompt, tokenizer, encoder in zip(prompts, tokenizers, text_encoders):
+                        out = encoder(tokenizer(prompt))
+                        embeds.append(out)
+                    return torch.cat(embeds, -1)
+        """),
+        Valid("""
+            import torch
             def predict(model, loader, draws):
                 model.eval()
                 for x in loader:
@@ -129,6 +140,15 @@ class EvalOutputsRetained(EvalCollectionRule):
         """),
     )
     invalid = (
+        Invalid("""
+            import torch
+            def predict(models, loader):
+                outputs = []
+                for x, _ in loader:
+                    for model in models:  # the ensemble, every batch
+                        outputs.append(model(x))
+                return outputs
+        """, lines=(7,)),
         Invalid("""
             import torch
             def validate(model, val_loader):
