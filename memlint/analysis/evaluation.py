@@ -126,13 +126,14 @@ class EvaluationCollections:
 
     def _iterates_models(self, loop: Loop) -> bool:
         """A loop over models: ``for name, model in models.items()``, ``for tok, text_encoder
-        in zip(tokenizers, text_encoders)``; its body calls a model its target binds."""
+        in zip(tokenizers, text_encoders)``, ``for i in range(n): model = Sequential(*layers[:
+        i + 1])``; its body calls a model that each iteration binds. Never a DataLoader loop."""
         cached = self._model_loops.get(loop)
         if cached is not None:
             return cached
         found = False
-        if isinstance(loop, cst.For):
-            targets = set(names_in(loop.target))
+        if isinstance(loop, cst.For) and not self.analysis.dataflow.is_dataloader_loop(loop):
+            targets = self._bound_in(loop)
             plural = any(is_model_collection_name(n.value if isinstance(n, cst.Name)
                                                   else n.attr.value)
                          for n in (loop.iter, *self.analysis.tree.walk(loop.iter))

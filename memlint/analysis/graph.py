@@ -635,7 +635,15 @@ class GraphAnalysis:
             return False
         if is_backward_call(call):
             return False
-        if self.calls.is_loss_call(call) or self.calls.is_model_forward(call):
+        if self.calls.is_loss_call(call):
+            # `criterion(model(x).detach(), y)`: a loss of a prediction detached on the spot
+            # has no graph either (unless another argument does). Only a detach written there:
+            # `model.forward_loss(batch)` takes data and runs the model itself.
+            args = [a for a in call.args if not a.star]
+            first = args[0].value if args and args[0].keyword is None else None
+            return not (isinstance(first, cst.Call) and method_name(first) in DETACHING_METHODS
+                        and not any(self._eval(a.value) is True for a in args[1:]))
+        if self.calls.is_model_forward(call):
             return True
         qualified = self.tree.imports.qualified_name(func)
         if qualified is not None and qualified.startswith("torch."):

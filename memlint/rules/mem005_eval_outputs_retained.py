@@ -71,6 +71,21 @@ class EvalOutputsRetained(EvalCollectionRule):
     valid = (
         Valid("""
             import torch
+            from torch.nn import Sequential
+            def predict(model, x, loader):
+                feats = []
+                for depth in range(len(model)):  # one model per prefix of the layers
+                    submodel = Sequential(*model[: depth + 1])
+                    feats.append(submodel(x).mean((2, 3)))
+                return feats
+        """),
+        Valid("""
+            import torch
+            def eval_loss(model, lossfunc, data_loader):
+                return sum([lossfunc(model(x).detach(), y) for x, y in data_loader])
+        """),
+        Valid("""
+            import torch
             from diffusers.loaders import TextualInversionLoaderMixin
             class Pipeline(TextualInversionLoaderMixin):
                 def encode_prompt(self, prompts, tokenizers, text_encoders):
