@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 
 # Receivers whose `.backward(x)` / `.step()` belong to a framework object, not a tensor or a
 # torch optimizer: the value is the first argument, and the engine clears gradients itself.
-_FRAMEWORK_RECEIVER = re.compile(r"accelerator|engine|fabric|trainer|deepspeed", re.IGNORECASE)
+# Objects whose `backward(loss, ...)` takes the loss: `accelerator.backward(loss)`,
+# `self.distributed.backward(loss, model)` (a distribution strategy), `booster.backward(...)`.
+_FRAMEWORK_RECEIVER = re.compile(
+    r"accelerator|engine|fabric|trainer|deepspeed|strateg|distributed|booster", re.IGNORECASE)
 # `optimizer`, `opt`, `optG`, `opt_d`, `g_optim`, `optimizer_D`, `self.opt`.
 _OPTIMIZER_NAME = re.compile(r"optim|^opt(?:$|[A-Z_\d])|_opt(?:$|[_\d])", re.IGNORECASE)
 _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)

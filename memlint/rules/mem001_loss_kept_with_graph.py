@@ -139,6 +139,23 @@ class LossKeptWithGraph(Rule):
 
     valid = (
         Valid("""
+            import torch
+            class Trainer:
+                def train_step(self, batch):
+                    loss = self.model(batch)
+                    self.distributed.backward(loss, self.model)  # the strategy takes the loss
+                    self.optimizer.step()
+                    return loss.item()
+
+                def tune_batch_size(self, sizes):
+                    self.model.train()
+                    best = None
+                    for size in sizes:
+                        self.train_step(size)
+                        best = size
+                    self.batch_size = self.distributed.broadcast_object(best)
+        """),
+        Valid("""
             for step, batch in enumerate(loader):
                 out = model(**batch)
                 out.loss.backward()
