@@ -75,6 +75,24 @@ _MODULE_BASE_NAME = re.compile(
     r"(?:Module|Model|Sequential|ModuleList|ModuleDict|Network|Net)$"
 )
 _MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "Sequential"})
+# What an nn.Module offers besides its forward (and tensors' own methods, for receivers that
+# turn out to be tensors): never a forward pass.
+_MODULE_METHODS = frozenset({
+    "eval", "train", "to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type",
+    "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
+    "children", "named_children", "state_dict", "load_state_dict", "zero_grad", "apply",
+    "requires_grad_", "share_memory", "add_module", "get_submodule", "extra_repr", "item",
+    "detach", "size", "view", "reshape", "numpy", "tolist", "append", "extend", "update",
+    "step", "backward", "cast", "pop", "keys", "values", "items", "format", "join", "split",
+})
+# Of those, the ones that always run the model to predict (`embed_input` may prepare inputs
+# for gradient-based attribution):
+_PREDICT_METHOD = re.compile(r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*)$")
+# Inference methods a model switched to eval runs: `self.model.predict(x)`,
+# `self.net.forward_features(x)`, `model.inference_scoring(h, t)`.
+_INFERENCE_METHOD = re.compile(
+    r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*|encode\w*|decode\w*|embed\w*|score\w*"
+    r"|classify\w*|detect\w*|translate\w*|transcribe\w*)$")
 
 
 def last_name(expr: cst.BaseExpression) -> str | None:
@@ -357,6 +375,34 @@ class CallClassifier:
         if "loss" not in low and "criterion" not in low:
             return False
         return not _NOT_A_LOSS.search(name)
+
+    def is_model_method_forward(self, call: cst.Call, *, in_batch_loop: bool) -> bool:
+        """A forward through a named inference method of a model: ``self.network.forward_masks(
+        x)``, ``self.model.predict(src)`` or ``esrnn.predict(batch)`` after the same function
+        switched that receiver to eval; ``self.model.inference_scores(h, t)`` on a model-named
+        receiver in a loop over batches (``in_batch_loop``; forward/predict/infer names only:
+        elsewhere ``model.predict(data)`` is as often a high-level wrapper that turns
+        gradients off itself). Methods named for anything but inference (``valid_length``,
+        ``parse_sentences_no_grad``) are not."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or not call.args:
+            return False
+        method = func.attr.value
+        if not _INFERENCE_METHOD.match(method) or "no_grad" in method or (
+                method in _MODULE_METHODS or _NOT_A_FORWARD.search(method + "_")):
+            return False
+        recv = dotted_name(func.value)
+        if recv is None:
+            return False
+        if (in_batch_loop and _PREDICT_METHOD.match(method)
+                and _is_model_word(recv.rsplit(".", 1)[-1])):
+            return True
+        scope = self.tree.enclosing_function(call)
+        return any(
+            isinstance(switch.func, cst.Attribute) and not switch.args
+            and dotted_name(switch.func.value) == recv
+            and self.tree.enclosing_function(switch) is scope
+            for switch in self.tree.calls_by_name.get("eval", ()))
 
     def is_model_forward(self, call: cst.Call, *, include_generate: bool = False) -> bool:
         """A module call: ``model(x)``, ``self.net(x)``, ``netG(z)``, ``encoder(x)``,

@@ -197,6 +197,31 @@ class EvalWithoutNoGrad(Rule):
     valid = (
         Valid("""
             import torch
+            class Wrapper:
+                def predict_on_batch(self, data):
+                    with torch.no_grad():  # the method turns gradients off itself
+                        return self.model(data)
+
+                def predict_on_dataset(self, loader):
+                    self.eval()
+                    return [self.predict_on_batch(x) for x, _ in loader]
+        """),
+        Valid("""
+            import torch
+            def separate(model, mix, length):
+                model.eval()
+                valid_length = model.valid_length(length)  # a number, not a forward
+                return mix[..., :valid_length]
+        """),
+        Valid("""
+            import ludwig
+            async def predict(request):
+                model = ludwig.api.LudwigModel.load("model")  # a high-level wrapper
+                resp, _ = model.predict(dataset=[request], data_format=dict)
+                return resp
+        """),
+        Valid("""
+            import torch
             def fast_adapt(model, batch):
                 data, labels = batch
                 logits = model(data)
@@ -384,6 +409,22 @@ class EvalWithoutNoGrad(Rule):
         """),
     )
     invalid = (
+        Invalid("""
+            import torch
+            class Trainer:
+                def predict(self, batch):
+                    self.model.eval()
+                    preds = self.model.predict(batch.words, batch.mask)
+                    return [p.argmax(-1).tolist() for p in preds]
+        """, lines=(6,)),
+        Invalid("""
+            import torch
+            class LinkPrediction:
+                def evaluate(self, dataloader):
+                    for h, t, r in dataloader:
+                        scores = self.model.inference_scoring_function(h, t, r)
+                        print(scores.argmax(1).tolist())
+        """, lines=(6,)),
         Invalid("""
             import torch
             from lib import Net, X_test, crit, opt, loader
@@ -880,8 +921,14 @@ class EvalWithoutNoGrad(Rule):
             # `self(x)` in a model's own inference method.
             cls = self.context.analysis.tree.enclosing_class(call)
             return cls is not None and self.context.analysis.calls.is_module_class(cls)
-        if not self.context.analysis.calls.is_model_forward(call):
-            return False
+        analysis = self.context.analysis
+        if not analysis.calls.is_model_forward(call):
+            # `self.network.forward_masks(x)` after `self.network.eval()`.
+            return analysis.calls.is_model_method_forward(call, in_batch_loop=any(
+                analysis.dataflow.is_dataloader_loop(lp)
+                for lp in analysis.tree.enclosing_loops(call))) and not (
+                    _HELPER_VERB.match(last_name(call.func) or "")
+                    or self._defined_without_grad(last_name(call.func) or ""))
         name = last_name(call.func) or ""
         if _HELPER_VERB.match(name):
             return False
@@ -893,6 +940,16 @@ class EvalWithoutNoGrad(Rule):
             name not in self.context.analysis.tree.functions_by_name
             and name not in self.context.analysis.imports.aliases
         )
+
+    def _defined_without_grad(self, method: str) -> bool:
+        """A same-file definition of ``method`` turns gradients off for its work (``def
+        predict(self, loader): with torch.no_grad(): ...``, or decorated): it chose its grad
+        mode itself."""
+        analysis = self.context.analysis
+        return any(
+            isinstance(node, cst.SimpleStatementLine) and analysis.grad.grad_mode_at(node) != "on"
+            for func in analysis.tree.functions_by_name.get(method, ())
+            for node in analysis.tree.walk(func.body))
 
     def _names_a_model(self, expr: cst.BaseExpression) -> bool:
         if not isinstance(expr, (cst.Name, cst.Attribute)):
