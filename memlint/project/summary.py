@@ -12,7 +12,7 @@ import ast
 import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -27,7 +27,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 5
+SCHEMA = 6
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -412,6 +412,9 @@ class _Builder:
         self.functions: list[Function] = []
         self.classes: list[Class] = []
         self.defined: list[str] = []
+        # `@to_cuda.register(torch.Tensor) def _(data): ...`: module-level implementations
+        # registered on a singledispatch function, by that function's name.
+        self.registered: dict[str, list[str]] = {}
         # class qualname -> attribute -> the constructors assigned to ``self.attr``
         self._attributes: dict[str, dict[str, set[str]]] = {}
         # The batch names of the loader loops around the statement being read, in its function.
@@ -574,6 +577,9 @@ class _Builder:
         decorators: list[Switch] = []
         for deco in node.decorator_list:
             decorators.extend(as_switches(deco))
+            base = _registered_on(deco)
+            if base is not None and not prefix:
+                self.registered.setdefault(base, []).append(qualname)
             self.expressions([deco], parent, (), False, False, node)
         outer = parent.outer_params | frozenset(parent.params) if parent.qualname else frozenset()
         scope = _Scope(qualname, _params(node.args), outer)
@@ -819,13 +825,41 @@ def _always_returns(body: Sequence[ast.stmt]) -> bool:
     return False
 
 
+def _registered_on(deco: ast.expr) -> str | None:
+    """``@f.register`` / ``@f.register(T)`` -> ``f``."""
+    if isinstance(deco, ast.Call):
+        deco = deco.func
+    if (isinstance(deco, ast.Attribute) and deco.attr == "register"
+            and isinstance(deco.value, ast.Name)):
+        return deco.value.id
+    return None
+
+
+def _with_registered_movers(functions: list[Function],
+                            registered: dict[str, list[str]]) -> tuple[Function, ...]:
+    """A singledispatch function moves its argument when an implementation registered on
+    it moves its own (baal's ``to_cuda``: the base returns the data, ``@to_cuda.register(
+    torch.Tensor)`` calls ``.cuda()``)."""
+    if not registered:
+        return tuple(functions)
+    by_name = {f.qualname: f for f in functions}
+    out = []
+    for function in functions:
+        impls = [by_name[q] for q in registered.get(function.qualname, ()) if q in by_name]
+        if function.params and not function.moves_params and any(
+                impl.params and impl.params[0] in impl.moves_params for impl in impls):
+            function = replace(function, moves_params=function.params[:1])
+        out.append(function)
+    return tuple(out)
+
+
 def summarise(tree: ast.Module) -> ModuleSummary:
     builder = _Builder()
     top = _Scope("", (), frozenset())
     builder.block(tree.body, top, (), False, False, "", [])
     return ModuleSummary(
         imports=tuple(builder.imports),
-        functions=tuple(builder.functions),
+        functions=_with_registered_movers(builder.functions, builder.registered),
         classes=tuple(builder.classes),
         sites=tuple(top.sites),
         defined=tuple(builder.defined),

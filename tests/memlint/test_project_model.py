@@ -195,6 +195,37 @@ def test_returns_clearing_and_data_helpers() -> None:
     assert view.movers["to_device"] == ((0, "batch"),)
 
 
+def test_a_singledispatch_mover_moves_what_its_registered_implementations_move() -> None:
+    """baal's ``to_cuda``: the base returns its argument, the registered implementation for
+    tensors calls ``.cuda()``; a helper registered with nothing that moves stays a non-mover."""
+    m = model(
+        cuda_utils="""
+            from functools import singledispatch
+            import torch
+            @singledispatch
+            def to_cuda(data):
+                return data
+            @to_cuda.register(torch.Tensor)
+            def _to_cuda_tensor(data):
+                return data.cuda()
+            @singledispatch
+            def describe(data):
+                return str(data)
+            @describe.register(torch.Tensor)
+            def _describe_tensor(data):
+                return repr(data.shape)
+        """,
+        train="""
+            from cuda_utils import to_cuda, describe
+            to_cuda(batch)
+            describe(batch)
+        """,
+    )
+    view = m.view("train")
+    assert view.movers["to_cuda"] == ((0, "data"),)
+    assert "describe" not in view.movers
+
+
 def test_needs_summary_selects_files_with_cross_file_facts() -> None:
     assert needs_summary(b"def f():\n    return torch.inference_mode()\n")
     assert needs_summary(b"class L:\n    def __call__(self, x):\n        return x.detach()\n")
