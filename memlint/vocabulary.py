@@ -130,6 +130,14 @@ def grad_switch(name: str, called: bool, has_args: bool, flag: bool | None) -> G
 
 # Wrappers that hand on the host tensor they are given (`nn.Parameter(torch.zeros(n))`,
 # the legacy `Variable(...)`): a move of the wrapper still copies the factory's result.
+# Top-level packages of other array and autodiff frameworks. A module that imports one of
+# them and nothing from torch is that framework's code (a library's JAX or Warp twin of its
+# PyTorch agents): its `.item()`, `tape.backward(loss)` and `optimizer.step()` are not torch's,
+# and no rule applies to it.
+FOREIGN_FRAMEWORKS = frozenset({
+    "jax", "flax", "optax", "haiku", "equinox", "warp", "tensorflow", "keras", "paddle",
+    "mindspore", "mlx", "oneflow",
+})
 HOST_WRAPPER_NAMES = frozenset({"Parameter", "Variable"})
 # Functions that build a mask from the tensor they are given (`torch.triu(torch.ones(n, n), 1)`):
 # on the host when it is, and the same values on a device.
