@@ -31,6 +31,7 @@ from memlint.vocabulary import (
     FOREIGN_FRAMEWORKS,
     FRAMEWORK_HOOK,
     HOST_WRAPPER_NAMES,
+    LEGACY_TENSOR_TYPES,
     LOADER_NAME,
     MASK_FUNCTION_NAMES,
     MODEL_MACHINERY,
@@ -63,7 +64,7 @@ def code_facts(tree: ast.AST, source: bytes | None = None) -> frozenset[str]:
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_TENSOR_TYPES
 _OOM_BYTES = re.compile(OOM_TEXT.pattern.encode(), re.IGNORECASE)
 
 

@@ -56,6 +56,12 @@ MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
 DETERMINISTIC_FACTORIES = frozenset({
     "zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace",
 })
+# Legacy typed constructors: given sizes they allocate an uninitialised host tensor, like
+# `torch.empty` (`torch.Tensor(b, n).to(device)`); given one argument it may be data.
+LEGACY_TENSOR_TYPES = frozenset({
+    "Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
+    "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
+})
 # On a CUDA device these draw from the CUDA generator, so the numbers change: unsafe fix.
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
 # `out=` writes into an existing tensor, `pin_memory=True` and `generator=` (a CPU generator)

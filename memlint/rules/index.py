@@ -132,15 +132,15 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('.cuda(', '.to('),
         requires=(),
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
-                         b')\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|do'
-                         b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach|v'
-                         b'iew|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|exp'
-                         b'and|type|triu|tril)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?'
-                         b'\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|linsp'
-                         b'ace|logspace|rand\\w*|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\)'
-                         b')*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]'
-                         b'*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]'
-                         b'*=[ \\t]*\\1\\.(?:cuda|to)\\('),
+                         b'|\\w*Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.('
+                         b'?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguou'
+                         b's|detach|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|trans'
+                         b'pose|t|expand|type|triu|tril)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?'
+                         b':,[^()]*)?\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange'
+                         b'|eye|linspace|logspace|rand\\w*|normal|\\w*Tensor)\\((?:[^()]|\\((?:'
+                         b'[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\)'
+                         b')*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)'
+                         b'?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\('),
         code_gate=('fact:factory-move',),
     ),
     RuleSpec(
