@@ -98,6 +98,8 @@ class EvaluationCollections:
             return None
         if any(self.analysis.loops.is_training_loop(lp) for lp in loops):
             return None
+        if all(self._over_models(lp) for lp in loops):
+            return None  # one output per model: nothing grows batch after batch
         if func is None:
             # A script's top level trains and evaluates in turn: a loop that runs no backward
             # pass (checked above) is evaluation, unless what it collects is backpropagated.
@@ -116,6 +118,18 @@ class EvaluationCollections:
         if not self._never_trains(func) or (func is not None and self._caller_trains(func)):
             return None
         return Collection(node, None, node.elt, None)
+
+    def _over_models(self, loop: Loop) -> bool:
+        """A loop over models, not batches (``for tok, encoder in zip(tokenizers,
+        encoders)``, an ensemble's members): its target is called as a forward in its body,
+        so what it collects is one output per model."""
+        if not isinstance(loop, cst.For):
+            return False
+        targets = names_in(loop.target)
+        calls = self.analysis.calls
+        return any(isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+                   and node.func.value in targets and calls.is_model_forward(node)
+                   for node in self.analysis.tree.walk(loop.body))
 
     def _bound_in(self, loop: Loop) -> frozenset[str]:
         """Names (re)bound in each iteration of ``loop``: a container made there is fresh."""
