@@ -125,7 +125,7 @@ class EvaluationCollections:
         so what it collects is one output per model."""
         if not isinstance(loop, cst.For):
             return False
-        targets = names_in(loop.target)
+        targets = set(names_in(loop.target))
         calls = self.analysis.calls
         return any(isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
                    and node.func.value in targets and calls.is_model_forward(node)

@@ -83,10 +83,14 @@ class EvalOutputsOnDevice(EvalCollectionRule):
                 def __init__(self, pipe):
                     self.pipe = pipe
                     self.device = "cuda"
-                def encode(self, text_inputs):
+                def encode(self, prompts):
                     embeds = []
-                    for text_input, text_encoder in zip(text_inputs, self.pipe.text_encoders):
-                        hidden = text_encoder(text_input.to(self.device))
+                    for prompt, tokenizer, text_encoder in zip(
+                            prompts, self.pipe.tokenizers, self.pipe.text_encoders):
+                        if isinstance(prompt, str):
+                            prompt = [prompt]
+                        ids = tokenizer(prompt).input_ids
+                        hidden = text_encoder(ids.to(self.device))
                         embeds.append(hidden[0])
                     return torch.cat(embeds, dim=-1)
                 def predict(self, prompts):
