@@ -269,7 +269,9 @@ class FactoryThenMove(Rule):
     # a wrapper's other arguments (`nn.Parameter(torch.zeros(n), requires_grad=False)`), then
     # a move.
     trigger_pattern = (
-        rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal|\w*Tensor)"
+        rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
+        rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
         rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
@@ -279,7 +281,9 @@ class FactoryThenMove(Rule):
         rb"\s*\.(?:cuda|to)\("
         # Or the statement that built it ends there and the next one (maybe under an `if`)
         # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
-        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal|\w*Tensor)"
+        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
+        rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*\)?[ \t]*(?:#[^\n]*)?\r?\n"
         rb"(?:[ \t]*if\b[^\n]*:[ \t]*\r?\n)?[ \t]*([\w.]+)[ \t]*=[ \t]*\1\.(?:cuda|to)\("
