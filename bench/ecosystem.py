@@ -24,6 +24,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind3        # the third blind set (bench/blind3_labels.csv)
     python bench/ecosystem.py --set blind4        # the fourth blind set (bench/blind4_labels.csv)
     python bench/ecosystem.py --set blind5        # the fifth blind set (bench/blind5_labels.csv)
+    python bench/ecosystem.py --set blind6        # the sixth blind set (bench/blind6_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -184,6 +185,26 @@ BLIND5_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 BLIND5_WORK = REPO / "bench" / ".work" / "blind5"
 BLIND5_LABELS = REPO / "bench" / "blind5_labels.csv"
+
+# A sixth blind set, of styles the earlier sets hold little of: reinforcement-learning update
+# loops, graph-net outlier detectors, a medical-imaging trainer, quantization-aware training and
+# pruning examples, audio and diffusion trainers, neural operators, labelled from the code
+# before memlint's findings on it were read.
+BLIND6_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("audiolm-pytorch", "2.4.0"),
+    ("autonomous-learning-library", "0.9.1"),
+    ("brevitas", "0.13.4"),
+    ("imagen-pytorch", "2.1.0"),
+    ("mushroom-rl", "1.10.2"),
+    ("neuraloperator", "2.0.0"),
+    ("nnunetv2", "2.8.1"),
+    ("pygod", "1.1.0"),
+    ("rlcard", "1.2.0"),
+    ("skrl", "2.1.1"),
+    ("torch-pruning", "1.6.1"),
+)
+BLIND6_WORK = REPO / "bench" / ".work" / "blind6"
+BLIND6_LABELS = REPO / "bench" / "blind6_labels.csv"
 # --set NAME -> (packages, work folder, default labels)
 SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "ecosystem": (PACKAGES, WORK, LABELS),
@@ -192,6 +213,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind3": (BLIND3_PACKAGES, BLIND3_WORK, BLIND3_LABELS),
     "blind4": (BLIND4_PACKAGES, BLIND4_WORK, BLIND4_LABELS),
     "blind5": (BLIND5_PACKAGES, BLIND5_WORK, BLIND5_LABELS),
+    "blind6": (BLIND6_PACKAGES, BLIND6_WORK, BLIND6_LABELS),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -28,8 +28,10 @@ from memlint.vocabulary import (
     EVAL_FUNCTION,
     EVAL_LOADER,
     EVAL_WORDS,
+    FOREIGN_FRAMEWORKS,
     FRAMEWORK_HOOK,
     HOST_WRAPPER_NAMES,
+    LEGACY_TENSOR_TYPES,
     LOADER_NAME,
     MASK_FUNCTION_NAMES,
     MODEL_MACHINERY,
@@ -62,11 +64,11 @@ def code_facts(tree: ast.AST, source: bytes | None = None) -> frozenset[str]:
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES
+_FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_TENSOR_TYPES
 _OOM_BYTES = re.compile(OOM_TEXT.pattern.encode(), re.IGNORECASE)
 
 
-def _may_move(call: ast.Call) -> bool:
+def may_move(call: ast.Call) -> bool:
     """Can this ``.to(...)`` be a move (not a dtype cast)? Its target is ``device=`` or the
     first positional argument; a name spelled like a dtype (``.to(x.dtype)``,
     ``.to(compute_type)``, ``.to(torch.float16)``) is none, as the dataflow analysis reads it."""
@@ -161,6 +163,9 @@ class _Structure:
       with an eval switch.
     - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
       handler whose lines (with the comments that follow them) mention running out of memory.
+    - ``fact:foreign-framework``: the module imports another framework (JAX, Warp, ...:
+      :data:`~memlint.vocabulary.FOREIGN_FRAMEWORKS`) and nothing from torch, anywhere in
+      it; not a condition of any rule but their common exclusion (:func:`gated`).
     - ``fact:factory-move``: ``.cuda(...)``, or ``.to(...)`` given a device or a positional
       argument, on a chain of calls that starts at a tensor factory
       (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases, or
@@ -189,6 +194,7 @@ class _Structure:
         self.oom_handler = False
         self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
         self.eval_loader_loop = False
+        self.imported: set[str] = set()  # top-level packages of absolute imports
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -242,6 +248,12 @@ class _Structure:
             elif kind is ast.keyword:
                 if node.arg is not None:  # type: ignore[attr-defined]  # an ast.keyword
                     names.add(node.arg)  # type: ignore[attr-defined]
+            elif kind is ast.Import:
+                self.imported.update(a.name.partition(".")[0]
+                                     for a in node.names)  # type: ignore[attr-defined]
+            elif kind is ast.ImportFrom:
+                if not node.level and node.module:  # type: ignore[attr-defined]
+                    self.imported.add(node.module.partition(".")[0])  # type: ignore[attr-defined]
             elif kind is ast.alias:
                 names.add(node.name)  # type: ignore[attr-defined]  # an ast.alias
                 if node.asname is not None:  # type: ignore[attr-defined]
@@ -288,7 +300,7 @@ class _Structure:
                     node.keywords[0].value if node.keywords else None)
                 if count == 1 and type(value) is ast.Constant and value.value is False:
                     self._switch(node, klass)
-            elif method == "cuda" or (method == "to" and _may_move(node)):
+            elif method == "cuda" or (method == "to" and may_move(node)):
                 self._moved_chain(func.value)
                 receiver = _dotted(func.value)
                 if receiver is not None:
@@ -374,6 +386,8 @@ class _Structure:
             found.append("fact:eval-function")
         if self.eval_loader_loop:
             found.append("fact:eval-loader-loop")
+        if "torch" not in self.imported and not self.imported.isdisjoint(FOREIGN_FRAMEWORKS):
+            found.append(FOREIGN_FRAMEWORK)
         if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES
                for name in self.moved) or self.factory_names & self.moved_names:
             found.append("fact:factory-move")
@@ -389,6 +403,12 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+FOREIGN_FRAMEWORK = "fact:foreign-framework"
+
+
 def gated(rules: Iterable[G], facts: frozenset[str]) -> list[G]:
-    """The rules whose gate the code passes (a rule without a gate always does)."""
+    """The rules whose gate the code passes (a rule without a gate always does); none in
+    another framework's code (``fact:foreign-framework``)."""
+    if FOREIGN_FRAMEWORK in facts:
+        return []
     return [r for r in rules if not r.code_gate or any(t in facts for t in r.code_gate)]

@@ -213,18 +213,29 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
 
     from memlint.project.model import build_views
 
-    def project_views(known: Sequence[str], extra_candidates: Sequence[str] = ()
-                      ) -> tuple[dict[str, ModuleView], set[str]]:
+    def project_views(known: Sequence[str], extra_candidates: Sequence[str] = (),
+                      hooks: Sequence[str] = ()) -> tuple[dict[str, ModuleView], set[str]]:
         """The views of files with rules, and of files with none (the scan's (), and
-        ``extra_candidates``) where the rest of the project reveals code in them."""
+        ``extra_candidates``) where the rest of the project reveals code in them (for
+        ``hooks``, finished files: only per-batch hooks of a base class elsewhere)."""
         ruled = [k for k, codes in active.items() if codes]
         bare = [*(k for k, codes in active.items() if not codes), *extra_candidates]
-        return build_views(summaries, ruled, known, bare)
+        return build_views(summaries, ruled, known, bare, hooks)
 
-    views, missing = project_views([*keys, *extra])
+    # Files the scan finished (no rule's prefilter selected them) that have a summary: a
+    # subclass overriding a per-batch hook of a base class's loader loop may sit among them.
+    finished = [k for k in keys if k in results and k not in active and k in summaries
+                and not results[k].diagnostics]
+    views, missing = project_views([*keys, *extra], hooks=finished)
+    for key in finished:
+        view = views.get(key)
+        if view is not None and view.batch_params:
+            del results[key]
+            active[key] = ()
     if missing:
         # Modules whose functions the project calls as inference code or from training loops,
-        # which neither a prefilter nor the summary gate selected: summarised now (and kept).
+        # or that override a per-batch hook of a base class's loader loop, which neither a
+        # prefilter nor the summary gate selected: summarised now (and kept).
         from memlint.cache import content_digest
         from memlint.project.summary import summarise_source
 
@@ -242,7 +253,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         views, _ = project_views((), candidates)
         for key in candidates:
             view = views.get(key)
-            if view is not None and (view.eval_called or view.side_jobs):
+            if view is not None and (view.eval_called or view.side_jobs or view.batch_params):
                 del results[key]
                 active[key] = ()
     tasks: list[Task] = []

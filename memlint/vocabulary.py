@@ -56,6 +56,12 @@ MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
 DETERMINISTIC_FACTORIES = frozenset({
     "zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace",
 })
+# Legacy typed constructors: given sizes they allocate an uninitialised host tensor, like
+# `torch.empty` (`torch.Tensor(b, n).to(device)`); given one argument it may be data.
+LEGACY_TENSOR_TYPES = frozenset({
+    "Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
+    "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
+})
 # On a CUDA device these draw from the CUDA generator, so the numbers change: unsafe fix.
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
 # `out=` writes into an existing tensor, `pin_memory=True` and `generator=` (a CPU generator)
@@ -130,6 +136,14 @@ def grad_switch(name: str, called: bool, has_args: bool, flag: bool | None) -> G
 
 # Wrappers that hand on the host tensor they are given (`nn.Parameter(torch.zeros(n))`,
 # the legacy `Variable(...)`): a move of the wrapper still copies the factory's result.
+# Top-level packages of other array and autodiff frameworks. A module that imports one of
+# them and nothing from torch is that framework's code (a library's JAX or Warp twin of its
+# PyTorch agents): its `.item()`, `tape.backward(loss)` and `optimizer.step()` are not torch's,
+# and no rule applies to it.
+FOREIGN_FRAMEWORKS = frozenset({
+    "jax", "flax", "optax", "haiku", "equinox", "warp", "tensorflow", "keras", "paddle",
+    "mindspore", "mlx", "oneflow",
+})
 HOST_WRAPPER_NAMES = frozenset({"Parameter", "Variable"})
 # Functions that build a mask from the tensor they are given (`torch.triu(torch.ones(n, n), 1)`):
 # on the host when it is, and the same values on a device.

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from memlint.vocabulary import FOREIGN_FRAMEWORKS
+
 
 def dotted_name(expr: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None."""
@@ -81,3 +83,10 @@ class ImportTable:
 
     def imports_torch(self) -> bool:
         return any(v == "torch" or v.startswith("torch.") for v in self.aliases.values())
+
+    def foreign_framework(self) -> bool:
+        """Is this another framework's code: a module that imports JAX, Warp, TensorFlow and
+        the like (:data:`~memlint.vocabulary.FOREIGN_FRAMEWORKS`), anywhere in it, and
+        nothing from torch?"""
+        heads = {v.split(".", 1)[0] for v in self.aliases.values()}
+        return "torch" not in heads and not heads.isdisjoint(FOREIGN_FRAMEWORKS)

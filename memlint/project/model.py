@@ -23,7 +23,7 @@ from pathlib import Path
 from memlint.project.layout import ModuleName
 from memlint.project.summary import Class, Function, ModuleSummary, Site, Switch
 from memlint.project.view import ModuleView, ReturnFact
-from memlint.vocabulary import GradMode, grad_switch
+from memlint.vocabulary import MODEL_MACHINERY, GradMode, grad_switch
 
 _MAX_DEPTH = 6
 # Bases that make a class model code, named as nn.Module subclasses usually are.
@@ -419,6 +419,12 @@ class ProjectModel:
                 wanted.add(name)
         return wanted
 
+    def hooked_methods(self) -> frozenset[str]:
+        """Names of the methods that project classes call with each batch of their own
+        loader loops (``self.forward_model(batch)``): a subclass elsewhere that overrides one
+        copies batches though no rule's prefilter may have seen its file."""
+        return frozenset(name for methods in self._hooks_fed.values() for name in methods)
+
     # ------------------------------------------------------------------ returns, classes
 
     def returns(self, absolute: str) -> ReturnFact | None:
@@ -665,6 +671,7 @@ def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
 
 def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
                 known: Iterable[str] = (), bare: Iterable[str] = (),
+                hooks: Iterable[str] = (),
                 ) -> tuple[dict[str, ModuleView], set[str]]:
     """The views of the ``wanted`` paths, from the summaries of every file known (by path),
     and the paths among ``known`` (every file of the run) whose summary the model would use:
@@ -672,7 +679,9 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
 
     A path in ``bare`` (a file that no rule applies to on its own) gets a view only
     when the rest of the project reveals code in it (:meth:`ProjectModel.reveals`), which
-    is when the runner adds a rule for it; otherwise its view would go unread.
+    is when the runner adds a rule for it; otherwise its view would go unread. A path in
+    ``hooks`` (a file no rule's prefilter selected) gets one only when it overrides a
+    per-batch hook of a base class's loader loop (the cheaper half of that question).
 
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
@@ -696,6 +705,11 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         found = where.get(path)
         if found is not None and models[found[0]].reveals(found[1]):
             views[path] = models[found[0]].view(found[1])
+    for path in hooks:
+        found = where.get(path)
+        if found is not None and path not in views and models[found[0]].batch_params(
+                found[1]):
+            views[path] = models[found[0]].view(found[1])
     missing: set[str] = set()
     callees = {root: model.unsummarised_callees() for root, model in models.items()}
     if any(callees.values()):
@@ -706,7 +720,29 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
             if any(any(c.startswith(f"{written}.") for c in callees.get(where_used, ()))
                    for where_used, written in _names_seen_from(root, name.name)):
                 missing.add(path)
+    hooked = {root: model.hooked_methods() for root, model in models.items()}
+    if any(hooked.values()):
+        # Unsummarised files of a root whose loader loops feed per-batch hooks, read for a
+        # definition of one (a subclass's `def forward_model(`): their copies are batch
+        # copies. Only the bytes are searched; the runner summarises what matches.
+        # A model's `forward` is defined in most files: too common to be worth reading for.
+        patterns = {root: re.compile(rb"\bdef (?:%s)\(" % b"|".join(
+            re.escape(n.encode()) for n in sorted(names - MODEL_MACHINERY)))
+            for root, names in hooked.items() if names - MODEL_MACHINERY}
+        for path in known:
+            if path in summaries or path in missing:
+                continue
+            pattern = patterns.get(located(Path(path))[0])
+            if pattern is not None and _file_matches(path, pattern):
+                missing.add(path)
     return views, missing
+
+
+def _file_matches(path: str, pattern: re.Pattern[bytes]) -> bool:
+    try:
+        return pattern.search(Path(path).read_bytes()) is not None
+    except OSError:
+        return False
 
 
 # How many folders up a folder without ``__init__.py`` is looked at as a namespace package.

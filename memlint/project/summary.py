@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from memlint.astwalk import walk
+from memlint.gates import may_move
 from memlint.prefilter import search
 from memlint.vocabulary import (
     DETACHED_ATTRIBUTES,
@@ -733,9 +734,8 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
             if sub.func.attr not in ("to", "cuda") or any(
                     k.arg == "non_blocking" or k.arg is None for k in sub.keywords):
                 continue
-            if sub.func.attr == "to" and not (sub.args or any(
-                    k.arg == "device" for k in sub.keywords)):
-                continue
+            if sub.func.attr == "to" and not may_move(sub):
+                continue  # no target, or a dtype cast (`gt.to(torch.float32)`)
             first = sub.args[0] if sub.args else None
             if isinstance(first, ast.Constant) and first.value == "cpu":
                 continue

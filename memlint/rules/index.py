@@ -132,15 +132,19 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('.cuda(', '.to('),
         requires=(),
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
-                         b')\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|do'
-                         b'uble|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach|v'
-                         b'iew|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|exp'
-                         b'and|type|triu|tril)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?'
-                         b'\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|linsp'
-                         b'ace|logspace|rand\\w*|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\)'
-                         b')*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]'
-                         b'*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]'
-                         b'*=[ \\t]*\\1\\.(?:cuda|to)\\('),
+                         b'|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTe'
+                         b'nsor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|'
+                         b'\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|double|half|bfloat'
+                         b'16|long|int|short|bool|byte|char|contiguous|detach|view|reshape|unsq'
+                         b'ueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type|triu|tr'
+                         b'il)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:'
+                         b'cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|ran'
+                         b'd\\w*|normal|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongT'
+                         b'ensor|IntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)'
+                         b'\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()'
+                         b']|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\'
+                         b'n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\'
+                         b'('),
         code_gate=('fact:factory-move',),
     ),
     RuleSpec(

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from memlint.context import FileContext
 
 # Evaluation that needs input gradients: adversarial attacks, saliency and attribution maps.
+# Attributes of the autograd graph itself: reading them needs the graph recorded.
+_GRAPH_ATTRIBUTES = frozenset({"grad_fn", "next_functions"})
 _NEEDS_INPUT_GRAD = re.compile(
     r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain",
     re.IGNORECASE,
@@ -100,9 +102,10 @@ class EvalWithoutNoGrad(Rule):
     Evaluation code is a function named ``evaluate``, ``validate``, ``test``, ``predict``,
     ``infer*`` (also ``eval_*``, ``valid*``, ``run_validation`` ...), or the statements that
     follow ``model.eval()`` in the same block, up to the next ``model.train()``. Code that
-    calls ``backward()`` or ``torch.autograd.grad``, steps an optimizer, or asks for input
-    gradients (``requires_grad_()``, adversarial attacks, saliency maps) is not evaluation
-    code. The first forward of each function or ``eval()`` block is reported.
+    calls ``backward()`` or ``torch.autograd.grad``, steps an optimizer, asks for input
+    gradients (``requires_grad_()``, adversarial attacks, saliency maps) or reads the graph
+    the forward records (``out.grad_fn``, ``fn.next_functions``: a dependency tracer) is not
+    evaluation code. The first forward of each function or ``eval()`` block is reported.
 
     ## Why is this bad?
     ``model.eval()`` changes dropout and batch-norm behaviour; it does not switch autograd
@@ -195,6 +198,29 @@ class EvalWithoutNoGrad(Rule):
                  "call:backward", "call:manual_backward")
 
     valid = (
+        # A tracer: hooks read each output's grad_fn to build a dependency graph, and a
+        # same-file method walks the graph from the output.
+        Valid("""
+            import torch
+            class DependencyGraph:
+                def trace(self, model, example_inputs):
+                    model.eval()
+                    records = {}
+                    def record(module, inputs, outputs):
+                        records[outputs.grad_fn] = module
+                    hooks = [m.register_forward_hook(record) for m in model.modules()]
+                    out = model(example_inputs)
+                    for hook in hooks:
+                        hook.remove()
+                    self.walk_graph(out, records)
+                    return records
+
+                def walk_graph(self, out, records):
+                    stack = [out.grad_fn]
+                    while stack:
+                        fn = stack.pop()
+                        stack.extend(f for f, _ in fn.next_functions if f is not None)
+        """),
         Valid("""
             import torch
             class Wrapper:
@@ -535,6 +561,7 @@ class EvalWithoutNoGrad(Rule):
         self._enabled: bool | None = None
         self._region_of_statement: dict[cst.CSTNode, Region] | None = None
         self._region_ok: dict[Region, bool] = {}
+        self._graph_readers: dict[cst.FunctionDef, bool] = {}
         # For an eval() block closed by `.train()`: the statements from there to the block's end.
         self._region_tail: dict[Region, Sequence[cst.CSTNode]] = {}
         self._reported: set[Region] = set()
@@ -868,6 +895,10 @@ class EvalWithoutNoGrad(Rule):
         return True
 
     def _needs_grad(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Attribute):
+            # `out.grad_fn`, `fn.next_functions`: the code walks the graph the forward records
+            # (a dependency tracer, a graph dump), which only exists with autograd on.
+            return node.attr.value in _GRAPH_ATTRIBUTES
         if isinstance(node, cst.Assign):
             return any(
                 isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
@@ -890,7 +921,17 @@ class EvalWithoutNoGrad(Rule):
             return True
         loops = self.context.analysis.loops
         functions = self.context.analysis.tree.functions_by_name.get(name, ())
-        return any(loops.function_trains(f) for f in functions)
+        return any(loops.function_trains(f) or self._reads_graph(f) for f in functions)
+
+    def _reads_graph(self, function: cst.FunctionDef) -> bool:
+        """Does a same-file function walk the autograd graph (``o.grad_fn``), so that a
+        forward whose output it is given must record one? Cached per function."""
+        cached = self._graph_readers.get(function)
+        if cached is None:
+            cached = any(isinstance(n, cst.Attribute) and n.attr.value in _GRAPH_ATTRIBUTES
+                         for n in self.context.analysis.tree.walk(function.body))
+            self._graph_readers[function] = cached
+        return cached
 
     def _fallback_with_grad(self, call: cst.Call) -> bool:
         """Is ``call`` in the ``except`` handler of a ``try`` that first ran under no_grad: a

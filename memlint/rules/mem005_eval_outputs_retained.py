@@ -40,7 +40,9 @@ class EvalOutputsRetained(EvalCollectionRule):
             preds.append(model(x.cuda()).cpu())
     ```
     Code that trains (calls ``backward()``, an optimizer step or ``autograd.grad``), a
-    module's own ``forward``, and outputs passed to a caller that trains are not reported.
+    module's own ``forward``, and outputs passed to a caller that trains are not reported,
+    nor a loop over models rather than batches (its target is the model it calls: ``for
+    encoder in encoders``, an ensemble's members), which collects one output per model.
     Keeping outputs on the device on purpose is fine once they are detached; the opt-in rule
     MEM016 reports device-resident collections separately.
 
@@ -69,6 +71,17 @@ class EvalOutputsRetained(EvalCollectionRule):
     )
 
     valid = (
+        # Ensemble members over one fixed input: one output per model, nothing grows batch
+        # after batch (a loop over batches around it is still checked).
+        Valid("""
+            import torch
+            def predict_members(models, x_test):
+                model_outputs = []
+                for model in models:
+                    model.eval()
+                    model_outputs.append(model(x_test))
+                return torch.stack(model_outputs).mean(0)
+        """),
         Valid("""
             import torch
             from torch.nn import Sequential

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from itertools import pairwise
 
 import libcst as cst
 
@@ -20,6 +19,7 @@ from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 from memlint.vocabulary import (
     DETERMINISTIC_FACTORIES,
+    LEGACY_TENSOR_TYPES,
     MASK_FUNCTION_NAMES,
     RANDOM_FACTORIES,
     STAGING_KEYWORDS,
@@ -65,6 +65,14 @@ def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
 
 def _method(call: cst.Call) -> str | None:
     return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _sized_legacy_constructor(call: cst.Call) -> bool:
+    """``torch.Tensor(b, n)`` / ``torch.FloatTensor(*shape)``: sizes, no keyword."""
+    positional = _positional(call)
+    if len(positional) != len(call.args) or any(a.star == "**" for a in call.args):
+        return False
+    return len(positional) >= 2 or (len(positional) == 1 and positional[0].star == "*")
 
 
 def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
@@ -135,21 +143,34 @@ def _single_assignment(
     return None if key is None else (key, small.value)
 
 
-def _rebinding_move(statement: cst.BaseStatement, key: str) -> cst.Call | None:
-    """The move in ``key = key.cuda(...)`` / ``key = key.to(...)``, written as the statement
-    itself or as the first statement of an ``if`` without ``else`` (``if use_cuda:``)."""
-    if isinstance(statement, cst.If) and statement.orelse is None and isinstance(
-            statement.body, cst.IndentedBlock) and statement.body.body:
-        statement = statement.body.body[0]
+def _self_move(statement: cst.BaseStatement) -> tuple[str, cst.Call] | None:
+    """``(key, move)`` for ``key = key.cuda(...)`` / ``key = key.to(...)``."""
     assigned = _single_assignment(statement)
-    if assigned is None or assigned[0] != key:
+    if assigned is None:
         return None
-    move = assigned[1]
+    key, move = assigned
     if not (isinstance(move, cst.Call) and isinstance(move.func, cst.Attribute)
             and move.func.attr.value in ("cuda", "to")
             and dotted_name(move.func.value) == key):
         return None
-    return move
+    return key, move
+
+
+def _rebinding_move(statement: cst.BaseStatement, key: str) -> cst.Call | None:
+    """The move in ``key = key.cuda(...)`` / ``key = key.to(...)``, written as the statement
+    itself or in the leading run of such moves of an ``if`` without ``else`` (``if use_cuda:
+    a = a.cuda(); b = b.cuda()``)."""
+    body: Sequence[cst.BaseStatement] = (statement,)
+    if isinstance(statement, cst.If) and statement.orelse is None and isinstance(
+            statement.body, cst.IndentedBlock):
+        body = statement.body.body
+    for inner in body:
+        moved = _self_move(inner)
+        if moved is None:
+            return None
+        if moved[0] == key:
+            return moved[1]
+    return None
 
 
 def _string(value: str) -> cst.SimpleString:
@@ -174,8 +195,14 @@ class FactoryThenMove(Rule):
 
     Also flagged, without a fix: a factory bound to a name that the very next statement
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
-    ``if use_cuda: h = h.cuda()``). A statement in between (a fill such as ``h[0] = 1``),
-    a move bound to another name, or an ``else`` branch leaves it alone.
+    ``if use_cuda: h = h.cuda()``), and a run of such bindings moved together by the
+    statements after them (``a = torch.rand(n, 1)``, ``b = torch.rand(1, m)``, then ``if
+    use_cuda: a = a.cuda(); b = b.cuda()``). A statement in between that is not another
+    factory binding (a fill such as ``h[0] = 1``), a move bound to another name, or an
+    ``else`` branch leaves it alone. A legacy typed constructor given sizes
+    (``torch.Tensor(b, n).to(device)``, ``torch.FloatTensor(*shape).cuda()``) allocates on
+    the host like ``torch.empty`` and is reported too, without a fix (it takes no
+    ``device=``); given one argument it may be data and is left alone.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device and the host
@@ -231,6 +258,10 @@ class FactoryThenMove(Rule):
         "tensor is created on the CPU and then copied to the device; pass `device=` to "
         "`torch.{factory}` instead"
     )
+    legacy_message = (
+        "tensor is created on the CPU by the legacy `torch.{factory}` constructor and then "
+        "copied to the device; use `torch.empty(..., dtype=..., device=...)` instead"
+    )
     # `).to(`, a chain continued on the next line (`)\n        .to(device)`), or a name moved
     # by the statement after the one that built it (`h = h.cuda()`).
     triggers = (".cuda(", ".to(")
@@ -238,7 +269,9 @@ class FactoryThenMove(Rule):
     # a wrapper's other arguments (`nn.Parameter(torch.zeros(n), requires_grad=False)`), then
     # a move.
     trigger_pattern = (
-        rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
+        rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
+        rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
         rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
@@ -248,7 +281,9 @@ class FactoryThenMove(Rule):
         rb"\s*\.(?:cuda|to)\("
         # Or the statement that built it ends there and the next one (maybe under an `if`)
         # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
-        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
+        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
+        rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*\)?[ \t]*(?:#[^\n]*)?\r?\n"
         rb"(?:[ \t]*if\b[^\n]*:[ \t]*\r?\n)?[ \t]*([\w.]+)[ \t]*=[ \t]*\1\.(?:cuda|to)\("
@@ -301,6 +336,23 @@ class FactoryThenMove(Rule):
                 either = either.cuda()
             else:
                 either = either.double()
+        """),
+        # A run broken by a read of the host tensor, a move of the tensor under an `if`
+        # after a statement that is no move, and legacy constructors given one argument
+        # (maybe data) or `**` options.
+        Valid("""
+            import torch
+            noise = torch.rand(n, 1)
+            scaled = torch.ones(1, m) * noise.sum()
+            noise = noise.cuda()
+            scaled = scaled.cuda()
+            first = torch.zeros(n)
+            if use_cuda:
+                print("moving")
+                first = first.cuda()
+            ids = torch.LongTensor(keep).to(weight.device)
+            sized = torch.FloatTensor(n).cuda()
+            shaped = torch.Tensor(b, n, **factory_kwargs).cuda()
         """),
     )
     invalid = (
@@ -463,6 +515,25 @@ class FactoryThenMove(Rule):
             """,
             lines=(7, 10),
         ),
+        # A run of factory bindings moved together by the statements after them (noisy
+        # layers' fresh noise), and a legacy constructor given sizes: no fix either.
+        Invalid(
+            """
+            import torch
+
+
+            def sample_noise(self, rows, cols):
+                eps_out = torch.rand(rows, 1)
+                eps_in = torch.rand(1, cols)
+                if self.use_cuda:
+                    eps_out = eps_out.cuda()
+                    eps_in = eps_in.cuda()
+                onehot = torch.Tensor(rows, cols).to(self.device, non_blocking=True)
+                onehot.fill_(-1)
+                return eps_out, eps_in, onehot
+            """,
+            lines=(6, 7, 11),
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -495,14 +566,16 @@ class FactoryThenMove(Rule):
                     built = cast.with_changes(func=cast.func.with_changes(value=built))
             # Parentheses around a chain written over several lines stay with it.
             fix = Fix(safety, {node: built.with_changes(lpar=node.lpar, rpar=node.rpar)})
-        self.report(node, self.message.format(factory=short), fix=fix)
+        self.report(node, self._message(short), fix=fix)
 
     def _factory_chain(
         self, expr: cst.BaseExpression
     ) -> tuple[cst.Call, str, list[cst.Call], bool] | None:
         """The host factory call ``expr`` builds its tensor with, if it is one placed by no
         keyword: (the factory call, its name under ``torch.``, the casts, shape ops and mask
-        builders around it, outermost first, and whether a host wrapper holds it)."""
+        builders around it, outermost first, and whether no fix can be offered: a host
+        wrapper holds it, or it is a legacy constructor given sizes, which takes no
+        ``device=``)."""
         imports = self.context.analysis.imports
         factory = expr
         casts: list[cst.Call] = []  # outermost first
@@ -529,6 +602,8 @@ class FactoryThenMove(Rule):
         if qualified is None or not qualified.startswith("torch."):
             return None
         short = qualified[len("torch."):]
+        if short in LEGACY_TENSOR_TYPES and _sized_legacy_constructor(factory):
+            return factory, short, casts, True  # no `device=` to add: reported without a fix
         if short not in DETERMINISTIC_FACTORIES and short not in RANDOM_FACTORIES:
             return None
         if any(a.keyword is not None and a.keyword.value in STAGING_KEYWORDS
@@ -538,6 +613,11 @@ class FactoryThenMove(Rule):
             return None  # `**kwargs` may hold `device=`, `out=` or `pin_memory=`
         return factory, short, casts, wrapped
 
+    def _message(self, short: str) -> str:
+        if short in LEGACY_TENSOR_TYPES:
+            return self.legacy_message.format(factory=short)
+        return self.message.format(factory=short)
+
     def _move_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
         assert isinstance(move.func, cst.Attribute)
         return self._cuda_target(move) if move.func.attr.value == "cuda" else self._to_target(move)
@@ -545,7 +625,8 @@ class FactoryThenMove(Rule):
     # A factory bound to a name and moved by the very next statement, which rebinds the name
     # (`h = torch.zeros(b, d)` then `h = h.cuda()`, also under `if use_cuda:`): the host
     # tensor is built only to be copied. Anything in between (a fill, a read) may need the
-    # host tensor, so only the next statement counts. No fix: two statements would change.
+    # host tensor, so only other factory bindings may stand between (a run of draws, then
+    # their moves). No fix: two statements would change.
     def visit_Module(self, node: cst.Module) -> None:
         self._split_moves(node.body)
 
@@ -553,21 +634,49 @@ class FactoryThenMove(Rule):
         self._split_moves(node.body)
 
     def _split_moves(self, body: Sequence[cst.BaseStatement]) -> None:
-        for statement, following in pairwise(body):
+        bound: list[tuple[str, cst.Call]] = []  # the factory bindings just above
+        for statement in body:
+            moved = self._moves_of(statement, bound)
+            if moved:
+                # `a = a.cuda()` after `b = torch.zeros(n)`: each rebinding move of a name
+                # bound above ends its wait; the others still wait for theirs.
+                for key, factory in bound:
+                    if key in moved:
+                        chain = self._factory_chain(factory)
+                        if chain is not None and self._move_target(moved[key]) is not None:
+                            self.report(chain[0], self._message(chain[1]))
+                bound = [(k, f) for k, f in bound if k not in moved]
+                if isinstance(statement, cst.If):
+                    bound = []
+                continue
             assigned = _single_assignment(statement)
-            if assigned is None:
-                continue
-            key, value = assigned
-            if not isinstance(value, cst.Call):
-                continue
-            move = _rebinding_move(following, key)
-            if move is None:
-                continue
-            chain = self._factory_chain(value)
-            if chain is None or self._move_target(move) is None:
-                continue
-            factory, short = chain[0], chain[1]
-            self.report(factory, self.message.format(factory=short))
+            value = None if assigned is None else assigned[1]
+            if (assigned is None or not isinstance(value, cst.Call)
+                    or self._factory_chain(value) is None
+                    or self._reads_any(value, [k for k, _ in bound])):
+                bound = []  # anything else in between may need the host tensors
+            if assigned is not None and isinstance(value, cst.Call) and (
+                    self._factory_chain(value) is not None):
+                bound = [(k, f) for k, f in bound if k != assigned[0]]
+                bound.append((assigned[0], value))
+
+    def _reads_any(self, value: cst.BaseExpression, keys: Sequence[str]) -> bool:
+        wanted = set(keys)
+        return any(isinstance(n, (cst.Name, cst.Attribute)) and dotted_name(n) in wanted
+                   for n in self.context.analysis.tree.walk(value))
+
+    def _moves_of(self, statement: cst.BaseStatement,
+                  bound: Sequence[tuple[str, cst.Call]]) -> dict[str, cst.Call]:
+        """The names bound above that this statement moves by rebinding them (itself, or
+        the leading run of moves under an ``if`` without ``else``)."""
+        if not bound:
+            return {}
+        moved: dict[str, cst.Call] = {}
+        for key, _ in bound:
+            move = _rebinding_move(statement, key)
+            if move is not None:
+                moved[key] = move
+        return moved
 
     def _cuda_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
         """``.cuda()`` -> ``"cuda"``; ``.cuda(1)`` -> ``"cuda:1"``; a variable index: no fix."""

@@ -75,6 +75,29 @@ class EvalOutputsOnDevice(EvalCollectionRule):
     trigger_pattern = EvalOutputsRetained.trigger_pattern
 
     valid = (
+        # A loop over models, not batches (one prompt through each text encoder): one
+        # output per model, concatenated at once.
+        Valid("""
+            import torch
+            class Backend:
+                def __init__(self, pipe):
+                    self.pipe = pipe
+                    self.device = "cuda"
+                def encode(self, prompts):
+                    embeds = []
+                    for prompt, tokenizer, text_encoder in zip(
+                            prompts, self.pipe.tokenizers, self.pipe.text_encoders):
+                        if isinstance(prompt, str):
+                            prompt = [prompt]
+                        ids = tokenizer(prompt).input_ids
+                        hidden = text_encoder(ids.to(self.device))
+                        embeds.append(hidden[0])
+                    return torch.cat(embeds, dim=-1)
+                def predict(self, prompts):
+                    self.pipe.unet.eval()
+                    with torch.no_grad():
+                        return self.encode(prompts)
+        """),
         Valid("""
             import torch
             def evaluate(model, val_loader, draws):

@@ -261,3 +261,41 @@ def test_an_oom_handler_by_its_type_or_its_words() -> None:
     # Words outside the handler say nothing about it.
     assert "fact:oom-handler" not in facts('"""Handles out of memory."""\n'
                                            + said.format(words="pass"))
+
+
+def test_another_frameworks_module_passes_no_gate() -> None:
+    def facts(source: str) -> frozenset[str]:
+        return code_facts(ast.parse(textwrap.dedent(source)))
+
+    jax_only = facts("""
+        import jax.numpy as jnp
+        from optax import adam
+        for batch in loader:
+            loss.backward(); opt.step(); print(loss.item())
+    """)
+    assert "fact:foreign-framework" in jax_only
+    assert gated(GATED, jax_only) == []
+    # torch beside it (interop, or a torch import inside a function): checked as usual
+    mixed = facts("""
+        import warp as wp
+        def train():
+            import torch
+    """)
+    assert "fact:foreign-framework" not in mixed
+    assert "fact:foreign-framework" not in facts("from .jax import Agent\nimport numpy")
+
+
+def test_another_frameworks_module_gets_no_finding_in_process() -> None:
+    from memlint.engine import lint_source
+    from memlint.rules import all_rules as every_rule
+
+    source = textwrap.dedent("""
+        import jax
+        for batch in batches:
+            loss = criterion(model(batch), batch)
+            loss.backward()
+            optimizer.step()
+    """).encode()
+    assert lint_source("agent.py", source, every_rule()) == []
+    torch_source = source.replace(b"import jax", b"import torch")
+    assert [d.code for d in lint_source("agent.py", torch_source, every_rule())] == ["MEM004"]

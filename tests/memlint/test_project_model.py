@@ -299,6 +299,11 @@ def decorated(batch, device):
 
 def plain(batch, device):
     return batch + device
+
+def casts(net_output, gt):
+    # a metric helper: the target only changes dtype (nnU-Net's get_tp_fp_fn_tn shape)
+    y_onehot = gt.to(torch.float32)
+    return net_output.to(dtype=torch.half) * y_onehot.to(net_output.dtype)
 '''
 
 
@@ -327,6 +332,7 @@ def test_data_facts_are_looked_for_only_where_they_can_be() -> None:
     assert by_name["in_class"].moves_params == ("batch",)
     assert by_name["wrapper"].yields_param == "loader"
     assert by_name["plain"].moves_params == ()
+    assert by_name["casts"].moves_params == ()
 
 
 def test_returned_accuracies_built_from_indices_and_comparisons_are_detached() -> None:
