@@ -16,43 +16,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
-
-
-class _Frozen:
-    """``frozen_heap``'s state: how many modules were loaded when it last froze the heap,
-    ``None`` while it has not (outside the tests, or a heap the caller froze)."""
-
-    modules: int | None = None
-    # whether what is alive now may be frozen: not while a fixture wider than a test holds
-    # values made during the tests (they are collected as always, docs/plugin.md "Leaks")
-    may_freeze: Callable[[], bool] = staticmethod(lambda: False)
-
-
-def collect_garbage(generation: int = 2) -> int:
-    """``gc.collect(generation)``; after a full collection inside ``frozen_heap``, if
-    modules were imported since the heap was last frozen (gpytorch's first
-    ``torch.broadcast_shapes`` loads torch._refs, torch._dynamo and sympy: about 120,000
-    objects that every later full collection walked again), freeze again, unless a fixture
-    wider than a test is set up. Right after a full collection everything left is alive:
-    what joins the frozen heap is the new modules and what the tests keep at module level
-    at that moment; like the start-up heap it is still freed by reference counting, and
-    only a garbage cycle among it stays until the tests are over."""
-    found = gc.collect(generation)
-    loaded = _Frozen.modules
-    if (generation >= 2 and loaded is not None and len(sys.modules) > loaded
-            and _Frozen.may_freeze()):
-        gc.freeze()
-        _Frozen.modules = len(sys.modules)
-    return found
 
 
 def collect_for_verdict(
     live_bytes: Callable[[], int],
     tolerance: int,
-    collect: Callable[[int], object] = collect_garbage,
+    collect: Callable[[int], object] = gc.collect,
 ) -> None:
     """Collect only as much garbage as the leak verdict needs: none while what survives is
     within the tolerance, then the young generations (a test's own cycles usually sit
@@ -74,7 +45,7 @@ def collect_for_verdict(
 
 
 @contextlib.contextmanager
-def frozen_heap(may_freeze: Callable[[], bool] = lambda: True) -> Iterator[None]:
+def frozen_heap() -> Iterator[None]:
     """Freeze the heap as it is when the tests start (``gc.freeze``), so that the full
     collections of later leak verdicts walk only the objects made since: torch, scipy and
     the suite's own modules are hundreds of thousands of objects, about 0.1 s a walk.
@@ -91,11 +62,9 @@ def frozen_heap(may_freeze: Callable[[], bool] = lambda: True) -> Iterator[None]
         yield
         return
     gc.freeze()
-    _Frozen.modules, _Frozen.may_freeze = len(sys.modules), may_freeze
     try:
         yield
     finally:
-        _Frozen.modules = None
         gc.unfreeze()
 
 

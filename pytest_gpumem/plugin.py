@@ -118,7 +118,7 @@ class GpumemHooks:
         an xdist worker freezes its own heap, the controller, which runs no test, none."""
         if session.config.pluginmanager.has_plugin("dsession"):
             return (yield)
-        with frozen_heap(lambda: not self.state.wider_fixture_set_up()):
+        with frozen_heap():
             return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -145,8 +145,6 @@ class GpumemHooks:
         self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
     ) -> Generator[None, Any, Any]:
         """Memory a wider-scoped fixture allocates belongs to that fixture, not the test."""
-        if fixturedef.scope != "function":
-            self.state.wider_fixtures.add(fixturedef)
         run = self.state.current
         if run is None or fixturedef.scope == "function":
             return (yield)

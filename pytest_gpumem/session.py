@@ -106,12 +106,6 @@ class GpumemSession:
     notes: set[str] = field(default_factory=set)  # one-line remarks for the terminal summary
     artifact_dir: Callable[[], Path] | None = None  # pytest's cache folder, when there is one
     linker: Linker = field(default_factory=Linker)  # memlint's findings, per file linted
-    wider_fixtures: set[Any] = field(default_factory=set)  # every FixtureDef wider than a test
-
-    def wider_fixture_set_up(self) -> bool:
-        """Whether a fixture of class, module, package or session scope holds a value now
-        (made during the tests: the heap is not frozen again while one does)."""
-        return any(fixturedef.cached_result is not None for fixturedef in self.wider_fixtures)
 
     @property
     def enabled(self) -> bool:

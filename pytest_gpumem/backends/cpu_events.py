@@ -37,7 +37,7 @@ from torch._C._profiler import (
 
 from pytest_gpumem.backends.base import Backend, LeakResult, PeakResult, TestTracker
 from pytest_gpumem.holders import reachable_storages
-from pytest_gpumem.leaks import collect_for_verdict, collect_garbage, storage_address
+from pytest_gpumem.leaks import collect_for_verdict, storage_address
 from pytest_gpumem.timeline import Timeline
 
 # A profiler session needs one activity; with CPU it would record every op. MTIA has no
@@ -241,7 +241,7 @@ class EventsTracker(TestTracker):
         """A garbage collection whose frees count: a finalizer of older garbage may
         allocate, and that is not what the test left behind."""
         self._start()
-        collect_garbage(generation)
+        gc.collect(generation)
         self._stop(frees_only=True)
 
     def finish(self, owned_by: Sequence[object] = (), tolerance: int = 0) -> LeakResult:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import gc
 import json
-import sys
-import types
 
 import pytest
 
-from pytest_gpumem.leaks import collect_for_verdict, collect_garbage, frozen_heap
+from pytest_gpumem.leaks import collect_for_verdict
 from tests.gpumem.conftest import plugin_args
 
 SUITE = """
@@ -284,111 +282,3 @@ def test_default_collector_is_the_garbage_collector() -> None:
     count = gc.get_count()
     collect_for_verdict(lambda: 1, 0)
     assert gc.get_count() <= count
-
-
-LAZY_SUITE = """
-import gc
-import importlib
-
-import pytest
-import torch
-
-KEPT = []
-SEEN = {}
-
-
-def _tracked(obj):
-    # gc.get_objects() walks the generations, never the frozen heap
-    return any(o is obj for o in gc.get_objects())
-
-
-@pytest.fixture(scope="module")
-def shared():
-    node = {"tensor": None}
-    node["me"] = node  # a cycle made during the tests: collected as always
-    return {"node": node}
-
-
-def test_imports_a_module_and_leaks():
-    module = importlib.import_module("lazy_module")  # loaded by the test, not at collection
-    SEEN["table"] = module.TABLE
-    assert _tracked(module.TABLE)
-    KEPT.append(torch.ones(1000))  # a leak: the verdict collects the whole heap
-
-
-def test_after_the_verdict(shared):
-    # the verdict's full collection froze the module that the test loaded
-    assert not _tracked(SEEN["table"])
-    module = importlib.import_module("lazy_module_2")
-    SEEN["table_2"] = module.TABLE
-    KEPT.append(torch.ones(1000))  # a full collection again, with a module fixture set up
-
-
-def test_not_while_a_wider_fixture_is_set_up(shared):
-    assert _tracked(SEEN["table_2"])  # that collection froze nothing
-    shared["node"]["tensor"] = torch.ones(1000)  # the test's tensor on the fixture's cycle
-    shared.pop("node")  # dropped: the verdict's full collection frees both
-"""
-
-
-@pytest.mark.parametrize("backend", ["cpu", "cpu-fast"])
-def test_modules_loaded_by_a_test_join_the_frozen_heap(
-    pytester: pytest.Pytester, backend: str
-) -> None:
-    """A module a test imports (torch._dynamo and sympy on a first torch.broadcast_shapes)
-    is frozen at the next full verdict collection, so later full collections do not walk
-    it again, unless a fixture wider than a test is set up (what it holds was made during
-    the tests and is collected as always); verdicts stay those of a full collection."""
-    table = "TABLE = [{'key': (index, str(index))} for index in range(100)]\n"
-    pytester.makepyfile(lazy_module=table, lazy_module_2=table, test_lazy_suite=LAZY_SUITE)
-    result = pytester.runpytest_subprocess(
-        *plugin_args(), "-p", "no:randomly", "--gpumem-all", f"--gpumem-backend={backend}",
-        "--gpumem-json=out.json", "-rE")
-    records = {r["nodeid"].split("::")[-1]: r for r in json.loads(
-        (pytester.path / "out.json").read_text())["tests"]}
-    assert {name: r["leaked_bytes"] for name, r in records.items()} == {
-        "test_imports_a_module_and_leaks": 4000,
-        "test_after_the_verdict": 4000,
-        "test_not_while_a_wider_fixture_is_set_up": 0,
-    }
-    result.assert_outcomes(passed=3, errors=2)
-
-
-def test_collect_garbage_freezes_only_inside_the_frozen_heap() -> None:
-    """Outside the tests' frozen heap (no ``frozen_heap``, or a heap the caller froze) a
-    full collection never freezes anything; inside it, only once modules were loaded and
-    only while ``may_freeze`` allows it."""
-    caller_froze = gc.get_freeze_count() > 0  # this suite's conftest does
-    gc.unfreeze()
-    allowed = [False]
-    try:
-        sys.modules["_gpumem_fake_module"] = types.ModuleType("_gpumem_fake_module")
-        collect_garbage(2)
-        assert gc.get_freeze_count() == 0  # no frozen_heap
-        with frozen_heap(lambda: allowed[0]):
-            frozen = gc.get_freeze_count()
-            keep = [[] for _ in range(10)]
-            collect_garbage(2)  # nothing loaded since the freeze
-            assert gc.get_freeze_count() == frozen
-            sys.modules["_gpumem_fake_module_2"] = types.ModuleType("_gpumem_fake_module_2")
-            collect_garbage(1)  # young generations only
-            collect_garbage(2)  # a wider fixture is set up
-            assert gc.get_freeze_count() == frozen
-            allowed[0] = True
-            collect_garbage(2)
-            assert gc.get_freeze_count() >= frozen + len(keep)
-        assert gc.get_freeze_count() == 0
-        gc.freeze()
-        with frozen_heap(lambda: True):  # the caller's own freeze is left as it is
-            frozen = gc.get_freeze_count()
-            sys.modules["_gpumem_fake_module_3"] = types.ModuleType("_gpumem_fake_module_3")
-            keep.append([])
-            collect_garbage(2)
-            assert gc.get_freeze_count() <= frozen
-        assert gc.get_freeze_count() > 0
-    finally:
-        for name in ("_gpumem_fake_module", "_gpumem_fake_module_2", "_gpumem_fake_module_3"):
-            sys.modules.pop(name, None)
-        gc.unfreeze()
-        if caller_froze:
-            gc.freeze()
