@@ -102,8 +102,6 @@ BLIND_PACKAGES: tuple[tuple[str, str], ...] = (
     ("torchdistill", "1.1.5"),
     ("tsai", "1.0.1"),
 )
-BLIND_WORK = REPO / "bench" / ".work" / "blind"
-BLIND_LABELS = REPO / "bench" / "blind_labels.csv"
 
 # A second blind set, labelled before any rule change of the session that added it, so that
 # the first blind set (tuned against since) is not the only measure of generalisation.
@@ -118,8 +116,6 @@ BLIND2_PACKAGES: tuple[tuple[str, str], ...] = (
     ("recbole", "1.2.1"),
     ("simpletransformers", "0.70.8"),
 )
-BLIND2_WORK = REPO / "bench" / ".work" / "blind2"
-BLIND2_LABELS = REPO / "bench" / "blind2_labels.csv"
 
 # A third blind set, of hand-written training and evaluation code (RL, GANs, NLP, detection,
 # recommenders, graph nets and attacks, time series, audio), labelled from the code before
@@ -138,8 +134,6 @@ BLIND3_PACKAGES: tuple[tuple[str, str], ...] = (
     ("stanza", "1.15.0"),
     ("torch-rechub", "0.9.0"),
 )
-BLIND3_WORK = REPO / "bench" / ".work" / "blind3"
-BLIND3_LABELS = REPO / "bench" / "blind3_labels.csv"
 
 # A fourth blind set, of code written the way single ML engineers write it rather than big
 # libraries: tutorial notebooks, example and research scripts, small single-purpose packages
@@ -162,8 +156,6 @@ BLIND4_PACKAGES: tuple[tuple[str, str], ...] = (
     ("torchkge", "0.17.7"),
     ("torchphysics", "1.1.2"),
 )
-BLIND4_WORK = REPO / "bench" / ".work" / "blind4"
-BLIND4_LABELS = REPO / "bench" / "blind4_labels.csv"
 
 # A fifth blind set, of script-style code: packages whose sdists ship standalone training and
 # evaluation scripts and notebooks (book companions, tutorial and example folders, research
@@ -183,8 +175,6 @@ BLIND5_PACKAGES: tuple[tuple[str, str], ...] = (
     ("torch-optimizer", "0.3.0"),
     ("torchlingo", "0.2.9"),
 )
-BLIND5_WORK = REPO / "bench" / ".work" / "blind5"
-BLIND5_LABELS = REPO / "bench" / "blind5_labels.csv"
 
 # A sixth blind set, of styles the earlier sets hold little of: reinforcement-learning update
 # loops, graph-net outlier detectors, a medical-imaging trainer, quantization-aware training and
@@ -203,17 +193,23 @@ BLIND6_PACKAGES: tuple[tuple[str, str], ...] = (
     ("skrl", "2.1.1"),
     ("torch-pruning", "1.6.1"),
 )
-BLIND6_WORK = REPO / "bench" / ".work" / "blind6"
-BLIND6_LABELS = REPO / "bench" / "blind6_labels.csv"
+
+
+def _blind(name: str, packages: tuple[tuple[str, str], ...],
+           ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
+    """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
+    return packages, REPO / "bench" / ".work" / name, REPO / "bench" / f"{name}_labels.csv"
+
+
 # --set NAME -> (packages, work folder, default labels)
 SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "ecosystem": (PACKAGES, WORK, LABELS),
-    "blind": (BLIND_PACKAGES, BLIND_WORK, BLIND_LABELS),
-    "blind2": (BLIND2_PACKAGES, BLIND2_WORK, BLIND2_LABELS),
-    "blind3": (BLIND3_PACKAGES, BLIND3_WORK, BLIND3_LABELS),
-    "blind4": (BLIND4_PACKAGES, BLIND4_WORK, BLIND4_LABELS),
-    "blind5": (BLIND5_PACKAGES, BLIND5_WORK, BLIND5_LABELS),
-    "blind6": (BLIND6_PACKAGES, BLIND6_WORK, BLIND6_LABELS),
+    "blind": _blind("blind", BLIND_PACKAGES),
+    "blind2": _blind("blind2", BLIND2_PACKAGES),
+    "blind3": _blind("blind3", BLIND3_PACKAGES),
+    "blind4": _blind("blind4", BLIND4_PACKAGES),
+    "blind5": _blind("blind5", BLIND5_PACKAGES),
+    "blind6": _blind("blind6", BLIND6_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
