@@ -570,6 +570,7 @@ class EvalWithoutNoGrad(Rule):
         # evaluation with training or attacks.
         self._block_statements: dict[Region, list[cst.CSTNode]] = {}
         self._statement_facts: dict[cst.CSTNode, tuple[bool, frozenset[str], frozenset[str]]] = {}
+        self._grad_off_methods: dict[str, bool] = {}
 
     # -- facts built once per file ------------------------------------------------------
 
@@ -986,11 +987,16 @@ class EvalWithoutNoGrad(Rule):
         """A same-file definition of ``method`` turns gradients off for its work (``def
         predict(self, loader): with torch.no_grad(): ...``, or decorated): it chose its grad
         mode itself."""
-        analysis = self.context.analysis
-        return any(
-            isinstance(node, cst.SimpleStatementLine) and analysis.grad.grad_mode_at(node) != "on"
-            for func in analysis.tree.functions_by_name.get(method, ())
-            for node in analysis.tree.walk(func.body))
+        cached = self._grad_off_methods.get(method)
+        if cached is None:
+            analysis = self.context.analysis
+            cached = any(
+                isinstance(node, cst.SimpleStatementLine)
+                and analysis.grad.grad_mode_at(node) != "on"
+                for func in analysis.tree.functions_by_name.get(method, ())
+                for node in analysis.tree.walk(func.body))
+            self._grad_off_methods[method] = cached
+        return cached
 
     def _names_a_model(self, expr: cst.BaseExpression) -> bool:
         if not isinstance(expr, (cst.Name, cst.Attribute)):
