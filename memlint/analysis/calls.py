@@ -75,24 +75,14 @@ _MODULE_BASE_NAME = re.compile(
     r"(?:Module|Model|Sequential|ModuleList|ModuleDict|Network|Net)$"
 )
 _MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "Sequential"})
-# What an nn.Module offers besides its forward (and tensors' own methods, for receivers that
-# turn out to be tensors): never a forward pass.
-_MODULE_METHODS = frozenset({
-    "eval", "train", "to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type",
-    "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
-    "children", "named_children", "state_dict", "load_state_dict", "zero_grad", "apply",
-    "requires_grad_", "share_memory", "add_module", "get_submodule", "extra_repr", "item",
-    "detach", "size", "view", "reshape", "numpy", "tolist", "append", "extend", "update",
-    "step", "backward", "cast", "pop", "keys", "values", "items", "format", "join", "split",
-})
-# Of those, the ones that always run the model to predict (`embed_input` may prepare inputs
-# for gradient-based attribution):
-_PREDICT_METHOD = re.compile(r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*)$")
 # Inference methods a model switched to eval runs: `self.model.predict(x)`,
 # `self.net.forward_features(x)`, `model.inference_scoring(h, t)`.
 _INFERENCE_METHOD = re.compile(
     r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*|encode\w*|decode\w*|embed\w*|score\w*"
     r"|classify\w*|detect\w*|translate\w*|transcribe\w*)$")
+# Of those, the ones that always run the model to predict, for any model-named receiver
+# (`embed_input` may prepare inputs for gradient-based attribution):
+_PREDICT_METHOD = re.compile(r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*)$")
 
 
 def last_name(expr: cst.BaseExpression) -> str | None:
@@ -388,8 +378,8 @@ class CallClassifier:
         if not isinstance(func, cst.Attribute) or not call.args:
             return False
         method = func.attr.value
-        if not _INFERENCE_METHOD.match(method) or "no_grad" in method or (
-                method in _MODULE_METHODS or _NOT_A_FORWARD.search(method + "_")):
+        if (not _INFERENCE_METHOD.match(method) or "no_grad" in method
+                or _NOT_A_FORWARD.search(method + "_")):
             return False
         recv = dotted_name(func.value)
         if recv is None:

@@ -571,6 +571,7 @@ class EvalWithoutNoGrad(Rule):
         self._block_statements: dict[Region, list[cst.CSTNode]] = {}
         self._statement_facts: dict[cst.CSTNode, tuple[bool, frozenset[str], frozenset[str]]] = {}
         self._grad_off_methods: dict[str, bool] = {}
+        self._statement_positions: dict[Region, dict[int, int]] = {}
 
     # -- facts built once per file ------------------------------------------------------
 
@@ -871,11 +872,16 @@ class EvalWithoutNoGrad(Rule):
         the block leave it evaluation code.
         """
         statements = self._statements_of(region)
+        positions = self._statement_positions.get(region)
+        if positions is None:
+            positions = {id(statement): i for i, statement in enumerate(statements)}
+            self._statement_positions[region] = positions
         tree = self.context.analysis.tree
         index = None
-        for anc in tree.ancestors(call):
-            if anc in statements:
-                index = statements.index(anc)
+        for anc in tree.ancestors(call):  # the outermost statement of the block holding it
+            at = positions.get(id(anc))
+            if at is not None and statements[at] is anc:
+                index = at
         if index is None:
             return False
         needs, tainted, read = self._facts(statements[index])
