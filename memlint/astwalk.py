@@ -58,3 +58,45 @@ def walk(node: ast.AST, stop: frozenset[type[ast.AST]] = frozenset()) -> Iterato
                 extend([v for v in value if isinstance(v, ast_type)])
             elif isinstance(value, ast_type):
                 push(value)
+
+
+def walk_kinds(node: ast.AST, kinds: frozenset[type[ast.AST]],
+               stop: frozenset[type[ast.AST]] = frozenset()) -> list[ast.AST]:
+    """The nodes :func:`walk` yields whose type is in ``kinds``, in the same order: for a
+    caller that reads a few node types of every expression, the rest are never yielded."""
+    found: list[ast.AST] = []
+    keep = found.append
+    stack = [node]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    known = _child_fields
+    ast_type = ast.AST
+    while stack:
+        current = pop()
+        kind = type(current)
+        if kind in kinds:
+            keep(current)
+        if kind in stop and current is not node:
+            continue
+        fields = known.get(kind)
+        if fields is None:
+            fields = _fields_of(kind)
+        for name in fields:
+            value = getattr(current, name)
+            if type(value) is list:
+                extend([v for v in value if isinstance(v, ast_type)])
+            elif isinstance(value, ast_type):
+                push(value)
+    return found
+
+
+def statement_lines(body: list[ast.stmt]) -> tuple[tuple[int, int], ...]:
+    """Per statement: the first line of its own text (its first decorator, for a definition)
+    and its last line. The lint pass places findings with these (:mod:`memlint.positions`)
+    instead of parsing the file with the stdlib a second time."""
+    spans = []
+    for statement in body:
+        first = statement.lineno
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([first, *(d.lineno for d in statement.decorator_list)])
+        spans.append((first, statement.end_lineno or statement.lineno))
+    return tuple(spans)

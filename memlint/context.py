@@ -21,6 +21,9 @@ class FileContext:
     module: cst.Module
     # Facts from the rest of the project (None: the file is judged on its own).
     project: ModuleView | None = None
+    # The top-level statements' lines as the scan pass's stdlib parse found them (None:
+    # not known, parsed again where findings are placed).
+    statements: tuple[tuple[int, int], ...] | None = None
 
     @cached_property
     def analysis(self) -> ModuleAnalysis:

@@ -82,7 +82,7 @@ def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding
 def position_findings(context: FileContext, findings: Sequence[Finding]) -> list[Diagnostic]:
     tree = context.analysis.tree
     positions = finding_positions(context.module, context.source, tree,
-                                  [f.node for f in findings])
+                                  [f.node for f in findings], context.statements)
     out: list[Diagnostic] = []
     for f in findings:
         pos = positions[f.node]
@@ -116,12 +116,15 @@ def lint_module(
 
 def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
                 project: ModuleView | None = None, *,
-                prefiltered: bool = False) -> list[Diagnostic]:
+                prefiltered: bool = False,
+                statements: tuple[tuple[int, int], ...] | None = None) -> list[Diagnostic]:
     """All diagnostics for one file, before suppression comments are applied.
 
     ``project``: what the project model knows that this module needs (facts from other
     files); without it the file is judged on its own. ``prefiltered``: the caller already
-    chose the rules that apply.
+    chose the rules that apply. ``statements``: the top-level statements' lines from the
+    scan pass (:func:`~memlint.astwalk.statement_lines`), so that placing findings needs no
+    second stdlib parse of the file.
 
     Never raises for a problem in the file: a syntax error becomes MEM999 and an unexpected
     failure inside a rule becomes MEM997, so one bad file cannot stop a run.
@@ -133,7 +136,7 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
     if isinstance(module, Diagnostic):
         return [module]
     context = FileContext(path=path, source=decoded_source(source, module), module=module,
-                          project=project)
+                          project=project, statements=statements)
     try:
         _, diagnostics = lint_module(context, active)
     except RecursionError:

@@ -57,6 +57,8 @@ class Task:
     active: tuple[str, ...] | None = None
     # With phase "fix": unsafe fixes too (--unsafe-fixes).
     unsafe: bool = False
+    # With phase "lint": the top-level statements' lines, as the scan found them.
+    statements: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass
@@ -73,6 +75,9 @@ class FileResult:
     # project model adds), and the module summary when the project model may need one.
     active: tuple[str, ...] | None = None
     summary: ModuleSummary | None = None
+    # After a scan that leaves rules to run: the top-level statements' lines (the lint pass
+    # places its findings with them).
+    statements: tuple[tuple[int, int], ...] | None = None
     # After a fix task: the fixed content and what remains (the parent writes it).
     fix: FixResult | None = None
 
@@ -97,7 +102,8 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
                ignored: frozenset[str] = frozenset(), *,
                imports_ready: Callable[[], None] | None = None,
                view: ModuleView | None = None,
-               active_codes: tuple[str, ...] | None = None) -> FileResult:
+               active_codes: tuple[str, ...] | None = None,
+               statements: tuple[tuple[int, int], ...] | None = None) -> FileResult:
     """Everything memlint reports for one file's bytes, after suppression comments.
 
     Rule classes, and libcst with them, are imported only when the prefilter lets a rule
@@ -121,7 +127,7 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
     from memlint.engine import lint_source
 
     found = lint_source(display, source, [spec.load() for spec in active], project=view,
-                        prefiltered=True)
+                        prefiltered=True, statements=statements)
     kept = suppressions.apply(found, unsuppressible=ENGINE_CODES)
     from memlint.rules.mem998_unused_noqa import resolve_unused
 
@@ -193,6 +199,7 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
     (:mod:`memlint.gates`: a rule whose trigger words only sit in docstrings or comments is
     dropped before libcst parses the file) and, for a file left with no rule, its syntax check.
     """
+    from memlint.astwalk import statement_lines
     from memlint.gates import code_facts, gated
     from memlint.project.summary import needs_summary, parse_source, summary_of
 
@@ -208,11 +215,13 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
         active = gated(active, code_facts(tree, source))
         if not active:
             # Parsed, so no syntax error; the project model may still add a rule (active=()).
-            return FileResult(display, active=(), summary=summary)
+            return FileResult(display, active=(), summary=summary,
+                              statements=statement_lines(tree.body))
     if not active:
         errors = [] if tree is not None else syntax_errors(display, source, imports_ready)
         return FileResult(display, errors, summary=summary)
-    return FileResult(display, active=tuple(s.code for s in active), summary=summary)
+    return FileResult(display, active=tuple(s.code for s in active), summary=summary,
+                      statements=None if tree is None else statement_lines(tree.body))
 
 
 def lint_task(task: Task, rules: Sequence[RuleSpec], *,
@@ -246,7 +255,7 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
         else:
             result = lint_bytes(task.display, source, rules, task.ignored,
                                 imports_ready=imports_ready, view=task.view,
-                                active_codes=task.active)
+                                active_codes=task.active, statements=task.statements)
         if notebook is not None:
             result.diagnostics = [notebook.to_cells(d) for d in result.diagnostics] + [
                 replace(file_diagnostic(task.display, PARSE_ERROR,

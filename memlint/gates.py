@@ -151,7 +151,10 @@ class _Structure:
       DataLoader; every loader the dataflow analysis follows starts at one.
     - ``fact:eval-collection``: ``c.append(v)``/``c.extend(v)``/``c += [v]`` inside a loop of a
       function named like evaluation or that calls ``.eval()`` itself (module level: a
-      module-level ``.eval()``).
+      module-level ``.eval()``), unless the function sits in a model class: one that defines
+      ``forward``, or whose base defined in this file (by its plain name) is one. Its
+      methods are never evaluation code by name or switch (the analysis asks
+      ``is_module_class``, which is true at least for these).
     - ``fact:loader-collection``: such a site in any loop, or a list comprehension, in a
       file with a loader name.
     - ``fact:eval-block``: ``m.eval()`` or ``m.train(False)`` opening a block of evaluation
@@ -181,6 +184,10 @@ class _Structure:
         self.eval_scopes: set[int] = set()
         self.collecting: set[int] = set()
         self.eval_methods: dict[int, int] = {}  # evaluation-named method -> its class
+        self.scope_class: dict[int, int] = {}  # function -> the innermost class around it
+        self.forward_classes: set[int] = set()  # classes that define `forward` in their body
+        self.class_bases: dict[int, list[str]] = {}  # class -> its bases' plain names
+        self.classes_named: dict[str, list[int]] = {}
         self.method_loops = False
         self.comprehension = False
         self.switches: set[int] = set()  # the eval switch calls
@@ -219,6 +226,10 @@ class _Structure:
                 names.add(node.attr)  # type: ignore[attr-defined]  # an ast.Attribute
             elif kind in _FUNCTIONS:
                 inner_scope = id(node)
+                if klass:
+                    self.scope_class[inner_scope] = klass[-1]
+                    if in_body and node.name == "forward":  # type: ignore[attr-defined]
+                        self.forward_classes.add(klass[-1])
                 self._function(node, inner_scope,  # type: ignore[arg-type]
                                klass[-1] if in_body else 0)
             elif kind in _LOOPS:
@@ -232,6 +243,10 @@ class _Structure:
             elif kind is ast.ClassDef:
                 inner_class, inner_body = (*klass, id(node)), True
                 names.add(node.name)  # type: ignore[attr-defined]  # an ast.ClassDef
+                self.classes_named.setdefault(node.name, []).append(  # type: ignore[attr-defined]
+                    id(node))
+                self.class_bases[id(node)] = [
+                    b.id for b in node.bases if type(b) is name_t]  # type: ignore[attr-defined]
             elif kind is ast.AugAssign:
                 if (in_loop and type(node.op) is ast.Add  # type: ignore[attr-defined]
                         and type(node.value) in (ast.List, ast.ListComp)):  # type: ignore[attr-defined]
@@ -377,7 +392,8 @@ class _Structure:
             found.append("fact:loader-name")
             if self.collecting or self.comprehension:
                 found.append("fact:loader-collection")
-        if self.collecting & self.eval_scopes:
+        if any(self.scope_class.get(scope, 0) not in self._model_classes()
+               for scope in self.collecting & self.eval_scopes):
             found.append("fact:eval-collection")
         if self.switches and self.tree is not None and _opens_block(self.tree, self.switches):
             found.append("fact:eval-block")
@@ -391,6 +407,24 @@ class _Structure:
         if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES
                for name in self.moved) or self.factory_names & self.moved_names:
             found.append("fact:factory-move")
+        return found
+
+
+    def _model_classes(self) -> set[int]:
+        """The classes that surely are model code: they define ``forward``, or a base named
+        by a class of this file that is (every class of that name, as the analysis follows
+        a local base)."""
+        found = set(self.forward_classes)
+        grew = True
+        while grew:
+            grew = False
+            for klass, bases in self.class_bases.items():
+                if klass not in found and any(
+                        name in self.classes_named
+                        and any(c in found for c in self.classes_named[name])
+                        for name in bases):
+                    found.add(klass)
+                    grew = True
         return found
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -23,6 +23,7 @@ from libcst.metadata import PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from memlint.analysis.tree import TreeIndex
+from memlint.astwalk import statement_lines
 
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 
@@ -41,14 +42,6 @@ def module_positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     return provider._computed  # type: ignore[return-value]  # ranges, computed eagerly
 
 
-def _own_first_line(statement: ast.stmt) -> int:
-    """The first line of the statement's own text: its first decorator for a definition."""
-    lines = [statement.lineno]
-    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        lines.extend(d.lineno for d in statement.decorator_list)
-    return min(lines)
-
-
 def _stdlib_body(source: str) -> list[ast.stmt] | None:
     try:
         return ast.parse(source.removeprefix("\ufeff")).body
@@ -62,23 +55,24 @@ def _width(statement: cst.CSTNode) -> int:
 
 
 def _statement_starts(module: cst.Module, source: str,
-                      body: list[ast.stmt] | None = None) -> list[int] | None:
+                      spans: Sequence[tuple[int, int]] | None = None) -> list[int] | None:
     """Per statement of ``module.body``, the line its leading blank and comment lines start
-    on, and one more entry: the line after the last statement. None when the stdlib parse
-    (``body``; parsed here when not given) does not match libcst's statements."""
-    if body is None:
+    on, and one more entry: the line after the last statement. None when the stdlib's
+    statements (``spans``, :func:`~memlint.astwalk.statement_lines`; parsed here when not
+    given) do not match libcst's."""
+    if spans is None:
         body = _stdlib_body(source)
         if body is None:
             return None
+        spans = statement_lines(body)
     starts: list[int] = []
     i = 0
     for statement in module.body:
-        if i >= len(body):
+        if i >= len(spans):
             return None
-        first = _own_first_line(body[i])
-        starts.append(first - len(statement.leading_lines))
+        starts.append(spans[i][0] - len(statement.leading_lines))
         i += _width(statement)
-    if i != len(body):
+    if i != len(spans):
         return None
     # libcst renders a newline after the last statement even when the file lacks one.
     ends_broken = source.endswith(("\n", "\r"))
@@ -87,8 +81,8 @@ def _statement_starts(module: cst.Module, source: str,
     return starts
 
 
-def _top_twins(module: cst.Module, body: list[ast.stmt]) -> list[int]:
-    """Per statement of ``module.body``, the index of its first stdlib twin in ``body``."""
+def _top_twins(module: cst.Module) -> list[int]:
+    """Per statement of ``module.body``, the index of its first stdlib twin."""
     firsts: list[int] = []
     i = 0
     for statement in module.body:
@@ -195,10 +189,52 @@ def _render_line(module: cst.Module, provider: PositionProvider,
             and state.line == (statements[last].end_lineno or 0) + 1)
 
 
+class _Twins:
+    """The stdlib twins of top-level statements, parsed from the whole file, or (given the
+    statements' lines from the scan pass) each from its own lines, only where one is asked
+    for: a file with a finding in one function parses that function, not the file."""
+
+    def __init__(self, source: str, spans: Sequence[tuple[int, int]] | None) -> None:
+        self.source = source
+        self.spans = spans
+        self.body: list[ast.stmt] | None = None
+        self._line_starts: list[int] | None = None
+        if spans is None:
+            self.body = _stdlib_body(source)
+            if self.body is not None:
+                self.spans = statement_lines(self.body)
+
+    def twin(self, index: int) -> ast.stmt | None:
+        """The stdlib statement ``index`` of the module's body; None where its lines do not
+        parse on their own."""
+        if self.body is not None:
+            return self.body[index]
+        assert self.spans is not None
+        first, last = self.spans[index]
+        if self._line_starts is None:
+            self._line_starts = [0, *(m.end() for m in _LINE_BREAK.finditer(self.source))]
+        starts = self._line_starts
+        if last > len(starts):
+            return None
+        end = starts[last] if last < len(starts) else len(self.source)
+        text = self.source[starts[first - 1]:end]
+        try:
+            parsed = ast.parse(text.removeprefix("\ufeff") if first == 1 else text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        if not parsed.body:
+            return None
+        ast.increment_lineno(parsed, first - 1)
+        return parsed.body[0]
+
+
 def finding_positions(module: cst.Module, source: str, tree: TreeIndex,
-                      nodes: Iterable[cst.CSTNode]) -> Mapping[cst.CSTNode, CodeRange]:
+                      nodes: Iterable[cst.CSTNode],
+                      spans: Sequence[tuple[int, int]] | None = None,
+                      ) -> Mapping[cst.CSTNode, CodeRange]:
     """Ranges for (at least) ``nodes`` and the statements that hold them; ``source`` is the
-    module's text.
+    module's text; ``spans``: its top-level statements' lines as the scan pass found them
+    (:func:`~memlint.astwalk.statement_lines`), or None to parse the file here.
 
     A node inside a simple statement line (most findings: a call in a loop body) costs only
     that line's rendering; any other node costs its top-level statement's."""
@@ -219,16 +255,17 @@ def finding_positions(module: cst.Module, source: str, tree: TreeIndex,
             lines[id(chain[0])] = chain
         else:
             tops.add(index[id(current)])
-    body = _stdlib_body(source)
-    starts = None if body is None else _statement_starts(module, source, body)
-    if body is None or starts is None:
+    twins = _Twins(source, spans)
+    starts = None if twins.spans is None else _statement_starts(module, source, twins.spans)
+    if starts is None:
         wanted = tops | {index[id(c[-1])] for c in lines.values()}
         return _leading_positions(module, max(wanted))
     provider = PositionProvider()
-    twins = _top_twins(module, body)
+    firsts = _top_twins(module)
     for chain in lines.values():
         k = index[id(chain[-1])]
-        if not _render_line(module, provider, chain, body[twins[k]]):
+        top = twins.twin(firsts[k])
+        if top is None or not _render_line(module, provider, chain, top):
             tops.add(k)
     for k in sorted(tops):
         state = _state(module, provider, starts[k])

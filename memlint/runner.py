@@ -160,6 +160,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     results: dict[str, FileResult] = {}
     active: dict[str, tuple[str, ...]] = {}
     summaries: dict[str, ModuleSummary] = {}
+    statements: dict[str, tuple[tuple[int, int], ...]] = {}  # from the scan, for the lint
 
     def keep_summary(key: str, digest: str | None) -> bool:
         """Use the stored summary of an unchanged file; False when it must be scanned."""
@@ -210,6 +211,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             results[key] = result  # finished, unless the project model adds a rule (())
         if result.active is not None:
             active[key] = result.active
+        if result.statements is not None:
+            statements[key] = result.statements
 
     from memlint.project.model import build_views
 
@@ -281,7 +284,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             results[key].active = ()  # no rule passed its code gate: the scan's result stands
             continue
         results.pop(key, None)
-        tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes))
+        tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes,
+                          statements=statements.get(key)))
     linting = {task.display: task.path for task in tasks}
     tasks.sort(key=lambda task: _size(stats.get(task.path)), reverse=True)
     for result in work.run(tasks, enabled, jobs, file_timeout, _failed, keep=pool is not None):

@@ -31,20 +31,32 @@ def module_name(path: Path) -> ModuleName:
     return located(path)[1]
 
 
-def located(path: Path) -> tuple[Path, ModuleName]:
+def located(path: Path, packages: dict[str, bool] | None = None) -> tuple[Path, ModuleName]:
     """The import root (the folder Python would put on ``sys.path``) and the module name.
 
     Modules resolve each other's imports only under the same root: two ``train.py`` scripts in
-    different folders are different modules.
+    different folders are different modules. ``packages``: which folders hold an
+    ``__init__.py``, as learnt so far, for a caller that locates many files of one tree at
+    one time (one ``stat`` per folder instead of one per file and level).
     """
-    path = Path(os.path.abspath(path))
-    is_package = path.stem == "__init__"
-    parts: list[str] = [] if is_package else [path.stem]
-    folder = path.parent
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        parts.append(folder.name)
-        folder = folder.parent
-    return folder, ModuleName(".".join(reversed(parts)) or path.stem, is_package)
+    absolute = os.path.abspath(path)
+    folder, file = os.path.split(absolute)
+    stem = file[:-3] if file.endswith(".py") else Path(file).stem
+    is_package = stem == "__init__"
+    parts: list[str] = [] if is_package else [stem]
+    known = {} if packages is None else packages
+    while True:
+        parent, name = os.path.split(folder)
+        if parent == folder:
+            break
+        package = known.get(folder)
+        if package is None:
+            package = known[folder] = os.path.isfile(os.path.join(folder, "__init__.py"))
+        if not package:
+            break
+        parts.append(name)
+        folder = parent
+    return Path(folder), ModuleName(".".join(reversed(parts)) or stem, is_package)
 
 
 def package_root(path: Path) -> Path | None:

@@ -690,8 +690,9 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
 
     roots: dict[Path, dict[ModuleName, ModuleSummary]] = defaultdict(dict)
     where: dict[str, tuple[Path, str]] = {}
+    packages: dict[str, bool] = {}  # folder -> holds an __init__.py, for every located()
     for path, summary in summaries.items():
-        root, name = located(Path(path))
+        root, name = located(Path(path), packages)
         roots[root][name] = summary
         where[path] = (root, name.name)
     _add_namespace_names(roots)
@@ -716,7 +717,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         for path in known:
             if path in summaries:
                 continue
-            root, name = located(Path(path))
+            root, name = located(Path(path), packages)
             if any(any(c.startswith(f"{written}.") for c in callees.get(where_used, ()))
                    for where_used, written in _names_seen_from(root, name.name)):
                 missing.add(path)
@@ -726,23 +727,31 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         # definition of one (a subclass's `def forward_model(`): their copies are batch
         # copies. Only the bytes are searched; the runner summarises what matches.
         # A model's `forward` is defined in most files: too common to be worth reading for.
-        patterns = {root: re.compile(rb"\bdef (?:%s)\(" % b"|".join(
+        patterns = {root: re.compile(rb"def (?:%s)\(" % b"|".join(
             re.escape(n.encode()) for n in sorted(names - MODEL_MACHINERY)))
             for root, names in hooked.items() if names - MODEL_MACHINERY}
         for path in known:
             if path in summaries or path in missing:
                 continue
-            pattern = patterns.get(located(Path(path))[0])
+            pattern = patterns.get(located(Path(path), packages)[0])
             if pattern is not None and _file_matches(path, pattern):
                 missing.add(path)
     return views, missing
 
 
 def _file_matches(path: str, pattern: re.Pattern[bytes]) -> bool:
+    """Does the file hold ``pattern`` where a word starts? The boundary is checked here,
+    not by a leading ``\\b``: a pattern that opens with a literal is searched for that
+    literal's occurrences only, about ten times faster."""
     try:
-        return pattern.search(Path(path).read_bytes()) is not None
+        data = Path(path).read_bytes()
     except OSError:
         return False
+    return any(m.start() == 0 or not _WORD_BYTE.match(data, m.start() - 1)
+               for m in pattern.finditer(data))
+
+
+_WORD_BYTE = re.compile(rb"\w")
 
 
 # How many folders up a folder without ``__init__.py`` is looked at as a namespace package.

@@ -18,6 +18,7 @@ import pytest
 
 from memlint.astwalk import walk
 from memlint.cli import main
+from memlint.engine import lint_source
 from memlint.filecheck import scan_bytes
 from memlint.gates import code_facts, gated
 from memlint.rules import all_rules
@@ -185,6 +186,38 @@ def test_an_evaluation_collection_needs_a_loop_in_evaluation_code() -> None:
         def run(model, loader):
             return [model(x) for x in loader]
     """)
+
+
+def test_a_model_class_holds_no_evaluation_code_by_name_or_switch() -> None:
+    """A method of a class that defines ``forward`` (or whose same-file base does) is model
+    code: ``encode``/``predict`` there, even with ``.eval()``, collects nothing MEM005 or
+    MEM016 reports, so the gate does not count it."""
+    methods = """
+        class {name}({base}):
+            {forward}
+            def encode(self, chunks):
+                self.net.eval()
+                out = []
+                for c in chunks:
+                    out.append(self.net(c))
+                return out
+    """
+    model = methods.format(name="Codec", base="nn.Module",
+                           forward="def forward(self, x): return x")
+    assert "fact:eval-collection" not in _facts(model)
+    subclass = model + methods.format(name="Small", base="Codec", forward="pass")
+    assert "fact:eval-collection" not in _facts(subclass)
+    # Neither defines forward in this file: its base may be anything, so it still counts.
+    assert "fact:eval-collection" in _facts(methods.format(name="Codec", base="Base",
+                                                           forward="pass"))
+    # The rule agrees (MEM016 asks the same analysis): nothing in the model class, a
+    # finding in the plain one.
+    plain = "import torch\n" + textwrap.dedent(methods.format(name="Codec", base="object",
+                                                              forward="pass"))
+    rule = [r for r in all_rules() if r.code == "MEM005"]
+    in_model = "import torch\n" + textwrap.dedent(model)
+    assert lint_source("m.py", in_model.encode(), rule, prefiltered=True) == []
+    assert len(lint_source("m.py", plain.encode(), rule, prefiltered=True)) == 1
 
 
 def test_evaluation_functions_and_switches() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from memlint.analysis.tree import TreeIndex
+from memlint.astwalk import statement_lines
 from memlint.positions import _statement_starts, finding_positions
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -51,7 +53,13 @@ def _variants(text: str) -> dict[str, str]:
     }
 
 
-def _check(source: str) -> None:
+def _scanned(source: str) -> tuple[tuple[int, int], ...]:
+    """The statements' lines as the scan pass hands them to the lint pass (it parses the
+    file's bytes, which the stdlib decodes with its BOM)."""
+    return statement_lines(ast.parse(source.encode("utf-8")).body)
+
+
+def _check(source: str, scanned: bool = False) -> None:
     module = cst.parse_module(source)
     if not module.body:
         return
@@ -64,19 +72,23 @@ def _check(source: str) -> None:
     for statement in module.body:
         picks.append(statement)
         picks.extend(tree.walk(statement))
-    got = finding_positions(module, source, tree, picks)
+    got = finding_positions(module, source, tree, picks,
+                            _scanned(source) if scanned else None)
     for node in picks:
         assert got[node] == full[node], (type(node).__name__, got[node], full[node])
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("variant", ["lf", "crlf", "cr", "no final newline", "bom"])
-def test_statement_positions_match_libcst(shape: str, variant: str) -> None:
-    _check(_variants(SHAPES[shape])[variant])
+@pytest.mark.parametrize("scanned", [False, True], ids=["parsed", "scanned"])
+def test_statement_positions_match_libcst(shape: str, variant: str, scanned: bool) -> None:
+    _check(_variants(SHAPES[shape])[variant], scanned)
 
 
-def _check_one_by_one(source: str) -> None:
-    """Each node alone: a node in a nested simple statement line renders only that line."""
+def _check_one_by_one(source: str, scanned: bool = False) -> None:
+    """Each node alone: a node in a nested simple statement line renders only that line
+    (with the scan's lines: after parsing only its top-level statement's lines)."""
+    spans = _scanned(source) if scanned else None
     module = cst.parse_module(source)
     tree = TreeIndex(module)
     full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -85,7 +97,7 @@ def _check_one_by_one(source: str) -> None:
             continue
         deepest = [line, *tree.walk(line)][-1]
         for node in (line, deepest):
-            got = finding_positions(module, source, tree, [node])
+            got = finding_positions(module, source, tree, [node], spans)
             assert got[node] == full[node], (type(node).__name__, got[node], full[node])
             assert got[line] == full[line]
             top = next(a for a in tree.ancestors(line) if a in module.body)
@@ -95,20 +107,49 @@ def _check_one_by_one(source: str) -> None:
 @pytest.mark.parametrize("shape", sorted({"blocks", "tabs", "match", "try star", "decorated"}
                                           & SHAPES.keys()))
 @pytest.mark.parametrize("variant", ["lf", "crlf", "no final newline", "bom"])
-def test_nested_lines_render_alone_at_libcst_positions(shape: str, variant: str) -> None:
-    _check_one_by_one(_variants(SHAPES[shape])[variant])
+@pytest.mark.parametrize("scanned", [False, True], ids=["parsed", "scanned"])
+def test_nested_lines_render_alone_at_libcst_positions(shape: str, variant: str,
+                                                        scanned: bool) -> None:
+    _check_one_by_one(_variants(SHAPES[shape])[variant], scanned)
 
 
-def test_corpus_nested_lines_render_alone_at_libcst_positions() -> None:
+@pytest.mark.parametrize("scanned", [False, True], ids=["parsed", "scanned"])
+def test_corpus_nested_lines_render_alone_at_libcst_positions(scanned: bool) -> None:
     for path in sorted(CORPUS.rglob("*.py")):
-        _check_one_by_one(path.read_text(encoding="utf-8"))
+        _check_one_by_one(path.read_text(encoding="utf-8"), scanned)
 
 
-def test_corpus_positions_match_libcst() -> None:
+@pytest.mark.parametrize("scanned", [False, True], ids=["parsed", "scanned"])
+def test_corpus_positions_match_libcst(scanned: bool) -> None:
     files = sorted(CORPUS.rglob("*.py"))
     assert len(files) > 20
     for path in files:
-        _check(path.read_text(encoding="utf-8"))
+        _check(path.read_text(encoding="utf-8"), scanned)
+
+
+def test_scanned_lines_parse_only_the_statements_with_findings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the scan's lines the file is not parsed again: only the lines of the one
+    top-level statement that holds the finding are."""
+    source = ("import torch\n\n\ndef unrelated():\n    return [i for i in range(3)]\n\n\n"
+              "def train(xs):\n    for x in xs:\n        y = x.cuda()\n    return y\n")
+    module = cst.parse_module(source)
+    tree = TreeIndex(module)
+    line = next(n for n in tree.preorder if type(n) is cst.SimpleStatementLine
+                and n not in module.body and "cuda" in module.code_for_node(n))
+    spans = _scanned(source)
+    parsed: list[str] = []
+    real_parse = ast.parse
+
+    def spy(text: str, *args: object, **kwargs: object) -> ast.Module:
+        parsed.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr("memlint.positions.ast.parse", spy)
+    full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    got = finding_positions(module, source, tree, [line], spans)
+    assert got[line] == full[line]
+    assert parsed == ["def train(xs):\n    for x in xs:\n        y = x.cuda()\n    return y\n"]
 
 
 def test_node_outside_statements_falls_back_to_the_whole_module() -> None:
