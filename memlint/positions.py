@@ -199,6 +199,7 @@ class _Twins:
         self.spans = spans
         self.body: list[ast.stmt] | None = None
         self._line_starts: list[int] | None = None
+        self._parsed: dict[int, ast.stmt | None] = {}
         if spans is None:
             self.body = _stdlib_body(source)
             if self.body is not None:
@@ -209,6 +210,11 @@ class _Twins:
         parse on their own."""
         if self.body is not None:
             return self.body[index]
+        if index not in self._parsed:
+            self._parsed[index] = self._parse(index)
+        return self._parsed[index]
+
+    def _parse(self, index: int) -> ast.stmt | None:
         assert self.spans is not None
         first, last = self.spans[index]
         if self._line_starts is None:

@@ -132,11 +132,12 @@ def test_scanned_lines_parse_only_the_statements_with_findings(
     """With the scan's lines the file is not parsed again: only the lines of the one
     top-level statement that holds the finding are."""
     source = ("import torch\n\n\ndef unrelated():\n    return [i for i in range(3)]\n\n\n"
-              "def train(xs):\n    for x in xs:\n        y = x.cuda()\n    return y\n")
+              "def train(xs):\n    for x in xs:\n        y = x.cuda()\n        z = y.cuda()\n"
+              "    return z\n")
     module = cst.parse_module(source)
     tree = TreeIndex(module)
-    line = next(n for n in tree.preorder if type(n) is cst.SimpleStatementLine
-                and n not in module.body and "cuda" in module.code_for_node(n))
+    lines = [n for n in tree.preorder if type(n) is cst.SimpleStatementLine
+             and n not in module.body and "cuda" in module.code_for_node(n)]
     spans = _scanned(source)
     parsed: list[str] = []
     real_parse = ast.parse
@@ -147,9 +148,11 @@ def test_scanned_lines_parse_only_the_statements_with_findings(
 
     monkeypatch.setattr("memlint.positions.ast.parse", spy)
     full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    got = finding_positions(module, source, tree, [line], spans)
-    assert got[line] == full[line]
-    assert parsed == ["def train(xs):\n    for x in xs:\n        y = x.cuda()\n    return y\n"]
+    got = finding_positions(module, source, tree, lines, spans)
+    assert len(lines) == 2 and all(got[line] == full[line] for line in lines)
+    # Once, for both findings in it.
+    assert parsed == ["def train(xs):\n    for x in xs:\n        y = x.cuda()\n"
+                      "        z = y.cuda()\n    return z\n"]
 
 
 def test_node_outside_statements_falls_back_to_the_whole_module() -> None:
