@@ -36,17 +36,21 @@ def _fields_of(kind: type[ast.AST]) -> tuple[str, ...]:
     return fields
 
 
-def walk(node: ast.AST, stop: frozenset[type[ast.AST]] = frozenset()) -> Iterator[ast.AST]:
+def walk(node: ast.AST, stop: frozenset[type[ast.AST]] = frozenset(),
+         kinds: frozenset[type[ast.AST]] | None = None) -> Iterator[ast.AST]:
     """``node`` and its descendants (order unspecified, as ``ast.walk``), contexts left out;
-    a descendant whose type is in ``stop`` is yielded but not entered (nested scopes)."""
+    a descendant whose type is in ``stop`` is yielded but not entered (nested scopes).
+    ``kinds``: only nodes of these types are yielded (a caller that reads the calls of every
+    expression pays for no others), in the same order."""
     stack = [node]
     pop, push, extend = stack.pop, stack.append, stack.extend
     known = _child_fields
     ast_type = ast.AST
     while stack:
         current = pop()
-        yield current
         kind = type(current)
+        if kinds is None or kind in kinds:
+            yield current
         if kind in stop and current is not node:
             continue
         fields = known.get(kind)
@@ -58,35 +62,6 @@ def walk(node: ast.AST, stop: frozenset[type[ast.AST]] = frozenset()) -> Iterato
                 extend([v for v in value if isinstance(v, ast_type)])
             elif isinstance(value, ast_type):
                 push(value)
-
-
-def walk_kinds(node: ast.AST, kinds: frozenset[type[ast.AST]],
-               stop: frozenset[type[ast.AST]] = frozenset()) -> list[ast.AST]:
-    """The nodes :func:`walk` yields whose type is in ``kinds``, in the same order: for a
-    caller that reads a few node types of every expression, the rest are never yielded."""
-    found: list[ast.AST] = []
-    keep = found.append
-    stack = [node]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    known = _child_fields
-    ast_type = ast.AST
-    while stack:
-        current = pop()
-        kind = type(current)
-        if kind in kinds:
-            keep(current)
-        if kind in stop and current is not node:
-            continue
-        fields = known.get(kind)
-        if fields is None:
-            fields = _fields_of(kind)
-        for name in fields:
-            value = getattr(current, name)
-            if type(value) is list:
-                extend([v for v in value if isinstance(v, ast_type)])
-            elif isinstance(value, ast_type):
-                push(value)
-    return found
 
 
 def statement_lines(body: list[ast.stmt]) -> tuple[tuple[int, int], ...]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from memlint.astwalk import walk, walk_kinds
+from memlint.astwalk import walk
 from memlint.gates import may_move
 from memlint.prefilter import search
 from memlint.vocabulary import (
@@ -806,10 +806,10 @@ def _holds_code(parts: Sequence[ast.AST | None]) -> bool:
 _CODE_NODES = frozenset({ast.Call, ast.Yield, ast.YieldFrom, ast.Lambda})
 
 
-def _walk_expression(node: ast.AST) -> list[ast.AST]:
+def _walk_expression(node: ast.AST) -> Iterator[ast.AST]:
     """The calls, yields and lambdas of an expression (or a simple statement), not entering
     nested scopes (a lambda is yielded, its body is not)."""
-    return walk_kinds(node, _CODE_NODES, _NESTED_SCOPES)
+    return walk(node, _NESTED_SCOPES, _CODE_NODES)
 
 
 def _always_returns(body: Sequence[ast.stmt]) -> bool:

@@ -112,6 +112,15 @@ def test_fast_walk_prunes_nested_scopes() -> None:
     assert names == {"a"}
 
 
+@pytest.mark.parametrize("path", SOURCES[:10], ids=lambda p: p.name)
+def test_fast_walk_of_some_kinds_keeps_their_order(path: Path) -> None:
+    tree = ast.parse(path.read_bytes())
+    kinds = frozenset({ast.Call, ast.Lambda})
+    stop = frozenset({ast.Lambda})
+    every = [n for n in walk(tree, stop) if type(n) in kinds]
+    assert every and list(walk(tree, stop, kinds)) == every
+
+
 def _findings(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
               *args: str) -> set[tuple[str, int, str]]:
     monkeypatch.chdir(root)
