@@ -232,7 +232,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     views, missing = project_views([*keys, *extra], hooks=finished)
     for key in finished:
         view = views.get(key)
-        if view is not None and view.batch_params:
+        if view is not None and view.fed_by_bases():
             del results[key]
             active[key] = ()
     if missing:
@@ -256,7 +256,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         views, _ = project_views((), candidates)
         for key in candidates:
             view = views.get(key)
-            if view is not None and (view.eval_called or view.side_jobs or view.batch_params):
+            if view is not None and (view.eval_called or view.side_jobs or view.fed_by_bases()):
                 del results[key]
                 active[key] = ()
     tasks: list[Task] = []
@@ -275,7 +275,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             # after `.eval()`), in a file whose own text did not suggest evaluation.
             codes = tuple(sorted({*codes, *_EVALUATION_RULES} & {r.code for r in enabled}))
             active[key] = codes
-        if view is not None and view.batch_params:
+        if view is not None and view.fed_by_bases():
             # Per-batch hooks a base class in another module feeds from its loader loop: the
             # copies in them are batch copies though no loader is named in this file.
             codes = tuple(sorted({*codes, *_BATCH_RULES} & {r.code for r in enabled}))

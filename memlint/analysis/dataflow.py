@@ -1041,6 +1041,8 @@ class DataflowAnalysis:
             return False  # `for dl in loaders:` iterates loaders; `loaders[phase]` is one
         if LOADER_NAME.search(last):
             return True
+        if base is expr and isinstance(expr, cst.Name) and name in self._fed_loader_params(expr):
+            return True  # a loader a base class in another module hands this method
         # `def run(model, data): for x, y in data:` called as `run(model, train_loader)`.
         return follow_params and isinstance(base, cst.Name) and any(
             self._is_loader_like(arg, follow_params=False)
@@ -1616,6 +1618,16 @@ class DataflowAnalysis:
         ):
             return []
         return origins
+
+    def _fed_loader_params(self, node: cst.CSTNode) -> tuple[str, ...]:
+        """The parameters of the method around ``node`` that a project base class in another
+        module gives a loader (``self._predict(loader)``, from the project model)."""
+        if self.project is None or not self.project.loader_params:
+            return ()
+        function = self.tree.enclosing_function(node)
+        if function is None:
+            return ()
+        return self.project.loader_params.get(self.tree.qualname(function), ())
 
     def _hooked_params(self, scope: _Function) -> tuple[str, ...]:
         """The parameters of a method that a project base class in another module calls with

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 
@@ -421,9 +421,11 @@ class ProjectModel:
 
     def hooked_methods(self) -> frozenset[str]:
         """Names of the methods that project classes call with each batch of their own
-        loader loops (``self.forward_model(batch)``): a subclass elsewhere that overrides one
-        copies batches though no rule's prefilter may have seen its file."""
-        return frozenset(name for methods in self._hooks_fed.values() for name in methods)
+        loader loops (``self.forward_model(batch)``) or with a loader (``self._predict(
+        loader)``): a subclass elsewhere that overrides one copies batches though no rule's
+        prefilter may have seen its file."""
+        return frozenset(name for fed in (self._hooks_fed, self._loaders_fed)
+                         for methods in fed.values() for name in methods)
 
     # ------------------------------------------------------------------ returns, classes
 
@@ -502,33 +504,54 @@ class ProjectModel:
         calls with each batch of its loader loop (``for batch in train_loader:
         self.training_forward(batch)`` in the base, ``training_forward`` overridden here):
         which parameters get the batch."""
-        found: dict[str, tuple[str, ...]] = {}
-        if self._hooks_fed:  # some loader loop hands its batch to a method of its object
-            for klass in self.summaries[module].classes:
-                self._batch_hooks(found, module, klass)
-        return found
+        return self._fed_params(module, self._hooks_fed)
 
-    def _batch_hooks(self, found: dict[str, tuple[str, ...]], module: str,
-                     klass: Class) -> None:
-        fed: dict[str, set[str]] = {}
-        for where, base in self._bases_elsewhere(module, klass, 0):
-            for name, keys in self._hooks_fed.get((where, base.qualname), {}).items():
-                fed.setdefault(name, set()).update(keys)
+    def fed_by_bases(self, module: str) -> bool:
+        """Does a base class elsewhere hand batches or loaders to this module's methods?"""
+        return bool(self.batch_params(module) or self.loader_params(module))
+
+    def loader_params(self, module: str) -> dict[str, tuple[str, ...]]:
+        """Methods of the module's classes that a project base class in another module
+        hands a loader itself (``loader = DataLoader(data); return self._predict(loader)``
+        in the base, ``_predict`` overridden here to loop over it): which parameters get it."""
+        return self._fed_params(module, self._loaders_fed)
+
+    def _fed_params(self, module: str, fed_by_base: dict[tuple[str, str], dict[str, set[str]]],
+                    ) -> dict[str, tuple[str, ...]]:
+        found: dict[str, tuple[str, ...]] = {}
+        if not fed_by_base:  # no base class hands such values to a method of its object
+            return found
         own = self._functions.get(module, {})
-        for name, keys in fed.items():
-            method = own.get(f"{klass.qualname}.{name}")
-            if method is None:
-                continue
-            params = [p for p in method.params if p not in ("self", "cls")]
-            given = {params[int(k)] if k.isdigit() else k for k in keys
-                     if (k.isdigit() and int(k) < len(params)) or k in params}
-            if given:
-                found[method.qualname] = tuple(sorted(given))
+        for klass in self.summaries[module].classes:
+            fed: dict[str, set[str]] = {}
+            for where, base in self._bases_elsewhere(module, klass, 0):
+                for name, keys in fed_by_base.get((where, base.qualname), {}).items():
+                    fed.setdefault(name, set()).update(keys)
+            for name, keys in fed.items():
+                method = own.get(f"{klass.qualname}.{name}")
+                if method is None:
+                    continue
+                params = [p for p in method.params if p not in ("self", "cls")]
+                given = {params[int(k)] if k.isdigit() else k for k in keys
+                         if (k.isdigit() and int(k) < len(params)) or k in params}
+                if given:
+                    found[method.qualname] = tuple(sorted(given))
+        return found
 
     @cached_property
     def _hooks_fed(self) -> dict[tuple[str, str], dict[str, set[str]]]:
         """(module, class qualname) -> method name -> the positions or keywords that the
         class's own loader loops give a batch in ``self.method(batch)`` calls."""
+        return self._self_calls_giving(lambda site: site.batch_args)
+
+    @cached_property
+    def _loaders_fed(self) -> dict[tuple[str, str], dict[str, set[str]]]:
+        """(module, class qualname) -> method name -> the positions or keywords that the
+        class's own methods give a loader in ``self.method(loader)`` calls."""
+        return self._self_calls_giving(lambda site: site.loader_args)
+
+    def _self_calls_giving(self, keys_of: Callable[[Site], tuple[str, ...]],
+                           ) -> dict[tuple[str, str], dict[str, set[str]]]:
         found: dict[tuple[str, str], dict[str, set[str]]] = {}
         for module, summary in self.summaries.items():
             classes = {c.qualname for c in summary.classes}
@@ -537,10 +560,11 @@ class ProjectModel:
                 if owner not in classes:
                     continue
                 for site in function.sites:
-                    if site.batch_args:
+                    keys = keys_of(site)
+                    if keys:
                         name = site.callee[len("self."):]
                         found.setdefault((module, owner), {}).setdefault(name, set()).update(
-                            site.batch_args)
+                            keys)
         return found
 
     def _bases_elsewhere(self, module: str, klass: Class,
@@ -576,7 +600,7 @@ class ProjectModel:
     def reveals(self, module: str) -> bool:
         """Does the rest of the project show code in the module that its own text does not:
         inference code, or per-batch hooks of a loader loop elsewhere?"""
-        return any(self.evaluation(module)) or bool(self.batch_params(module))
+        return any(self.evaluation(module)) or self.fed_by_bases(module)
 
     def view(self, module: str) -> ModuleView:
         """Everything ``module``'s analyses may ask, answered ahead of time."""
@@ -631,6 +655,7 @@ class ProjectModel:
             if self.is_module_class(f"{module}.{klass.qualname}"):
                 view.module_classes = view.module_classes | {f"{module}.{klass.qualname}"}
         view.batch_params = self.batch_params(module)
+        view.loader_params = self.loader_params(module)
         for absolute in sorted(referenced):
             fact = self.returns(absolute)
             if fact is not None:
@@ -708,7 +733,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
             views[path] = models[found[0]].view(found[1])
     for path in hooks:
         found = where.get(path)
-        if found is not None and path not in views and models[found[0]].batch_params(
+        if found is not None and path not in views and models[found[0]].fed_by_bases(
                 found[1]):
             views[path] = models[found[0]].view(found[1])
     missing: set[str] = set()

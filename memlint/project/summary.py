@@ -28,7 +28,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 6
+SCHEMA = 7
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -77,6 +77,10 @@ class Site:
     # positions or keywords (as in ``passed``) given the batch of a loop around it over
     # something named like a loader, unchanged (the loop does not rebind it first).
     batch_args: tuple[str, ...] = ()
+    # For such a call: the positions or keywords given a loader itself (``self.predict_batches(
+    # loader)``, a name bound from ``DataLoader(...)`` or a loader-named factory), which the
+    # method (maybe a subclass's override) loops over.
+    loader_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -389,6 +393,27 @@ class _Scope:
     data: bool = False
 
 
+def _makes_loader(value: ast.expr) -> bool:
+    """``DataLoader(ds)``, ``build_dataloader(...)``, ``self.get_val_loader()``."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.id if isinstance(func, ast.Name) else (
+        func.attr if isinstance(func, ast.Attribute) else "")
+    return bool(LOADER_NAME.search(name))
+
+
+def _is_loader(arg: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
+    """An argument that is a loader: named like one, made by a loader factory, or a name
+    the function bound from one (``dataset_iter = dataloader(data, 32)``)."""
+    if isinstance(arg, ast.Name):
+        return bool(LOADER_NAME.search(arg.id)) or any(
+            _makes_loader(v) for v in assigned.get(arg.id, ()))
+    if isinstance(arg, ast.Attribute):
+        return bool(LOADER_NAME.search(arg.attr))
+    return _makes_loader(arg)
+
+
 def _loader_batch_names(loop: ast.stmt) -> frozenset[str]:
     """The names a ``for`` loop over something named like a loader binds to each batch
     (``for x, y in enumerate(train_loader)``), less those its body rebinds (a batch moved or
@@ -561,11 +586,17 @@ class _Builder:
                 )
                 discarded = isinstance(stmt, ast.Expr) and stmt.value is sub
                 batch_args: tuple[str, ...] = ()
-                if name.startswith("self.") and any(self._batches):
-                    batches = frozenset().union(*self._batches)
-                    batch_args = tuple(k for k, d in passed if d in batches)
+                loader_args: tuple[str, ...] = ()
+                if name.startswith("self."):
+                    if any(self._batches):
+                        batches = frozenset().union(*self._batches)
+                        batch_args = tuple(k for k, d in passed if d in batches)
+                    loader_args = tuple(
+                        k for k, a in [*((str(i), a) for i, a in enumerate(sub.args)),
+                                       *((k.arg, k.value) for k in sub.keywords if k.arg)]
+                        if _is_loader(a, scope.assigned))
                 scope.sites.append(Site(name, switches, after_eval, discarded, loop_backward,
-                                        passed, batch_args))
+                                        passed, batch_args, loader_args))
 
     # -- definitions
 

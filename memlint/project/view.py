@@ -55,6 +55,9 @@ class ModuleView:
     # method qualname of this module -> the parameters given DataLoader batches unchanged by a
     # loop in a project base class in another module (``self.training_forward(batch)``)
     batch_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # method qualname of this module -> the parameters given a DataLoader itself by a project
+    # base class in another module (``self._predict(loader)``: the override loops over it)
+    loader_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def qualify(self, dotted: str) -> str:
         """``dotted`` with its head expanded through this module's imports or definitions."""
@@ -83,6 +86,10 @@ class ModuleView:
         """A project class, known not to derive from ``nn.Module`` whatever its name."""
         return self.qualify(dotted) in self.plain_classes
 
+    def fed_by_bases(self) -> bool:
+        """Does a base class in another module hand batches or loaders to methods here?"""
+        return bool(self.batch_params or self.loader_params)
+
     def fingerprint(self) -> str:
         data = json.dumps(
             [self.module, sorted(self.imports.items()), sorted(self.switches.items()),
@@ -93,7 +100,7 @@ class ModuleView:
              sorted(self.module_classes), sorted(self.plain_classes),
              sorted(self.grad_clearers),
              sorted(self.wrappers.items()), sorted(self.movers.items()),
-             sorted(self.batch_params.items())],
+             sorted(self.batch_params.items()), sorted(self.loader_params.items())],
             separators=(",", ":"),
         )
         return hashlib.blake2b(data.encode(), digest_size=12).hexdigest()

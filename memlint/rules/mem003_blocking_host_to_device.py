@@ -110,7 +110,9 @@ class BlockingHostToDevice(Rule):
     base class in another module calls with each batch of its loader loop
     (``for batch in train_loader: self.training_forward(batch)`` in the base, the hook
     overridden in a subclass's module) gets its parameter's copies reported, unless the base
-    rebinds the batch before handing it on (``batch = batch.to(device)``).
+    rebinds the batch before handing it on (``batch = batch.to(device)``); so does a loop in
+    a method that such a base hands a loader itself (``loader = DataLoader(data); return
+    self._predict(loader)``, ``_predict`` overridden to loop over it).
 
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop

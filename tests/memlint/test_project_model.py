@@ -359,3 +359,39 @@ def test_returned_accuracies_built_from_indices_and_comparisons_are_detached() -
     assert returns["loss_acc"] == (False, True)
     assert returns["top_indices"] == (True, True)
     assert returns["kept"] == (False, False)
+
+
+def test_a_base_class_hands_its_overridable_method_a_loader() -> None:
+    """``self._predict(loader)`` in a base class: the subclass's override gets a loader in
+    that parameter, whatever it is called; values that are no loader give nothing."""
+    m = model(
+        base="""
+            from torch.utils.data import DataLoader
+            from .data import make_dataloader
+            class Base:
+                def predict(self, data):
+                    dataset_iter = make_dataloader(data, 32)
+                    return self._predict(dataset_iter, scale=2)
+                def evaluate(self, data):
+                    return self._score(DataLoader(data), self.val_loader)
+                def refit(self, data):
+                    return self._fit(data, self.epochs)
+        """,
+        sub="""
+            from base import Base
+            class Sub(Base):
+                def _predict(self, items, scale):
+                    return [x.cuda() for x in items]
+                def _score(self, first, second):
+                    return first, second
+                def _fit(self, data, epochs):
+                    return data
+        """,
+    )
+    sites = {s.callee: s for f in m.summaries["base"].functions for s in f.sites}
+    assert sites["self._predict"].loader_args == ("0",)
+    assert sites["self._score"].loader_args == ("0", "1")
+    assert sites["self._fit"].loader_args == ()
+    assert m.loader_params("sub") == {"Sub._predict": ("items",),
+                                      "Sub._score": ("first", "second")}
+    assert m.fed_by_bases("sub") and not m.fed_by_bases("base")

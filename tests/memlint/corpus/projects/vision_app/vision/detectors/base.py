@@ -1,4 +1,5 @@
-"""A detector base whose fit loop hands every batch to hooks that subclasses override."""
+"""A detector base whose fit loop hands every batch to hooks that subclasses override, and
+whose predict hands the loader it builds to one."""
 
 import torch
 from torch.utils.data import DataLoader
@@ -26,7 +27,15 @@ class BaseDetector:
         with torch.no_grad():
             return [self.evaluating_forward(batch) for batch in loader]
 
+    def predict(self, dataset):
+        batches = DataLoader(dataset, batch_size=self.batch_size)
+        with torch.no_grad():
+            return self.predict_batches(batches)
+
     def training_forward(self, batch):
+        raise NotImplementedError
+
+    def predict_batches(self, items):
         raise NotImplementedError
 
     def evaluating_forward(self, batch):
