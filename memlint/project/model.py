@@ -332,6 +332,16 @@ class ProjectModel:
         mode = self._callers_mode(*inherited)
         return [] if mode is None else [mode]
 
+    def _delegates_to(self, module: str, caller: Function, key: str) -> bool:
+        """Is ``caller`` a method that overrides the base-class method ``key`` (and so
+        calls it as its own base implementation)?"""
+        owner, _, name = caller.qualname.rpartition(".")
+        if not owner or not key.endswith(f".{name}"):
+            return False
+        klass = self._classes.get(module, {}).get(owner)
+        inherited = None if klass is None else self._inherited(module, klass, name, 0)
+        return inherited is not None and f"{inherited[0]}.{inherited[1].qualname}" == key
+
     def _project_bases(self, module: str, klass: Class) -> Iterator[tuple[str, Class]]:
         """The direct bases of ``klass`` that the project defines, with their modules."""
         for base in klass.bases:
@@ -358,6 +368,11 @@ class ProjectModel:
         for module, caller, site in self._callers_of(key):
             if caller is not None and f"{module}.{caller.qualname}" == key:
                 continue  # recursion says nothing about how the outside world calls it
+            if caller is not None and self._delegates_to(module, caller, key):
+                # An override handing on to this base method (`Base.fit(self, data)`,
+                # `super().fit(data)`) runs in the mode of the override's callers, which are
+                # the base's callers again: a cycle that says nothing.
+                continue
             modes.append(self._mode_at(module, caller, site.switches))
         # Handed to a runner that calls its parameter: the mode at that call in the runner.
         for module, caller, site in self._callers_of(key + "#passed"):
