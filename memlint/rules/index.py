@@ -137,14 +137,14 @@ RULES: tuple[RuleSpec, ...] = (
                          b'\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|double|half|bfloat'
                          b'16|long|int|short|bool|byte|char|contiguous|detach|view|reshape|unsq'
                          b'ueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type|triu|tr'
-                         b'il)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:'
-                         b'cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|ran'
-                         b'd\\w*|normal|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongT'
-                         b'ensor|IntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)'
-                         b'\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()'
-                         b']|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\'
-                         b'n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\'
-                         b'('),
+                         b'il)\\((?:[^()]|\\([^()]*\\))*\\)|\\[[^\\[\\]\\n]*\\])*(?:\\s*(?:,[^()]'
+                         b'*)?\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|li'
+                         b'nspace|logspace|rand\\w*|normal|FloatTensor|DoubleTensor|HalfTensor|B'
+                         b'Float16Tensor|LongTensor|IntTensor|ShortTensor|CharTensor|ByteTensor'
+                         b'|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s'
+                         b'*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n('
+                         b'?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\'
+                         b'1\\.(?:cuda|to)\\('),
         code_gate=('fact:factory-move',),
     ),
     RuleSpec(
