@@ -162,6 +162,39 @@ def test_an_override_runs_where_the_base_class_calls_its_method() -> None:
     assert m.function_mode("sam", functions["Predictor.train_step"]) is None  # never called
 
 
+def test_call_sites_in_tests_do_not_decide_a_library_functions_mode() -> None:
+    """A solver's transform helpers run under its ``@torch.no_grad()`` method; the package's
+    tests call them directly with grad on, which says nothing of how the library runs them.
+    A library caller with grad on still decides."""
+    solver = """
+        import torch
+        def _inference_transform(model, inputs):
+            return model(inputs)
+        def _batched_transform(model, inputs):
+            return [_inference_transform(model, b) for b in inputs]
+        class Solver:
+            @torch.no_grad()
+            def transform(self, inputs):
+                return _batched_transform(self.model, inputs)
+    """
+    test = """
+        from cebra.solver import _batched_transform
+        def test_batched(model, inputs):
+            assert _batched_transform(model, inputs)
+    """
+    m = model(cebra__solver=solver, tests__test_solver=test)
+    functions = {f.qualname: f for f in m.summaries["cebra.solver"].functions}
+    assert m.function_mode("cebra.solver", functions["_batched_transform"]) == "off"
+    assert m.function_mode("cebra.solver", functions["_inference_transform"]) == "off"
+    m = model(cebra__solver=solver, tests__test_solver=test, cebra__tools="""
+        from cebra.solver import _batched_transform
+        def embed(model, inputs):
+            return _batched_transform(model, inputs)
+    """)
+    functions = {f.qualname: f for f in m.summaries["cebra.solver"].functions}
+    assert m.function_mode("cebra.solver", functions["_batched_transform"]) == "on"
+
+
 def test_an_override_calling_its_base_method_is_no_caller_of_it() -> None:
     """Every recommender's ``fit`` overrides the base's and starts with ``Base.fit(self,
     data)``: those delegations are the base method's only callers, and the overrides take
