@@ -137,14 +137,14 @@ RULES: tuple[RuleSpec, ...] = (
                          b'\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|double|half|bfloat'
                          b'16|long|int|short|bool|byte|char|contiguous|detach|view|reshape|unsq'
                          b'ueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type|triu|tr'
-                         b'il)\\((?:[^()]|\\([^()]*\\))*\\)|\\[[^\\[\\]\\n]*\\])*(?:\\s*(?:,[^()]'
-                         b'*)?\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|li'
-                         b'nspace|logspace|rand\\w*|normal|FloatTensor|DoubleTensor|HalfTensor|B'
-                         b'Float16Tensor|LongTensor|IntTensor|ShortTensor|CharTensor|ByteTensor'
-                         b'|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s'
-                         b'*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n('
-                         b'?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\'
-                         b'1\\.(?:cuda|to)\\('),
+                         b'il|requires_grad_)\\((?:[^()]|\\([^()]*\\))*\\)|\\[[^\\[\\]\\n]*\\])*'
+                         b'(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empt'
+                         b'y|arange|eye|linspace|logspace|rand\\w*|normal|FloatTensor|DoubleTens'
+                         b'or|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTensor|CharTe'
+                         b'nsor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*'
+                         b'\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]'
+                         b'*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\'
+                         b'w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\('),
         code_gate=('fact:factory-move',),
     ),
     RuleSpec(

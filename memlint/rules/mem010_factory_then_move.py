@@ -110,6 +110,8 @@ def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
         return (len(call.args) == 1 and not call.args[0].star
                 and (call.args[0].keyword is None or call.args[0].keyword.value == "dtype")
                 and names_dtype(call.args[0].value, imports))
+    if method == "requires_grad_":  # `torch.ones(n).requires_grad_(True).to(device)`
+        return len(call.args) <= 1 and not any(a.star for a in call.args)
     return method in _SHAPE_OPS and not any(a.star for a in call.args)
 
 
@@ -216,7 +218,9 @@ class FactoryThenMove(Rule):
     mapping under a device key counts as a device (``.to(state["device"])``). A ``.detach()``
     on the way changes nothing (``torch.arange(n).detach().to(device)``), nor does an index
     that only adds dimensions, made of ``None``, ``:`` and ``...`` (``torch.arange(n)[None,
-    :].to(device)``, a view like ``unsqueeze``).
+    :].to(device)``, a view like ``unsqueeze``). A ``.requires_grad_()`` on the way is reported
+    too (``torch.ones(n).requires_grad_(True).to(device)``: the moved tensor is not even the
+    leaf that was meant to collect gradients).
 
     Also flagged, without a fix: a factory bound to a name that the very next statement
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
@@ -265,8 +269,9 @@ class FactoryThenMove(Rule):
     ``eye``, ``linspace``, ``logspace``) moved with ``.cuda()`` or
     ``.to(<device>)``. Unsafe for random factories (``rand``, ``randn``, ``randint``,
     ``randperm``, ``normal``): on the device they draw from the device's generator and produce
-    different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
-    a non-leaf, the directly created one is a leaf. Casts and shape ops (``view``,
+    different numbers. Unsafe when the factory has ``requires_grad=True`` or a
+    ``.requires_grad_()`` follows it: the moved tensor was a non-leaf, the directly created
+    one is a leaf. Casts and shape ops (``view``,
     ``reshape``, ``unsqueeze``, ``repeat``, ``triu`` ...) between the factory and the move stay
     where they are and run on the device; they give the same values on either device. Unsafe with
     ``expand`` in between: the move returned a fresh tensor, the fixed line a broadcast view
@@ -300,7 +305,7 @@ class FactoryThenMove(Rule):
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
         rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
-        rb"|triu|tril)"
+        rb"|triu|tril|requires_grad_)"
         rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
         rb"(?:\s*(?:,[^()]*)?\))?"
         rb"\s*\.(?:cuda|to)\("
@@ -388,6 +393,19 @@ class FactoryThenMove(Rule):
         """),
     )
     invalid = (
+        # `requires_grad_()` before the move: the moved tensor is a non-leaf copy (unsafe fix:
+        # the fixed tensor is the leaf).
+        Invalid(
+            """
+            import torch
+            scale = torch.ones(width).requires_grad_(True).to(device)
+            """,
+            lines=(3,),
+            fixed="""
+            import torch
+            scale = torch.ones(width, device=device).requires_grad_(True)
+            """,
+        ),
         # An index of only `None`, `:` and `...` adds dimensions, a view like `unsqueeze`.
         Invalid(
             """
@@ -601,7 +619,8 @@ class FactoryThenMove(Rule):
         fix = None
         if fixable and device is not None:
             unsafe = (short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
-                      or any(_method(c) in _ALIASING_SHAPE_OPS for c in casts))
+                      or any(_method(c) in _ALIASING_SHAPE_OPS or _method(c) == "requires_grad_"
+                             for c in casts))
             safety = FixSafety.UNSAFE if unsafe else FixSafety.SAFE
             built: cst.BaseExpression = append_arg(factory, keyword_arg("device", device))
             for cast in reversed(casts):
