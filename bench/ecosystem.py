@@ -25,6 +25,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind4        # the fourth blind set (bench/blind4_labels.csv)
     python bench/ecosystem.py --set blind5        # the fifth blind set (bench/blind5_labels.csv)
     python bench/ecosystem.py --set blind6        # the sixth blind set (bench/blind6_labels.csv)
+    python bench/ecosystem.py --set blind7        # the seventh blind set (bench/blind7_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -194,6 +195,26 @@ BLIND6_PACKAGES: tuple[tuple[str, str], ...] = (
     ("torch-pruning", "1.6.1"),
 )
 
+# A seventh blind set, of styles the earlier sets hold little of: graph-net trainers, NLP
+# trainers with their own driver and callbacks, recommender models with hand-written fit
+# loops, online (one sample at a time) learning, domain adaptation, uncertainty and conformal
+# prediction, neural ODEs, meta-learning, contrastive embeddings, KANs and an early BERT port
+# with its example scripts, labelled from the code before memlint's findings on it were read.
+BLIND7_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("cebra", "0.6.1"),
+    ("cogdl", "0.6"),
+    ("cornac", "3.0.1"),
+    ("deep-river", "0.3.4"),
+    ("FastNLP", "1.0.1"),
+    ("pykan", "0.2.8"),
+    ("pytorch-adapt", "0.0.83"),
+    ("pytorch-pretrained-bert", "0.6.2"),
+    ("torch-uncertainty", "0.13.0"),
+    ("torchcp", "1.2.1"),
+    ("torchdyn", "1.0.6"),
+    ("torchmeta", "1.8.0"),
+)
+
 
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
@@ -210,6 +231,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind4": _blind("blind4", BLIND4_PACKAGES),
     "blind5": _blind("blind5", BLIND5_PACKAGES),
     "blind6": _blind("blind6", BLIND6_PACKAGES),
+    "blind7": _blind("blind7", BLIND7_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -342,7 +342,10 @@ class _Structure:
         """The callees of the calls chained under a move (``torch.arange(t).view(1, t)``),
         but not one given a keyword that already places its result (``device=``, ``out=``,
         ``pin_memory=``, ``generator=``) or ``**`` options that may hold one."""
-        while type(value) is ast.Call:
+        while type(value) is ast.Call or type(value) is ast.Subscript:
+            if isinstance(value, ast.Subscript):
+                value = value.value  # `torch.arange(n)[None, :].to(device)`: a view
+                continue
             call: ast.Call = value
             if not any(k.arg is None or k.arg in STAGING_KEYWORDS for k in call.keywords):
                 callee = call.func

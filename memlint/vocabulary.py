@@ -148,3 +148,21 @@ HOST_WRAPPER_NAMES = frozenset({"Parameter", "Variable"})
 # Functions that build a mask from the tensor they are given (`torch.triu(torch.ones(n, n), 1)`):
 # on the host when it is, and the same values on a device.
 MASK_FUNCTION_NAMES = frozenset({"triu", "tril"})
+
+
+# Test code, judged from a file's path alone (see :mod:`memlint.analysis.testcode`): pytest's
+# own modules, modules directly inside a tests/testing folder, `testing_*` helpers.
+_PYTEST_MODULE = re.compile(r"(?:^|[/\\])(?:test_[^/\\]*|[^/\\]*_test\.py|conftest\.py)$")
+_TEST_SUPPORT = re.compile(
+    r"(?:^|[/\\])(?:tests?|testing)[/\\][^/\\]+$|(?:^|[/\\])testing_[^/\\]*$"
+)
+
+
+def is_pytest_module(path: str) -> bool:
+    """A file pytest collects by default (or its conftest)."""
+    return _PYTEST_MODULE.search(path) is not None
+
+
+def is_test_code(path: str) -> bool:
+    """A pytest module or a test-support module."""
+    return is_pytest_module(path) or _TEST_SUPPORT.search(path) is not None

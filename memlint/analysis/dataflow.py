@@ -1044,10 +1044,28 @@ class DataflowAnalysis:
         if base is expr and isinstance(expr, cst.Name) and name in self._fed_loader_params(expr):
             return True  # a loader a base class in another module hands this method
         # `def run(model, data): for x, y in data:` called as `run(model, train_loader)`.
-        return follow_params and isinstance(base, cst.Name) and any(
-            self._is_loader_like(arg, follow_params=False)
-            for arg in self._arguments_for(base, name)
-        )
+        return isinstance(base, cst.Name) and (
+            (follow_params and any(self._is_loader_like(arg, follow_params=False)
+                                   for arg in self._arguments_for(base, name)))
+            or self._item_of_loader_list(base, known))
+
+    def _item_of_loader_list(self, name: cst.Name, bound: Collection[str]) -> bool:
+        """Is ``name`` the target of an enclosing loop over a literal list or tuple of
+        loaders (``for split in [head_loader, tail_loader]:``, also through a name bound to
+        the list just before: ``loaders = [a_loader, b_loader]``)? Each item is a loader."""
+        for loop in self.tree.enclosing_loops(name):
+            if not (isinstance(loop, cst.For) and isinstance(loop.target, cst.Name)
+                    and loop.target.value == name.value):
+                continue
+            items = loop.iter
+            if isinstance(items, cst.Name):
+                values = self._bindings_before(loop, items.value, deep=False)[:1]
+                items = values[0] if values else items
+            return (isinstance(items, (cst.List, cst.Tuple)) and bool(items.elements)
+                    and all(not isinstance(e, cst.StarredElement)
+                            and self._is_loader_like(e.value, follow_params=False, bound=bound)
+                            for e in items.elements))
+        return False
 
     def is_dataloader_loop(self, loop: cst.CSTNode) -> bool:
         """A ``for`` loop whose iterable is (a pass-through wrapper of) a DataLoader."""

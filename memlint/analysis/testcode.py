@@ -10,28 +10,16 @@ os.environ:``, as tutorials and notebooks do to swap in a few random samples) is
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+# Judged from the path alone, so the project model (which must not import libcst) asks too.
+from memlint.vocabulary import is_pytest_module as is_pytest_module
+from memlint.vocabulary import is_test_code as is_test_code
+
 if TYPE_CHECKING:
     from memlint.analysis.tree import TreeIndex
-
-_PYTEST_MODULE = re.compile(r"(?:^|[/\\])(?:test_[^/\\]*|[^/\\]*_test\.py|conftest\.py)$")
-_TEST_SUPPORT = re.compile(
-    r"(?:^|[/\\])(?:tests?|testing)[/\\][^/\\]+$|(?:^|[/\\])testing_[^/\\]*$"
-)
-
-
-def is_pytest_module(path: str) -> bool:
-    """A file pytest collects by default (or its conftest)."""
-    return _PYTEST_MODULE.search(path) is not None
-
-
-def is_test_code(path: str) -> bool:
-    """A pytest module or a test-support module."""
-    return is_pytest_module(path) or _TEST_SUPPORT.search(path) is not None
 
 
 # Environment variables CI services set, which scripts test to shrink their data.

@@ -23,7 +23,7 @@ from pathlib import Path
 from memlint.project.layout import ModuleName
 from memlint.project.summary import Class, Function, ModuleSummary, Site, Switch
 from memlint.project.view import ModuleView, ReturnFact
-from memlint.vocabulary import MODEL_MACHINERY, GradMode, grad_switch
+from memlint.vocabulary import MODEL_MACHINERY, GradMode, grad_switch, is_test_code
 
 _MAX_DEPTH = 6
 # Bases that make a class model code, named as nn.Module subclasses usually are.
@@ -31,6 +31,12 @@ _MODULE_BASE = re.compile(r"(?:^|\.)(?:Module|\w*Model|Sequential|ModuleList|Mod
 _TRAINING_CALLS = frozenset({"backward", "manual_backward"})
 
 Definition = tuple[str, Function | Class]  # the module that defines it, and the definition
+
+
+def _in_tests(module: str) -> bool:
+    """Is the module test code (``tests.test_solver``, ``pkg.tests.conftest``), judged by
+    the path its name stands for?"""
+    return is_test_code(module.replace(".", "/") + ".py")
 
 
 def _combine(modes: Iterable[GradMode | None]) -> GradMode | None:
@@ -332,6 +338,16 @@ class ProjectModel:
         mode = self._callers_mode(*inherited)
         return [] if mode is None else [mode]
 
+    def _delegates_to(self, module: str, caller: Function, key: str) -> bool:
+        """Is ``caller`` a method that overrides the base-class method ``key`` (and so
+        calls it as its own base implementation)?"""
+        owner, _, name = caller.qualname.rpartition(".")
+        if not owner or not key.endswith(f".{name}"):
+            return False
+        klass = self._classes.get(module, {}).get(owner)
+        inherited = None if klass is None else self._inherited(module, klass, name, 0)
+        return inherited is not None and f"{inherited[0]}.{inherited[1].qualname}" == key
+
     def _project_bases(self, module: str, klass: Class) -> Iterator[tuple[str, Class]]:
         """The direct bases of ``klass`` that the project defines, with their modules."""
         for base in klass.bases:
@@ -358,6 +374,15 @@ class ProjectModel:
         for module, caller, site in self._callers_of(key):
             if caller is not None and f"{module}.{caller.qualname}" == key:
                 continue  # recursion says nothing about how the outside world calls it
+            if _in_tests(module):
+                # A test calling a library helper directly checks it on toy data; the
+                # library's own call sites say how it runs.
+                continue
+            if caller is not None and self._delegates_to(module, caller, key):
+                # An override handing on to this base method (`Base.fit(self, data)`,
+                # `super().fit(data)`) runs in the mode of the override's callers, which are
+                # the base's callers again: a cycle that says nothing.
+                continue
             modes.append(self._mode_at(module, caller, site.switches))
         # Handed to a runner that calls its parameter: the mode at that call in the runner.
         for module, caller, site in self._callers_of(key + "#passed"):

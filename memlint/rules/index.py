@@ -137,14 +137,14 @@ RULES: tuple[RuleSpec, ...] = (
                          b'\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|double|half|bfloat'
                          b'16|long|int|short|bool|byte|char|contiguous|detach|view|reshape|unsq'
                          b'ueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type|triu|tr'
-                         b'il)\\((?:[^()]|\\([^()]*\\))*\\))*(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:'
-                         b'cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|ran'
-                         b'd\\w*|normal|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongT'
-                         b'ensor|IntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)'
-                         b'\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()'
-                         b']|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\'
-                         b'n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\'
-                         b'('),
+                         b'il|requires_grad_)\\((?:[^()]|\\([^()]*\\))*\\)|\\[[^\\[\\]\\n]*\\])*'
+                         b'(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empt'
+                         b'y|arange|eye|linspace|logspace|rand\\w*|normal|FloatTensor|DoubleTens'
+                         b'or|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTensor|CharTe'
+                         b'nsor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*'
+                         b'\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]'
+                         b'*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\'
+                         b'w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\('),
         code_gate=('fact:factory-move',),
     ),
     RuleSpec(

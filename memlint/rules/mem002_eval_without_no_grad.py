@@ -198,6 +198,26 @@ class EvalWithoutNoGrad(Rule):
                  "call:backward", "call:manual_backward")
 
     valid = (
+        # Calibration: the logits are collected under no_grad, then scored by loss modules
+        # (one of them this file's `nn.Module` subclass) after the eval switch.
+        Valid("""
+            import torch
+            from torch import nn
+            class ECELoss(nn.Module):
+                def forward(self, logits, labels):
+                    return (logits.softmax(-1).max(-1).values - labels).abs().mean()
+            class Scaler:
+                def calibrate(self, loader):
+                    self.model.eval()
+                    nll_criterion = nn.CrossEntropyLoss()
+                    ece_criterion = ECELoss()
+                    with torch.no_grad():
+                        logits = torch.cat([self.model(x) for x, _ in loader])
+                        labels = torch.cat([y for _, y in loader])
+                    nll = nll_criterion(logits, labels).item()
+                    ece = ece_criterion(logits, labels).item()
+                    print(f"before scaling: NLL {nll:.3f}, ECE {ece:.3f}")
+        """),
         # A tracer: hooks read each output's grad_fn to build a dependency graph, and a
         # same-file method walks the graph from the output.
         Valid("""
@@ -979,6 +999,10 @@ class EvalWithoutNoGrad(Rule):
                     or self._defined_without_grad(last_name(call.func) or ""))
         name = last_name(call.func) or ""
         if _HELPER_VERB.match(name):
+            return False
+        if analysis.calls.is_loss_call(call):
+            # `ece_criterion(logits, labels)`: a loss module (this file's `nn.Module`
+            # subclass too) scores outputs computed before; it is no model.
             return False
         # `postprocess_model(model)`, `wrap(self.model)`: a helper that takes the model.
         if any(self._names_a_model(arg.value) for arg in call.args):

@@ -313,6 +313,18 @@ class BlockingHostToDevice(Rule):
             def spread(chunks, devices):
                 return [c.to(devices["main"]) for c in chunks]
         """),
+        # A loop over a list of tensors or datasets (not all of them loaders) hands out no
+        # batches.
+        Valid("""
+            import torch
+            def report(model, train_x, test_x, val_loader, device):
+                for split in [train_x, test_x]:
+                    for row in split:
+                        model(row.to(device))
+                for part in [train_x, val_loader]:
+                    for row in part:
+                        model(row.to(device))
+        """),
     )
     invalid = (
         Invalid(
@@ -572,6 +584,29 @@ class BlockingHostToDevice(Rule):
                     return loader, None
             """,
             lines=(9,),
+        ),
+        # A loop over a list of loaders (bound to a name first) hands out loaders, whatever
+        # its target is called.
+        Invalid(
+            """
+            import torch
+            from tqdm import tqdm
+            def evaluate(model, head_loader, tail_loader, device):
+                splits = [head_loader, tail_loader]
+                for split in splits:
+                    for positive, negative in tqdm(split):
+                        model(positive.to(device), negative)
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+            from tqdm import tqdm
+            def evaluate(model, head_loader, tail_loader, device):
+                splits = [head_loader, tail_loader]
+                for split in splits:
+                    for positive, negative in tqdm(split):
+                        model(positive.to(device, non_blocking=True), negative)
+            """,
         ),
     )
 

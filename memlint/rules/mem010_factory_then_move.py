@@ -63,8 +63,11 @@ def _keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return None
 
 
-def _method(call: cst.Call) -> str | None:
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+def _method(call: cst.BaseExpression) -> str | None:
+    """The method a call calls (``x.view(...)`` -> ``"view"``); None for anything else."""
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+        return call.func.attr.value
+    return None
 
 
 def _sized_legacy_constructor(call: cst.Call) -> bool:
@@ -73,6 +76,26 @@ def _sized_legacy_constructor(call: cst.Call) -> bool:
     if len(positional) != len(call.args) or any(a.star == "**" for a in call.args):
         return False
     return len(positional) >= 2 or (len(positional) == 1 and positional[0].star == "*")
+
+
+def _adds_dimensions(expr: cst.BaseExpression) -> bool:
+    """``x[None, :]``, ``x[:, None]``, ``x[..., None]``: an index made only of ``None``, full
+    slices and ``...``, a view that adds dimensions (like ``unsqueeze``)."""
+    if not isinstance(expr, cst.Subscript) or not expr.slice:
+        return False
+    adds = False
+    for element in expr.slice:
+        index = element.slice
+        if isinstance(index, cst.Slice):
+            if index.lower is not None or index.upper is not None or index.step is not None:
+                return False
+        elif not isinstance(index, cst.Index):
+            return False
+        elif isinstance(index.value, cst.Name) and index.value.value == "None":
+            adds = True
+        elif not isinstance(index.value, cst.Ellipsis):
+            return False
+    return adds
 
 
 def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
@@ -87,6 +110,8 @@ def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
         return (len(call.args) == 1 and not call.args[0].star
                 and (call.args[0].keyword is None or call.args[0].keyword.value == "dtype")
                 and names_dtype(call.args[0].value, imports))
+    if method == "requires_grad_":  # `torch.ones(n).requires_grad_(True).to(device)`
+        return len(call.args) <= 1 and not any(a.star for a in call.args)
     return method in _SHAPE_OPS and not any(a.star for a in call.args)
 
 
@@ -191,7 +216,11 @@ class FactoryThenMove(Rule):
     factory wrapped in ``nn.Parameter(...)`` or ``Variable(...)`` and then moved is reported
     too (``nn.Parameter(torch.ones(1)).to(device)``), without a fix. A device kept in a
     mapping under a device key counts as a device (``.to(state["device"])``). A ``.detach()``
-    on the way changes nothing (``torch.arange(n).detach().to(device)``).
+    on the way changes nothing (``torch.arange(n).detach().to(device)``), nor does an index
+    that only adds dimensions, made of ``None``, ``:`` and ``...`` (``torch.arange(n)[None,
+    :].to(device)``, a view like ``unsqueeze``). A ``.requires_grad_()`` on the way is reported
+    too (``torch.ones(n).requires_grad_(True).to(device)``: the moved tensor is not even the
+    leaf that was meant to collect gradients).
 
     Also flagged, without a fix: a factory bound to a name that the very next statement
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
@@ -240,8 +269,9 @@ class FactoryThenMove(Rule):
     ``eye``, ``linspace``, ``logspace``) moved with ``.cuda()`` or
     ``.to(<device>)``. Unsafe for random factories (``rand``, ``randn``, ``randint``,
     ``randperm``, ``normal``): on the device they draw from the device's generator and produce
-    different numbers. Unsafe when the factory has ``requires_grad=True``: the moved tensor was
-    a non-leaf, the directly created one is a leaf. Casts and shape ops (``view``,
+    different numbers. Unsafe when the factory has ``requires_grad=True`` or a
+    ``.requires_grad_()`` follows it: the moved tensor was a non-leaf, the directly created
+    one is a leaf. Casts and shape ops (``view``,
     ``reshape``, ``unsqueeze``, ``repeat``, ``triu`` ...) between the factory and the move stay
     where they are and run on the device; they give the same values on either device. Unsafe with
     ``expand`` in between: the move returned a fresh tensor, the fixed line a broadcast view
@@ -275,8 +305,8 @@ class FactoryThenMove(Rule):
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
         rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
-        rb"|triu|tril)"
-        rb"\((?:[^()]|\([^()]*\))*\))*"
+        rb"|triu|tril|requires_grad_)"
+        rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
         rb"(?:\s*(?:,[^()]*)?\))?"
         rb"\s*\.(?:cuda|to)\("
         # Or the statement that built it ends there and the next one (maybe under an `if`)
@@ -293,6 +323,13 @@ class FactoryThenMove(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # An index that selects (a slice with bounds, an index tensor) copies part of the
+        # tensor: not a plain view of the factory's result.
+        Valid("""
+            import torch
+            tail = torch.arange(n)[1:].to(device)
+            picked = torch.randperm(n)[index].cuda()
+        """),
         Valid("""
             import torch
             mask = torch.zeros(n, n, device="cuda")
@@ -356,6 +393,33 @@ class FactoryThenMove(Rule):
         """),
     )
     invalid = (
+        # `requires_grad_()` before the move: the moved tensor is a non-leaf copy (unsafe fix:
+        # the fixed tensor is the leaf).
+        Invalid(
+            """
+            import torch
+            scale = torch.ones(width).requires_grad_(True).to(device)
+            """,
+            lines=(3,),
+            fixed="""
+            import torch
+            scale = torch.ones(width, device=device).requires_grad_(True)
+            """,
+        ),
+        # An index of only `None`, `:` and `...` adds dimensions, a view like `unsqueeze`.
+        Invalid(
+            """
+            import torch
+            grid = torch.arange(num + 1)[None, :].to(x.device)
+            knots = torch.linspace(-1, 1, num)[:, None].float().cuda()
+            """,
+            lines=(3, 4),
+            fixed="""
+            import torch
+            grid = torch.arange(num + 1, device=x.device)[None, :]
+            knots = torch.linspace(-1, 1, num, device="cuda")[:, None].float()
+            """,
+        ),
         # Causal masks: a mask builder or a dtype `.to()` between the factory and the move,
         # and a chain written over several lines inside parentheses.
         Invalid(
@@ -549,17 +613,20 @@ class FactoryThenMove(Rule):
         if target is None:
             return
         device, fixable = target
-        if wrapped or any(_method(c) == "type" and _type_cast_target(c, imports) == "tensor type"
-                          for c in casts):
+        if wrapped or any(isinstance(c, cst.Call) and _method(c) == "type"
+                          and _type_cast_target(c, imports) == "tensor type" for c in casts):
             fixable = False
         fix = None
         if fixable and device is not None:
             unsafe = (short in RANDOM_FACTORIES or _keyword(factory, "requires_grad") is not None
-                      or any(_method(c) in _ALIASING_SHAPE_OPS for c in casts))
+                      or any(_method(c) in _ALIASING_SHAPE_OPS or _method(c) == "requires_grad_"
+                             for c in casts))
             safety = FixSafety.UNSAFE if unsafe else FixSafety.SAFE
             built: cst.BaseExpression = append_arg(factory, keyword_arg("device", device))
             for cast in reversed(casts):
-                if _mask_input(cast, imports) is not None:  # the factory is its first argument
+                if isinstance(cast, cst.Subscript):
+                    built = cast.with_changes(value=built)
+                elif _mask_input(cast, imports) is not None:  # the factory is its first argument
                     first, *rest = cast.args
                     built = cast.with_changes(args=[first.with_changes(value=built), *rest])
                 else:
@@ -570,7 +637,7 @@ class FactoryThenMove(Rule):
 
     def _factory_chain(
         self, expr: cst.BaseExpression
-    ) -> tuple[cst.Call, str, list[cst.Call], bool] | None:
+    ) -> tuple[cst.Call, str, list[cst.Call | cst.Subscript], bool] | None:
         """The host factory call ``expr`` builds its tensor with, if it is one placed by no
         keyword: (the factory call, its name under ``torch.``, the casts, shape ops and mask
         builders around it, outermost first, and whether no fix can be offered: a host
@@ -578,9 +645,15 @@ class FactoryThenMove(Rule):
         ``device=``)."""
         imports = self.context.analysis.imports
         factory = expr
-        casts: list[cst.Call] = []  # outermost first
+        casts: list[cst.Call | cst.Subscript] = []  # outermost first
         wrapped = False
-        while isinstance(factory, cst.Call):
+        while isinstance(factory, (cst.Call, cst.Subscript)):
+            if isinstance(factory, cst.Subscript):
+                if not _adds_dimensions(factory):
+                    break
+                casts.append(factory)  # `torch.arange(n)[None, :]`: a view, like unsqueeze
+                factory = factory.value
+                continue
             masked = _mask_input(factory, imports)
             if masked is not None:
                 casts.append(factory)

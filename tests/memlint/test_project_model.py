@@ -162,6 +162,96 @@ def test_an_override_runs_where_the_base_class_calls_its_method() -> None:
     assert m.function_mode("sam", functions["Predictor.train_step"]) is None  # never called
 
 
+def test_call_sites_in_tests_do_not_decide_a_library_functions_mode() -> None:
+    """A solver's transform helpers run under its ``@torch.no_grad()`` method; the package's
+    tests call them directly with grad on, which says nothing of how the library runs them.
+    A library caller with grad on still decides."""
+    solver = """
+        import torch
+        def _inference_transform(model, inputs):
+            return model(inputs)
+        def _batched_transform(model, inputs):
+            return [_inference_transform(model, b) for b in inputs]
+        class Solver:
+            @torch.no_grad()
+            def transform(self, inputs):
+                return _batched_transform(self.model, inputs)
+    """
+    test = """
+        from cebra.solver import _batched_transform
+        def test_batched(model, inputs):
+            assert _batched_transform(model, inputs)
+    """
+    m = model(cebra__solver=solver, tests__test_solver=test)
+    functions = {f.qualname: f for f in m.summaries["cebra.solver"].functions}
+    assert m.function_mode("cebra.solver", functions["_batched_transform"]) == "off"
+    assert m.function_mode("cebra.solver", functions["_inference_transform"]) == "off"
+    m = model(cebra__solver=solver, tests__test_solver=test, cebra__tools="""
+        from cebra.solver import _batched_transform
+        def embed(model, inputs):
+            return _batched_transform(model, inputs)
+    """)
+    functions = {f.qualname: f for f in m.summaries["cebra.solver"].functions}
+    assert m.function_mode("cebra.solver", functions["_batched_transform"]) == "on"
+
+
+def test_an_override_calling_its_base_method_is_no_caller_of_it() -> None:
+    """Every recommender's ``fit`` overrides the base's and starts with ``Base.fit(self,
+    data)``: those delegations are the base method's only callers, and the overrides take
+    their mode from the base's callers, a cycle that decides nothing (it used to make every
+    override's mode "unknown", which silenced MEM002 in their evaluation blocks)."""
+    m = model(
+        base="""
+            class Recommender:
+                def fit(self, data):
+                    self.data = data
+                    return self
+        """,
+        ngcf="""
+            from base import Recommender
+            class NGCF(Recommender):
+                def fit(self, data):
+                    Recommender.fit(self, data)
+                    self.model.eval()
+                    return self.model(data)
+        """,
+        gru="""
+            from base import Recommender
+            class GRU(Recommender):
+                def fit(self, data):
+                    super().fit(data)
+                    return self
+        """,
+    )
+    base = {f.qualname: f for f in m.summaries["base"].functions}
+    ngcf = {f.qualname: f for f in m.summaries["ngcf"].functions}
+    gru = {f.qualname: f for f in m.summaries["gru"].functions}
+    assert m.function_mode("base", base["Recommender.fit"]) is None  # only the overrides
+    assert m.function_mode("ngcf", ngcf["NGCF.fit"]) is None  # nobody calls it: not "unknown"
+    assert m.function_mode("gru", gru["GRU.fit"]) is None
+    # A caller of the base method from outside the overrides still decides.
+    m = model(
+        base="""
+            import torch
+            class Recommender:
+                def fit(self, data):
+                    return self
+                def refit_quietly(self, data):
+                    with torch.no_grad():
+                        return self.fit(data)
+        """,
+        ngcf="""
+            from base import Recommender
+            class NGCF(Recommender):
+                def fit(self, data):
+                    Recommender.fit(self, data)
+                    return self.model(data)
+        """,
+    )
+    ngcf = {f.qualname: f for f in m.summaries["ngcf"].functions}
+    assert m.function_mode("ngcf", ngcf["NGCF.fit"]) == "off"
+
+
 def test_returns_clearing_and_data_helpers() -> None:
     m = model(
         util="""
