@@ -23,7 +23,7 @@ from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, is_timeout, rare_collections
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from memlint.config import Settings
     from memlint.project.store import SummaryStore
@@ -214,16 +214,39 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         if result.statements is not None:
             statements[key] = result.statements
 
+    from memlint.cache import content_digest
     from memlint.project.model import build_views
+    from memlint.project.summary import may_define_mover, summarise_source
+
+    def summarise_now(paths: Sequence[str], worth: Callable[[bytes], bool] | None = None,
+                      ) -> dict[str, ModuleSummary]:
+        """Summaries of files the scan did not summarise, made now in this process (and
+        kept); ``worth`` picks the files by their bytes."""
+        made: dict[str, ModuleSummary] = {}
+        for key in sorted(paths):
+            try:
+                source = Path(key).read_bytes()
+            except OSError:
+                continue
+            if worth is not None and not worth(source):
+                continue
+            summary = summarise_source(source, key)
+            store.put(key, stats.get(key), content_digest(source), summary)
+            if summary is not None:
+                summaries[key] = made[key] = summary
+        return made
 
     def project_views(known: Sequence[str], extra_candidates: Sequence[str] = (),
                       hooks: Sequence[str] = ()) -> tuple[dict[str, ModuleView], set[str]]:
         """The views of files with rules, and of files with none (the scan's (), and
         ``extra_candidates``) where the rest of the project reveals code in them (for
-        ``hooks``, finished files: only per-batch hooks of a base class elsewhere)."""
+        ``hooks``, finished files: only per-batch hooks of a base class elsewhere). Copy
+        helpers in modules they call, which no gate selected, are summarised on the way."""
         ruled = [k for k, codes in active.items() if codes]
         bare = [*(k for k, codes in active.items() if not codes), *extra_candidates]
-        return build_views(summaries, ruled, known, bare, hooks)
+        copying = [k for k in ruled if _BATCH_RULES & set(active[k])]
+        return build_views(summaries, ruled, known, bare, hooks, copying,
+                           fetch=lambda paths: summarise_now(paths, may_define_mover))
 
     # Files the scan finished (no rule's prefilter selected them) that have a summary: a
     # subclass overriding a per-batch hook of a base class's loader loop may sit among them.
@@ -239,18 +262,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         # Modules whose functions the project calls as inference code or from training loops,
         # or that override a per-batch hook of a base class's loader loop, which neither a
         # prefilter nor the summary gate selected: summarised now (and kept).
-        from memlint.cache import content_digest
-        from memlint.project.summary import summarise_source
-
-        for key in sorted(missing):
-            try:
-                source = Path(key).read_bytes()
-            except OSError:
-                continue
-            summary = summarise_source(source, key)
-            store.put(key, stats.get(key), content_digest(source), summary)
-            if summary is not None:
-                summaries[key] = summary
+        summarise_now(sorted(missing))
         candidates = [k for k in missing if k in linted and k in results
                       and not results[k].diagnostics and k in summaries]
         views, _ = project_views((), candidates)

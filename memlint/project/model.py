@@ -156,8 +156,26 @@ class ProjectModel:
         return self._definition(absolute, depth)
 
     def _definition(self, absolute: str, depth: int) -> Definition | None:
-        if depth > _MAX_DEPTH:
-            return None
+        while depth <= _MAX_DEPTH:
+            step = self._lookup(absolute)
+            if not isinstance(step, str):
+                return step
+            absolute, depth = step, depth + 1
+        return None
+
+    def _unresolved(self, absolute: str) -> str | None:
+        """The name a failed lookup of ``absolute`` ends at, after the re-exports it follows
+        (``pkg.util.move`` -> ``pkg.util.tensors.move``); None when something defines it."""
+        for _ in range(_MAX_DEPTH + 1):
+            step = self._lookup(absolute)
+            if not isinstance(step, str):
+                return absolute if step is None else None
+            absolute = step
+        return absolute
+
+    def _lookup(self, absolute: str) -> Definition | str | None:
+        """One step of looking a name up: the definition, or the name a summarised module
+        imports it as (to look up next), or None."""
         parts = absolute.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module = ".".join(parts[:cut])
@@ -174,7 +192,7 @@ class ProjectModel:
             head, _, rest = qualname.partition(".")
             target = self.imports(module).get(head)
             if target is not None and target != f"{module}.{head}":
-                return self.definition(f"{target}.{rest}" if rest else target, depth + 1)
+                return f"{target}.{rest}" if rest else target
             return None
         return None
 
@@ -443,6 +461,18 @@ class ProjectModel:
             if "#" not in name and name not in wanted and self.definition(name) is None:
                 wanted.add(name)
         return wanted
+
+    def undefined_names(self, module: str) -> set[str]:
+        """Absolute names the module's view looks up (what it calls and imports) that no
+        summarised module defines, as far as re-exports lead."""
+        summary = self.summaries[module]
+        names = set(self.imports(module).values())
+        names.update(self.resolve(module, site.callee) for site in summary.sites)
+        for function in summary.functions:
+            names.update(self.resolve(module, site.callee, function.qualname)
+                         for site in function.sites)
+        return {end for n in names if "#" not in n and self.definition(n) is None
+                and (end := self._unresolved(n)) is not None}
 
     def hooked_methods(self) -> frozenset[str]:
         """Names of the methods that project classes call with each batch of their own
@@ -719,9 +749,13 @@ def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
         yield from site.switches
 
 
+Fetch = Callable[[list[str]], Mapping[str, ModuleSummary]]
+
+
 def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
                 known: Iterable[str] = (), bare: Iterable[str] = (),
-                hooks: Iterable[str] = (),
+                hooks: Iterable[str] = (), copying: Iterable[str] = (),
+                fetch: Fetch | None = None,
                 ) -> tuple[dict[str, ModuleView], set[str]]:
     """The views of the ``wanted`` paths, from the summaries of every file known (by path),
     and the paths among ``known`` (every file of the run) whose summary the model would use:
@@ -733,20 +767,32 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     ``hooks`` (a file no rule's prefilter selected) gets one only when it overrides a
     per-batch hook of a base class's loader loop (the cheaper half of that question).
 
+    ``fetch`` is handed the unsummarised paths among ``known`` whose modules a module that
+    follows device copies names, where no summary defines the name (``from .utils import
+    batch_to_device``); it returns the summaries of those worth one (a file that may define a
+    copy helper), and the views are built with them. Such a module is one of ``copying``
+    (``wanted`` paths whose rules follow copies) or one that a base class elsewhere feeds
+    batches (whose copies the runner then checks).
+
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
     """
     from memlint.project.layout import located
 
-    roots: dict[Path, dict[ModuleName, ModuleSummary]] = defaultdict(dict)
-    where: dict[str, tuple[Path, str]] = {}
+    wanted, known, bare, hooks = list(wanted), list(known), list(bare), list(hooks)
+    copying = list(copying)
     packages: dict[str, bool] = {}  # folder -> holds an __init__.py, for every located()
-    for path, summary in summaries.items():
-        root, name = located(Path(path), packages)
-        roots[root][name] = summary
-        where[path] = (root, name.name)
-    _add_namespace_names(roots)
+    roots, where = _by_root(summaries, packages)
     models = {root: ProjectModel(modules) for root, modules in roots.items()}
+    if fetch is not None:
+        fed = [p for p in (*wanted, *bare, *hooks)
+               if p in where and models[where[p][0]].fed_by_bases(where[p][1])]
+        named = _named_modules(models, where, [*copying, *fed], known, summaries, packages)
+        fetched = fetch(sorted(named)) if named else {}
+        if fetched:
+            summaries = {**summaries, **fetched}
+            roots, where = _by_root(summaries, packages)
+            models = {root: ProjectModel(modules) for root, modules in roots.items()}
     views: dict[str, ModuleView] = {}
     for path in wanted:
         found = where.get(path)
@@ -787,6 +833,51 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
             if pattern is not None and _file_matches(path, pattern):
                 missing.add(path)
     return views, missing
+
+
+def _by_root(summaries: Mapping[str, ModuleSummary], packages: dict[str, bool],
+             ) -> tuple[dict[Path, dict[ModuleName, ModuleSummary]], dict[str, tuple[Path, str]]]:
+    """The summaries grouped by import root (with their namespace-package names), and each
+    path's root and module name."""
+    from memlint.project.layout import located
+
+    roots: dict[Path, dict[ModuleName, ModuleSummary]] = defaultdict(dict)
+    where: dict[str, tuple[Path, str]] = {}
+    for path, summary in summaries.items():
+        root, name = located(Path(path), packages)
+        roots[root][name] = summary
+        where[path] = (root, name.name)
+    _add_namespace_names(roots)
+    return roots, where
+
+
+def _named_modules(models: Mapping[Path, ProjectModel], where: Mapping[str, tuple[Path, str]],
+                   viewed: Iterable[str], known: Iterable[str],
+                   summaries: Mapping[str, ModuleSummary], packages: dict[str, bool],
+                   ) -> set[str]:
+    """The unsummarised paths among ``known`` whose module a ``viewed`` path names in a name
+    no summary defines (``pkg.utils`` of ``pkg.utils.batch_to_device``)."""
+    from memlint.project.layout import located
+
+    prefixes: dict[Path, set[str]] = defaultdict(set)
+    for path in viewed:
+        found = where.get(path)
+        if found is None:
+            continue
+        for name in models[found[0]].undefined_names(found[1]):
+            parts = name.split(".")
+            prefixes[found[0]].update(".".join(parts[:i]) for i in range(1, len(parts)))
+    if not prefixes:
+        return set()
+    named: set[str] = set()
+    for path in known:
+        if path in summaries:
+            continue
+        root, module = located(Path(path), packages)
+        if any(written in prefixes.get(where_used, ())
+               for where_used, written in _names_seen_from(root, module.name)):
+            named.add(path)
+    return named
 
 
 def _file_matches(path: str, pattern: re.Pattern[bytes]) -> bool:

@@ -898,10 +898,17 @@ def summarise(tree: ast.Module) -> ModuleSummary:
 
 
 def needs_summary(source: bytes) -> bool:
-    """May this file (which no rule applies to) hold facts that other modules need?"""
-    return search(_PROJECT_FACTS, source) or (
-        _CALLABLE_CLASS in source and _DETACHES in source) or (
-        any(c in source for c in _COPIES) and _MOVER_DEF.search(source) is not None)
+    """May this file (which no rule applies to) hold facts that other modules need, whoever
+    calls it (grad-mode factories, ``.eval()`` switches, detaching callables)?"""
+    return search(_PROJECT_FACTS, source) or (_CALLABLE_CLASS in source and _DETACHES in source)
+
+
+def may_define_mover(source: bytes) -> bool:
+    """May this file (which no rule applies to) define a blocking device-copy helper? Such a
+    file matters only to a module that calls into it, so it is summarised only then
+    (:func:`memlint.project.model.build_views` asks): in a model library most modeling
+    files match, and few are ever called from a loader loop."""
+    return any(c in source for c in _COPIES) and _MOVER_DEF.search(source) is not None
 
 
 def parse_source(source: bytes, filename: str = "<file>") -> ast.Module | None:

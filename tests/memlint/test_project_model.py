@@ -8,9 +8,15 @@ import textwrap
 from pathlib import Path
 
 from memlint.project.layout import ModuleName, located, package_files
-from memlint.project.model import ProjectModel
+from memlint.project.model import ProjectModel, build_views
 from memlint.project.store import SummaryStore
-from memlint.project.summary import ModuleSummary, Switch, needs_summary, summarise_source
+from memlint.project.summary import (
+    ModuleSummary,
+    Switch,
+    may_define_mover,
+    needs_summary,
+    summarise_source,
+)
 
 
 def summary(source: str) -> ModuleSummary:
@@ -285,6 +291,48 @@ def test_returns_clearing_and_data_helpers() -> None:
     assert view.movers["to_device"] == ((0, "batch"),)
 
 
+def test_copy_helpers_no_gate_selected_are_summarised_when_a_copying_module_calls_them(
+        tmp_path: Path) -> None:
+    """A file that may define a copy helper but holds no rule's trigger is not summarised by
+    the scan; build_views asks for it when a module whose copies are followed names it."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    sources = {
+        "__init__.py": "",
+        "train.py": """
+            from pkg.transfer import move_pair
+            def fit(loader, device):
+                for pair in loader:
+                    move_pair(pair, device)
+            """,
+        "transfer.py": """
+            def move_pair(pair, device):
+                return [t.to(device) for t in pair]
+            """,
+        "unrelated.py": "def shift(x, device):\n    return x.to(device)\n",
+    }
+    paths = {}
+    for name, source in sources.items():
+        paths[name] = str(pkg / name)
+        (pkg / name).write_text(textwrap.dedent(source), encoding="utf-8")
+    summaries = {paths[n]: summary(sources[n]) for n in ("__init__.py", "train.py")}
+    asked: list[list[str]] = []
+
+    def fetch(wanted: list[str]) -> dict[str, ModuleSummary]:
+        asked.append(wanted)
+        return {p: summary(Path(p).read_text(encoding="utf-8")) for p in wanted}
+
+    known = list(paths.values())
+    views, _ = build_views(summaries, [paths["train.py"]], known,
+                           copying=[paths["train.py"]], fetch=fetch)
+    assert asked == [[paths["transfer.py"]]]  # named by train; `unrelated` is not
+    assert views[paths["train.py"]].movers["move_pair"] == ((0, "pair"),)
+    asked.clear()
+    views, _ = build_views(summaries, [paths["train.py"]], known, fetch=fetch)
+    assert asked == []  # train's copies are not followed (no rule that does applies to it)
+    assert "move_pair" not in views[paths["train.py"]].movers
+
+
 def test_a_singledispatch_mover_moves_what_its_registered_implementations_move() -> None:
     """baal's ``to_cuda``: the base returns its argument, the registered implementation for
     tensors calls ``.cuda()``; a helper registered with nothing that moves stays a non-mover."""
@@ -320,6 +368,11 @@ def test_needs_summary_selects_files_with_cross_file_facts() -> None:
     assert needs_summary(b"def f():\n    return torch.inference_mode()\n")
     assert needs_summary(b"class L:\n    def __call__(self, x):\n        return x.detach()\n")
     assert not needs_summary(b"import torch\nx = torch.zeros(3)\n")
+    # A possible copy helper is summarised only once a module is seen to call it.
+    helper = b"def batch_to_device(batch, device):\n    return batch.to(device)\n"
+    assert not needs_summary(helper) and may_define_mover(helper)
+    assert may_define_mover(b"def shift(x, device):\n    return x.cuda()\n")
+    assert not may_define_mover(b"def shift(x, offset):\n    return x.to(offset)\n")
 
 
 def test_store_keeps_summaries_and_ignores_a_corrupt_file(tmp_path: Path) -> None:
