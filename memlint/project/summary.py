@@ -28,7 +28,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 7
+SCHEMA = 8
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -737,7 +737,15 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
     moved: set[str] = set()
     nodes = list(walk(node))
     for sub in nodes:
-        if isinstance(sub, (ast.For, ast.comprehension)):
+        if isinstance(sub, ast.Assign):
+            # `inputs, targets = batch`, `images = batch["image"]`: parts of it too.
+            root = _root_name(sub.value)
+            if root in parts:
+                for target in sub.targets:
+                    for name in walk(target):
+                        if isinstance(name, ast.Name):
+                            parts[name.id] = parts[root]
+        elif isinstance(sub, (ast.For, ast.comprehension)):
             root = _root_name(sub.iter)
             if root in parts and not (isinstance(sub, ast.For) and _unsteady(sub)):
                 for target in walk(sub.target):

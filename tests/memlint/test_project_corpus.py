@@ -104,3 +104,33 @@ def test_cached_result_is_redone_when_a_sibling_changes_its_facts(
         "return (torch.inference_mode if TORCH_1_9 else torch.no_grad)()(fn)", "return fn"),
         encoding="utf-8")
     assert ("vision/engine/validator.py", 16, "MEM002") in run()
+
+
+def test_a_copy_helper_summarised_on_demand_is_kept_and_followed_when_it_changes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``vision/transfer.py`` holds nothing any rule or summary gate selects: the scan leaves
+    it unsummarised and the run summarises it once ``pair_train.py``'s loader loop calls it.
+    With a cache, that summary serves the next runs, and editing the helper re-lints the
+    unchanged caller."""
+    import shutil
+
+    root = tmp_path / "app"
+    shutil.copytree(PROJECTS / "vision_app", root)
+    copy = ("pair_train.py", 11, "MEM003")
+
+    def run(*paths: str) -> set[Label]:
+        monkeypatch.chdir(root)
+        capsys.readouterr()
+        main(["--cache-dir", str(tmp_path / "cache"), "--isolated", "--output-format", "json",
+              *(paths or ["."])])
+        return {(d["path"], d["line"], d["code"]) for d in json.loads(capsys.readouterr().out)}
+
+    assert copy in run()
+    caller = root / "pair_train.py"
+    caller.write_text(caller.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert copy in run()  # the helper's summary comes from the store now
+    helper = root / "vision" / "transfer.py"
+    helper.write_text(helper.read_text(encoding="utf-8").replace(
+        "return [t.to(device) for t in pair]", "return list(pair)"), encoding="utf-8")
+    assert copy not in run()

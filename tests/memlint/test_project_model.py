@@ -443,6 +443,18 @@ def decorated(batch, device):
 def plain(batch, device):
     return batch + device
 
+def unpacked(pair, device):
+    inputs, targets = pair
+    return inputs.to(device), targets.to(device)
+
+def picked(batch, device):
+    images = batch["image"]
+    return images.to(device)
+
+def sized(batch, device):
+    size = len(batch)
+    return torch.zeros(size).to(device)
+
 def casts(net_output, gt):
     # a metric helper: the target only changes dtype (nnU-Net's get_tp_fp_fn_tn shape)
     y_onehot = gt.to(torch.float32)
@@ -475,6 +487,9 @@ def test_data_facts_are_looked_for_only_where_they_can_be() -> None:
     assert by_name["in_class"].moves_params == ("batch",)
     assert by_name["wrapper"].yields_param == "loader"
     assert by_name["plain"].moves_params == ()
+    assert by_name["unpacked"].moves_params == ("pair",)
+    assert by_name["picked"].moves_params == ("batch",)
+    assert by_name["sized"].moves_params == ()
     assert by_name["casts"].moves_params == ()
 
 

@@ -2,7 +2,7 @@
 
 from torch.utils.data import DataLoader
 
-from vision.transfer import move_pair, move_pair_async
+from vision.transfer import move_pair, move_pair_async, move_unpacked
 
 
 def train(model, dataset, optimizer, device):
@@ -18,6 +18,15 @@ def train_async(model, dataset, optimizer, device):
     loader = DataLoader(dataset, batch_size=32, shuffle=True, pin_memory=True)
     for pair in loader:
         inputs, targets = move_pair_async(pair, device)
+        optimizer.zero_grad()
+        model.loss(inputs, targets).backward()
+        optimizer.step()
+
+
+def train_unpacked(model, dataset, optimizer, device):
+    loader = DataLoader(dataset, batch_size=32, shuffle=True, pin_memory=True)
+    for pair in loader:
+        inputs, targets = move_unpacked(pair, device)  # expect: MEM003
         optimizer.zero_grad()
         model.loss(inputs, targets).backward()
         optimizer.step()

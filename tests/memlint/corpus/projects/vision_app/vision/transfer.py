@@ -8,3 +8,8 @@ def move_pair(pair, device):
 
 def move_pair_async(pair, device):
     return [t.to(device, non_blocking=True) for t in pair]
+
+
+def move_unpacked(pair, device):
+    inputs, targets = pair
+    return inputs.to(device), targets.to(device)
