@@ -9,6 +9,7 @@ after itself, as Python imports it when run from its folder.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,16 +71,32 @@ def package_root(path: Path) -> Path | None:
 
 
 def package_files(paths: Iterable[Path], covered: Iterable[Path] = ()) -> list[Path]:
-    """Every Python file of the packages the given files belong to (once each), so that a
-    one-file run still sees its sibling modules. Stand-alone scripts add nothing, nor do
-    packages inside a ``covered`` folder (the run discovers those files itself)."""
+    """Every Python file of the packages the given files belong to (once each), and of the
+    modules and packages beside their import root that they import by a top-level name
+    (``from models.resnet import ResNet`` in a ``train.py`` next to ``models/``: Python finds
+    them there when the file runs), so that a one-file run sees what a run over the folder
+    does. Files inside a ``covered`` folder add nothing (the run discovers those itself)."""
     folders = [Path(os.path.abspath(c)) for c in covered]
-    roots = {root for p in paths if (root := package_root(p)) is not None
-             and not any(root == f or f in root.parents for f in folders)}
+
+    def inside_covered(path: Path) -> bool:
+        return any(path == f or f in path.parents for f in folders)
+
+    named = [Path(os.path.abspath(p)) for p in paths]
+    named = [p for p in named if not inside_covered(p)]
+    trees = {root for p in named if (root := package_root(p)) is not None}
+    for path in named:
+        top = located(path)[0]
+        for head in _imported_heads(path):
+            module = top / head
+            if module.is_dir() and (any(module.glob("*.py"))):
+                trees.add(module)  # a package, or a namespace package of modules
+            elif module.with_suffix(".py").is_file():
+                trees.add(module.with_suffix(".py"))
     found: list[Path] = []
     seen: set[Path] = set()
-    for root in sorted(roots):
-        for folder, dirs, files in os.walk(root):
+    for tree in sorted(t for t in trees if not inside_covered(t)):
+        walked = [(str(tree.parent), [], [tree.name])] if tree.is_file() else os.walk(tree)
+        for folder, dirs, files in walked:
             dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
             for name in sorted(files):
                 if name.endswith(".py"):
@@ -90,3 +107,25 @@ def package_files(paths: Iterable[Path], covered: Iterable[Path] = ()) -> list[P
                         if len(found) >= MAX_PACKAGE_FILES:
                             return found
     return found
+
+
+# `import a, b as c` / `from a.b import c` at the start of a line: the top-level names.
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([^\n#;]+))",
+                          re.MULTILINE)
+
+
+def _imported_heads(path: Path) -> set[str]:
+    """The top-level module names a file imports absolutely (read from its text: a name too
+    many costs a folder walk, a name missed only leaves the file judged with less)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return set()
+    heads: set[str] = set()
+    for match in _IMPORT_LINE.finditer(data):
+        names = [match.group(1)] if match.group(1) else match.group(2).split(b",")
+        for name in names:
+            words = name.split(b".")[0].split()
+            if words:
+                heads.add(words[0].decode("ascii", "replace"))
+    return {h for h in heads if h.isidentifier()}

@@ -67,6 +67,16 @@ def test_one_file_resolves_facts_from_its_package(capsys: pytest.CaptureFixture[
     assert {label for label in got if label[2] == "MEM002"} == want
 
 
+def test_a_script_beside_its_packages_is_judged_as_in_a_run_over_the_folder(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pre-commit names only the changed script; `from vision.data import infinite` still
+    # resolves, as Python resolves it when the script runs from its folder.
+    root = PROJECTS / "vision_app"
+    want = {label for label in expected(root) if label[0] == "stream_train.py"}
+    assert len(want) == 3
+    assert actual(root, capsys, monkeypatch, "stream_train.py") == want
+
+
 def test_file_outside_any_package_is_judged_alone(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:

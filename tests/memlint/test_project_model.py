@@ -404,6 +404,21 @@ def test_layout_import_roots_and_package_siblings(tmp_path: Path) -> None:
     assert siblings == {"__init__.py", "m.py", "a.py"}
     assert package_files([tmp_path / "repo" / "script.py"]) == []
     assert package_files([pkg / "a.py"], covered=[pkg]) == []
+    # A script brings what it imports from beside it: a package, a module, a namespace
+    # folder of modules; not a folder without Python files, nor what is not there.
+    repo = tmp_path / "repo"
+    (repo / "helpers.py").write_text("", encoding="utf-8")
+    (repo / "nsp").mkdir()
+    (repo / "nsp" / "tool.py").write_text("", encoding="utf-8")
+    (repo / "data").mkdir()
+    (repo / "data" / "x.csv").write_text("", encoding="utf-8")
+    (repo / "train.py").write_text(
+        "import os, helpers as h\nfrom pkg.sub import m\nfrom nsp.tool import t\n"
+        "import data\nimport torch  # not beside it\n", encoding="utf-8")
+    brought = {p.relative_to(repo).as_posix() for p in package_files([repo / "train.py"])}
+    assert brought == {"helpers.py", "nsp/tool.py", "pkg/__init__.py", "pkg/a.py",
+                       "pkg/sub/__init__.py", "pkg/sub/m.py"}
+    assert package_files([repo / "train.py"], covered=[repo]) == []
 
 
 DATA_SHAPES = '''
