@@ -741,8 +741,8 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
             # `inputs, targets = batch`, `images = batch["image"]`: parts of it too.
             root = _root_name(sub.value)
             if root in parts:
-                for target in sub.targets:
-                    for name in walk(target):
+                for bound in sub.targets:
+                    for name in walk(bound):
                         if isinstance(name, ast.Name):
                             parts[name.id] = parts[root]
         elif isinstance(sub, (ast.For, ast.comprehension)):
