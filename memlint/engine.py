@@ -15,6 +15,7 @@ from memlint.context import FileContext
 from memlint.diagnostics import Diagnostic, FixSafety
 from memlint.dispatch import visit_batched
 from memlint.filecheck import INTERNAL_ERROR, PARSE_ERROR, file_diagnostic
+from memlint.gates import for_path
 from memlint.positions import finding_positions
 from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Rule
@@ -71,7 +72,7 @@ def decoded_source(source: bytes, module: cst.Module) -> str:
 def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding]:
     if context.analysis.imports.foreign_framework():
         return []  # another framework's code (a JAX or Warp module): no rule applies
-    instances = [rule(context) for rule in rules]
+    instances = [rule(context) for rule in for_path(rules, context.path)]
     visit_batched(context.analysis.tree, instances)
     findings: list[Finding] = []
     for instance in instances:

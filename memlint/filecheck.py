@@ -111,7 +111,9 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
     """
     if b"\0" in source:
         return FileResult(display, skipped="binary file (contains NUL bytes)")
-    candidates = [s for s in as_specs(rules) if s.code not in ignored]
+    from memlint.gates import for_path
+
+    candidates = [s for s in for_path(as_specs(rules), display) if s.code not in ignored]
     active = (applicable_rules(source, candidates) if active_codes is None
               else [s for s in candidates if s.code in active_codes])
     if not active:
@@ -200,12 +202,13 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
     dropped before libcst parses the file) and, for a file left with no rule, its syntax check.
     """
     from memlint.astwalk import statement_lines
-    from memlint.gates import code_facts, gated
+    from memlint.gates import code_facts, for_path, gated
     from memlint.project.summary import needs_summary, parse_source, summary_of
 
     if b"\0" in source:
         return FileResult(display, skipped="binary file (contains NUL bytes)")
-    active = applicable_rules(source, [s for s in rules if s.code not in ignored])
+    active = applicable_rules(source, [s for s in for_path(rules, display)
+                                       if s.code not in ignored])
     # A package's __init__ re-exports names its siblings import: always worth its summary.
     wanted = not summary_known and (bool(active) or needs_summary(source)
                                     or display.endswith("__init__.py"))

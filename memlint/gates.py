@@ -40,6 +40,7 @@ from memlint.vocabulary import (
     RANDOM_FACTORIES,
     STAGING_KEYWORDS,
     TORCH_DTYPES,
+    is_test_code,
 )
 
 
@@ -49,6 +50,24 @@ class Gated(Protocol):
 
 
 G = TypeVar("G", bound=Gated)
+
+
+class PathGated(Protocol):
+    @property
+    def skips_test_code(self) -> bool: ...
+
+
+P = TypeVar("P", bound=PathGated)
+
+
+def for_path(rules: Iterable[P], path: str) -> list[P]:
+    """The rules that can report in the file at ``path`` (as displayed: the path the rules
+    see): in test code (:func:`~memlint.vocabulary.is_test_code`), none that leaves it alone.
+    Checked before anything is parsed, and again where rules run."""
+    kept = list(rules)
+    if not is_test_code(path):
+        return kept
+    return [r for r in kept if not r.skips_test_code]
 
 
 def code_facts(tree: ast.AST, source: bytes | None = None) -> frozenset[str]:

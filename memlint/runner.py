@@ -215,6 +215,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             statements[key] = result.statements
 
     from memlint.cache import content_digest
+    from memlint.gates import for_path
     from memlint.project.model import build_views
     from memlint.project.summary import may_define_mover, summarise_source
 
@@ -282,15 +283,16 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
                                  and entry.timeout is None) else None
         ignored = settings.ignored_for(Path(key))
         codes = active[key]
+        possible = {r.code for r in for_path(enabled, displays[key])}
         if view is not None and (view.eval_called or view.side_jobs):
             # Inference code that the rest of the project reveals (a function its callers run
             # after `.eval()`), in a file whose own text did not suggest evaluation.
-            codes = tuple(sorted({*codes, *_EVALUATION_RULES} & {r.code for r in enabled}))
+            codes = tuple(sorted({*codes, *_EVALUATION_RULES} & possible))
             active[key] = codes
         if view is not None and view.fed_by_bases():
             # Per-batch hooks a base class in another module feeds from its loader loop: the
             # copies in them are batch copies though no loader is named in this file.
-            codes = tuple(sorted({*codes, *_BATCH_RULES} & {r.code for r in enabled}))
+            codes = tuple(sorted({*codes, *_BATCH_RULES} & possible))
             active[key] = codes
         if not codes and key in results:
             results[key].active = ()  # no rule passed its code gate: the scan's result stands

@@ -69,7 +69,8 @@ def render_index(specs: list[RuleSpec]) -> str:
         safety = "None" if spec.fix_safety is None else f"FixSafety.{spec.fix_safety.name}"
         lines.append("    RuleSpec(")
         for key in ("code", "name", "module", "qualname", "default_enabled", "fix_safety",
-                    "triggers", "requires", "trigger_pattern", "code_gate"):
+                    "triggers", "requires", "trigger_pattern", "code_gate",
+                    "skips_test_code"):
             prefix = f"        {key}="
             text = (safety if key == "fix_safety"
                     else pprint.pformat(getattr(spec, key), width=99 - len(prefix), compact=True))

@@ -1,11 +1,13 @@
 """Is this test code? Forwards and copies there run on toy data, once.
 
-Several rules leave test code alone: a smoke forward in a test is no evaluation run, and a
-batch copied in a test loop is no input pipeline. A file is judged from its path alone:
-pytest's own test modules (``test_*.py``, ``*_test.py``, ``conftest.py``), modules directly
-inside a ``tests``/``test``/``testing`` folder, and ``testing_*`` helper modules. Inside any
-file, the branch of an ``if`` that asks whether it runs on a CI service (``if "CI" in
-os.environ:``, as tutorials and notebooks do to swap in a few random samples) is test code too.
+Several rules leave test code alone (``skips_test_code``: the scan drops them for such a file
+before it is parsed, :func:`memlint.gates.for_path`): a smoke forward in a test is no
+evaluation run, and a batch copied in a test loop is no input pipeline. A file is judged
+from its path alone: pytest's own test modules (``test_*.py``, ``*_test.py``,
+``conftest.py``), modules directly inside a ``tests``/``test``/``testing`` folder, and
+``testing_*`` helper modules. Inside any file, the branch of an ``if`` that asks whether it
+runs on a CI service (``if "CI" in os.environ:``, as tutorials and notebooks do to swap in a
+few random samples) is test code too.
 """
 
 from __future__ import annotations

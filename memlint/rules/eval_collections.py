@@ -13,7 +13,6 @@ from functools import cached_property
 import libcst as cst
 
 from memlint.analysis.evaluation import Collection, EvaluationCollections
-from memlint.analysis.testcode import is_test_code
 from memlint.rules.base import Rule
 
 
@@ -23,6 +22,8 @@ class EvalCollectionRule(Rule):
     # The places looked at below, inside a loop of evaluation code or next to a loader name
     # (:class:`~memlint.analysis.evaluation.EvaluationCollections` asks for one of the two).
     code_gate = ("fact:eval-collection", "fact:loader-collection")
+    # Tests collect a batch or two of toy outputs to compare: no growing evaluation run.
+    skips_test_code = True
 
     @cached_property
     def _collections(self) -> EvaluationCollections:
@@ -39,13 +40,8 @@ class EvalCollectionRule(Rule):
     def visit_ListComp(self, node: cst.ListComp) -> None:
         self._found(self._collections.comprehension_at(node))
 
-    @cached_property
-    def _test_code(self) -> bool:
-        return is_test_code(self.context.path)
-
     def _found(self, found: Collection | None) -> None:
-        # Tests collect a batch or two of toy outputs to compare: no growing evaluation run.
-        if found is not None and not self._test_code:
+        if found is not None:
             self.check(found)
 
     def check(self, found: Collection) -> None:

@@ -17,6 +17,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward', 'call:step'),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM002',
@@ -34,6 +35,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'val|evaluation|dev)_?(?i:data_?)?(?i:loader|dl)s?\\b'),
         code_gate=('fact:eval-function', 'fact:eval-block', 'fact:eval-loader-loop',
                    'call:backward', 'call:manual_backward'),
+        skips_test_code=True,
     ),
     RuleSpec(
         code='MEM003',
@@ -46,6 +48,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=('fact:loader-name',),
+        skips_test_code=True,
     ),
     RuleSpec(
         code='MEM004',
@@ -58,6 +61,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(('step(',),),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward'),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM005',
@@ -73,6 +77,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
         code_gate=('fact:eval-collection', 'fact:loader-collection'),
+        skips_test_code=True,
     ),
     RuleSpec(
         code='MEM006',
@@ -85,6 +90,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=('fact:oom-handler',),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM007',
@@ -97,6 +103,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(('backward(', 'step('),),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward', 'call:step'),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM008',
@@ -109,6 +116,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward'),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM009',
@@ -121,6 +129,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=(),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM010',
@@ -146,6 +155,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\'
                          b'w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\('),
         code_gate=('fact:factory-move',),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM011',
@@ -158,6 +168,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=(),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM012',
@@ -170,6 +181,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=(),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM013',
@@ -182,6 +194,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(('backward(', 'step('),),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward', 'call:step'),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM014',
@@ -195,6 +208,7 @@ RULES: tuple[RuleSpec, ...] = (
         trigger_pattern=(b'load\\((?:(?!map_location|\\*\\*)(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\(('
                          b'?:[^()]|\\([^()]*\\))*\\))*\\))*\\)))*\\)'),
         code_gate=(),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM015',
@@ -207,6 +221,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=(),
+        skips_test_code=False,
     ),
     RuleSpec(
         code='MEM016',
@@ -222,6 +237,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
         code_gate=('fact:eval-collection', 'fact:loader-collection'),
+        skips_test_code=True,
     ),
     RuleSpec(
         code='MEM998',
@@ -234,5 +250,6 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(('noqa', 'NOQA', 'Noqa', 'memlint:'),),
         trigger_pattern=None,
         code_gate=(),
+        skips_test_code=False,
     ),
 )

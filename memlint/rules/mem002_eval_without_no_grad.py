@@ -16,7 +16,7 @@ from memlint.analysis.calls import (
 )
 from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
-from memlint.analysis.testcode import is_pytest_module, is_test_code
+from memlint.analysis.testcode import is_pytest_module
 from memlint.rules.base import Invalid, Rule, Valid
 from memlint.vocabulary import EVAL_FUNCTION, EVAL_LOADER, FRAMEWORK_HOOK, MODEL_MACHINERY
 
@@ -196,6 +196,8 @@ class EvalWithoutNoGrad(Rule):
     # sampler run every N steps). Inference code the project reveals gets the rule anyway.
     code_gate = ("fact:eval-function", "fact:eval-block", "fact:eval-loader-loop",
                  "call:backward", "call:manual_backward")
+    # A smoke forward in a test is no evaluation run.
+    skips_test_code = True
 
     valid = (
         # Calibration: the logits are collected under no_grad, then scored by loss modules
@@ -599,7 +601,6 @@ class EvalWithoutNoGrad(Rule):
         if self._enabled is None:
             self._enabled = (
                 (_uses_torch(self.context) or self._called_as_inference())
-                and not is_test_code(self.context.path)
                 and not self._grad_off_globally()
             )
         return self._enabled

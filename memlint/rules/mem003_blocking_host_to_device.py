@@ -17,7 +17,7 @@ from memlint.analysis.dataflow import (
     transfer_method,
 )
 from memlint.analysis.imports import dotted_name
-from memlint.analysis.testcode import in_ci_branch, is_test_code
+from memlint.analysis.testcode import in_ci_branch
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, positional_count
 from memlint.rules.base import Fix, Invalid, Rule, Valid
@@ -172,6 +172,8 @@ class BlockingHostToDevice(Rule):
     triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl")
     # ... and such a name in the code itself, not only in a docstring or comment.
     code_gate = ("fact:loader-name",)
+    # A test copies a batch or two of toy data: no input pipeline to overlap.
+    skips_test_code = True
     fix_safety = FixSafety.SAFE
 
     valid = (
@@ -616,12 +618,8 @@ class BlockingHostToDevice(Rule):
         self._origins: dict[BatchOrigin, None] = {}
         # DataLoaders handed to a helper of another module that copies their batches.
         self._handed: dict[cst.Call, None] = {}
-        # Tests copy a batch or two of toy data: no input pipeline to overlap.
-        self._test_code = is_test_code(context.path)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self._test_code:
-            return
         if transfer_method(node) not in ("to", "cuda"):
             self._check_helper(node)
             return

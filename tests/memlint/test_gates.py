@@ -341,3 +341,25 @@ def test_another_frameworks_module_gets_no_finding_in_process() -> None:
     assert lint_source("agent.py", source, every_rule()) == []
     torch_source = source.replace(b"import jax", b"import torch")
     assert [d.code for d in lint_source("agent.py", torch_source, every_rule())] == ["MEM004"]
+
+
+SKIPPING = [rule for rule in all_rules() if rule.skips_test_code]
+
+
+def test_the_rules_that_leave_test_code_alone() -> None:
+    assert {r.code for r in SKIPPING} == {"MEM002", "MEM003", "MEM005", "MEM016"}
+    assert all(spec.skips_test_code == spec.load().skips_test_code for spec in RULES)
+
+
+@pytest.mark.parametrize("rule", SKIPPING, ids=lambda r: r.code)
+@pytest.mark.parametrize("where", ["tests/test_model.py", "pkg/tests/helpers.py",
+                                   "conftest.py", "testing_utils.py"])
+def test_a_rule_that_skips_test_code_is_neither_parsed_for_nor_run_there(
+        rule: type, where: str) -> None:
+    """An invalid example that the rule flags elsewhere: in test code the scan gives it no
+    rule (so libcst never parses the file for it) and the engine runs none."""
+    source = textwrap.dedent(rule.invalid[0].source).encode()
+    spec = RuleSpec.of(rule)
+    assert lint_source("pkg/model.py", source, [rule]), "the example must be flagged"
+    assert not scan_bytes(where, source, [spec], frozenset(), True).active
+    assert lint_source(where, source, [rule]) == []
