@@ -2,7 +2,8 @@
 
 Runs in one process over a folder of ``.py`` files with the default rules, in the order a
 worker does the work, with the worker's own functions: read, text prefilter, stdlib parse and
-module summary (files some rule's text admits, and files that may hold cross-file facts),
+module summary (files some rule's text admits, and files that may hold cross-file facts;
+a possible copy helper's file is summarised only when a caller needs it, in the parent),
 code gates, the syntax check of files left with no rule (skipped when the stdlib parse
 already succeeded), libcst parse, tree index, rule visits, positions of findings. It prints
 each stage's CPU seconds and share.
@@ -35,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memlint.context import FileContext
     from memlint.engine import decoded_source, parse, position_findings, run_rules
     from memlint.filecheck import syntax_errors
-    from memlint.gates import code_facts, gated
+    from memlint.gates import code_facts, for_path, gated
     from memlint.prefilter import applicable_rules
     from memlint.project.summary import needs_summary, parse_source, summary_of
     from memlint.rules import all_rules
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = path.read_bytes()
         t = lap("read", t)
         lines += source.count(b"\n")
-        active = applicable_rules(source, rules)
+        active = applicable_rules(source, for_path(rules, str(path)))
         t = lap("prefilter", t)
         tree = None
         if active or needs_summary(source) or path.name == "__init__.py":
