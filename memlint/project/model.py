@@ -124,10 +124,14 @@ class ProjectModel:
         head = target.partition(".")[0]
         if head in self._tops:
             return target
-        package = module if self._is_package.get(module) else module.rpartition(".")[0]
+        package = self._package(module)
         if package and f"{package}.{head}" in self.summaries:
             return f"{package}.{target}"
         return target
+
+    def _package(self, module: str) -> str:
+        """The package a module's relative and sibling imports start from."""
+        return module if self._is_package.get(module) else module.rpartition(".")[0]
 
     def resolve(self, module: str, dotted: str, scope: str = "") -> str:
         """The absolute name ``dotted`` (as written in ``module``, inside the function or
@@ -471,8 +475,18 @@ class ProjectModel:
         for function in summary.functions:
             names.update(self.resolve(module, site.callee, function.qualname)
                          for site in function.sites)
-        return {end for n in names if "#" not in n and self.definition(n) is None
-                and (end := self._unresolved(n)) is not None}
+        package = self._package(module)
+        found: set[str] = set()
+        for name in names:
+            end = None if "#" in name or self.definition(name) is not None else (
+                self._unresolved(name))
+            if end is None:
+                continue
+            found.add(end)
+            if package and end.partition(".")[0] not in self._tops:
+                # `from utils import to_device` beside it: a sibling once summarised.
+                found.add(f"{package}.{end}")
+        return found
 
     def hooked_methods(self) -> frozenset[str]:
         """Names of the methods that project classes call with each batch of their own

@@ -301,14 +301,18 @@ def test_copy_helpers_no_gate_selected_are_summarised_when_a_copying_module_call
         "__init__.py": "",
         "train.py": """
             from pkg.transfer import move_pair
+            from sibling import push
             def fit(loader, device):
                 for pair in loader:
                     move_pair(pair, device)
+                    push(pair, device)
             """,
         "transfer.py": """
             def move_pair(pair, device):
                 return [t.to(device) for t in pair]
             """,
+        # Imported as Python finds it beside a script run from its folder.
+        "sibling.py": "def push(batch, device):\n    return batch.cuda()\n",
         "unrelated.py": "def shift(x, device):\n    return x.to(device)\n",
     }
     paths = {}
@@ -325,12 +329,13 @@ def test_copy_helpers_no_gate_selected_are_summarised_when_a_copying_module_call
     known = list(paths.values())
     views, _ = build_views(summaries, [paths["train.py"]], known,
                            copying=[paths["train.py"]], fetch=fetch)
-    assert asked == [[paths["transfer.py"]]]  # named by train; `unrelated` is not
+    assert asked == [[paths["sibling.py"], paths["transfer.py"]]]  # not `unrelated`
     assert views[paths["train.py"]].movers["move_pair"] == ((0, "pair"),)
+    assert views[paths["train.py"]].movers["push"] == ((0, "batch"),)
     asked.clear()
     views, _ = build_views(summaries, [paths["train.py"]], known, fetch=fetch)
     assert asked == []  # train's copies are not followed (no rule that does applies to it)
-    assert "move_pair" not in views[paths["train.py"]].movers
+    assert not views[paths["train.py"]].movers
 
 
 def test_a_singledispatch_mover_moves_what_its_registered_implementations_move() -> None:
