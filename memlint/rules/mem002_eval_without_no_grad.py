@@ -143,7 +143,11 @@ class EvalWithoutNoGrad(Rule):
     switches itself to eval and runs itself (``self.eval(); self(x)``); on other classes, an
     evaluation-named method needs a DataLoader loop of its own or an eval switch in its
     class. A helper that switches a model to eval and returns its output leaves the grad
-    mode to its caller.
+    mode to its caller, and so does a model's method not named for evaluation
+    (``self.eval(); dist = self(x); return Posterior(dist)``: callers may differentiate it
+    with respect to the input). An ``nn.Module`` subclass with no ``forward`` whose
+    methods train is a trainer, not a model: its ``net.eval(); net(x)`` sampling blocks
+    are evaluation code.
     An ``eval()`` block that also trains or attacks (a notebook's top level, where a later
     cell trains again or runs an attack) is judged statement by statement: a forward is
     evaluation unless its own statement needs gradients, an earlier one that does made
@@ -198,6 +202,18 @@ class EvalWithoutNoGrad(Rule):
                  "call:backward", "call:manual_backward")
 
     valid = (
+        Valid("""
+            import torch
+            from torch import nn
+            class Surrogate(nn.Module):
+                def forward(self, x):
+                    return self.net(x)
+                def posterior(self, x):
+                    self.eval()
+                    dist = self(x)
+                    wrapped = Posterior(dist)
+                    return wrapped
+        """),
         # Calibration: the logits are collected under no_grad, then scored by loss modules
         # (one of them this file's `nn.Module` subclass) after the eval switch.
         Valid("""
@@ -574,6 +590,24 @@ class EvalWithoutNoGrad(Rule):
             """,
             lines=(7,),
         ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Trainer(nn.Module):
+                def __init__(self, net, ema, opt):
+                    super().__init__()
+                    self.net, self.ema, self.opt = net, ema, opt
+                def step(self, images):
+                    self.net(images).mean().backward()
+                    self.opt.step()
+                    for net in (self.ema, self.net):
+                        net.eval()
+                        samples = net(images)
+                        print(samples.mean())
+            """,
+            lines=(13,),
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -770,7 +804,8 @@ class EvalWithoutNoGrad(Rule):
         if function is not None and function.name.value in MODEL_MACHINERY:
             return None
         cls = None if function is None else tree.enclosing_class(function)
-        model_method = cls is not None and self.context.analysis.calls.is_module_class(cls)
+        model_method = (cls is not None and self.context.analysis.calls.is_module_class(cls)
+                        and not self._trainer_class(cls))
         region = self._block_region(call, model_method)
         if region is None and not model_method:
             region = self._loader_loop(call)
@@ -807,8 +842,42 @@ class EvalWithoutNoGrad(Rule):
                 # submodule calls there are steps that callers usually run under no_grad.
                 if model_method and not (_runs_self(call) and self._switches_self(region)):
                     return None
+                if model_method and self._returned_by_api_method(call):
+                    return None
                 return region
         return None
+
+    def _trainer_class(self, cls: cst.ClassDef) -> bool:
+        """An ``nn.Module`` subclass that is a trainer, not a model: no ``forward`` of its own
+        (nor in a same-file base) and a method that trains (backward or an optimizer step).
+        Holding networks as submodules makes it a module; its ``m.eval(); m(x)`` sampling
+        blocks are evaluation code like any trainer's."""
+        tree = self.context.analysis.tree
+        todo, seen = [cls], set()
+        while todo:
+            current = todo.pop()
+            if current.name.value in seen:
+                continue
+            seen.add(current.name.value)
+            if any(isinstance(stmt, cst.FunctionDef) and stmt.name.value == "forward"
+                   for stmt in current.body.body):
+                return False
+            for base in current.bases:
+                if isinstance(base.value, cst.Name):
+                    todo.extend(tree.classes_by_name.get(base.value.value, ()))
+        loops = self.context.analysis.loops
+        return any(isinstance(stmt, cst.FunctionDef) and loops.function_trains(stmt)
+                   for stmt in cls.body.body)
+
+    def _returned_by_api_method(self, call: cst.Call) -> bool:
+        """``self.eval(); out = self(x); return Wrapper(out)`` in a model method not named for
+        evaluation (``posterior()``): its output goes to the caller, whose grad mode and use
+        of it decide (callers may differentiate it with respect to the input)."""
+        tree = self.context.analysis.tree
+        function = tree.enclosing_function(call)
+        if function is None or EVAL_FUNCTION.match(function.name.value):
+            return False
+        return self.context.analysis.graph.flows_into_return(call, function)
 
     def _switches_self(self, region: Region) -> bool:
         return any(
