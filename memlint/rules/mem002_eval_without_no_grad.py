@@ -608,6 +608,21 @@ class EvalWithoutNoGrad(Rule):
             """,
             lines=(13,),
         ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class GraphNet(nn.Module):
+                def fit(self, data, opt):
+                    self.train()
+                    self.forward(data).sum().backward()
+                    opt.step()
+                def predict(self, data):
+                    self.eval()
+                    return self.forward(data)
+            """,
+            lines=(11,),
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -849,7 +864,9 @@ class EvalWithoutNoGrad(Rule):
 
     def _trainer_class(self, cls: cst.ClassDef) -> bool:
         """An ``nn.Module`` subclass that is a trainer, not a model: no ``forward`` of its own
-        (nor in a same-file base) and a method that trains (backward or an optimizer step).
+        (nor in a same-file base), never runs itself (``self(x)``, ``self.forward(x)``: a model
+        base class whose subclasses define ``forward``) and a method that trains (backward or
+        an optimizer step).
         Holding networks as submodules makes it a module; its ``m.eval(); m(x)`` sampling
         blocks are evaluation code like any trainer's."""
         tree = self.context.analysis.tree
@@ -865,9 +882,12 @@ class EvalWithoutNoGrad(Rule):
             for base in current.bases:
                 if isinstance(base.value, cst.Name):
                     todo.extend(tree.classes_by_name.get(base.value.value, ()))
+        methods = [stmt for stmt in cls.body.body if isinstance(stmt, cst.FunctionDef)]
+        if any(isinstance(node, cst.Call) and _runs_self(node)
+               for method in methods for node in tree.walk(method.body)):
+            return False  # a model base class whose subclasses define forward (`self.forward(x)`)
         loops = self.context.analysis.loops
-        return any(isinstance(stmt, cst.FunctionDef) and loops.function_trains(stmt)
-                   for stmt in cls.body.body)
+        return any(loops.function_trains(method) for method in methods)
 
     def _returned_by_api_method(self, call: cst.Call) -> bool:
         """``self.eval(); out = self(x); return Wrapper(out)`` in a model method not named for
