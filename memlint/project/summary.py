@@ -768,8 +768,9 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
             if sub.func.attr == "to" and not may_move(sub):
                 continue  # no target, or a dtype cast (`gt.to(torch.float32)`)
             first = sub.args[0] if sub.args else None
+            first = next((k.value for k in sub.keywords if k.arg == "device"), first)
             if isinstance(first, ast.Constant) and first.value == "cpu":
-                continue
+                continue  # `.to("cpu")`, `.to(device="cpu")`: a copy to the host
             root = _root_name(sub.func.value)
             if root in parts:
                 moved.add(parts[root])

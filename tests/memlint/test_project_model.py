@@ -319,7 +319,7 @@ def test_a_singledispatch_mover_moves_what_its_registered_implementations_move()
 def test_a_helper_that_delegates_the_copy_or_applies_a_copying_callback_moves() -> None:
     """A sample-preparing helper hands the batch to a same-file helper that applies a
     nested ``.cuda()`` callback to every tensor of it: each level moves its argument. A
-    callback passed with ``non_blocking`` (or a helper that never copies) moves nothing."""
+    helper that never copies, or copies to the host (``.to(device="cpu")``), moves nothing."""
     m = model(
         data_utils="""
             import torch
@@ -337,13 +337,20 @@ def test_a_helper_that_delegates_the_copy_or_applies_a_copying_callback_moves() 
                 return samples
             def log_sample(sample):
                 return apply_to_sample(print, sample)
+            def to_host(tensor):
+                return tensor.detach().to(device="cpu")
+            def sample_to_host(sample):
+                return apply_to_sample(to_host, sample)
         """,
         task="""
             from data_utils import prepare_sample, move_to_cuda, apply_to_sample, log_sample
+            from data_utils import sample_to_host, to_host
             prepare_sample(batch)
             move_to_cuda(batch)
             apply_to_sample(str, batch)
             log_sample(batch)
+            sample_to_host(batch)
+            to_host(batch)
         """,
     )
     view = m.view("task")
@@ -351,6 +358,7 @@ def test_a_helper_that_delegates_the_copy_or_applies_a_copying_callback_moves() 
     assert view.movers["move_to_cuda"] == ((0, "sample"),)
     assert "apply_to_sample" not in view.movers
     assert "log_sample" not in view.movers
+    assert "sample_to_host" not in view.movers and "to_host" not in view.movers
 
 
 def test_needs_summary_selects_files_with_cross_file_facts() -> None:
