@@ -18,7 +18,13 @@ from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.testcode import is_pytest_module, is_test_code
 from memlint.rules.base import Invalid, Rule, Valid
-from memlint.vocabulary import EVAL_FUNCTION, EVAL_LOADER, FRAMEWORK_HOOK, MODEL_MACHINERY
+from memlint.vocabulary import (
+    DERIVATIVE_REQUESTS,
+    EVAL_FUNCTION,
+    EVAL_LOADER,
+    FRAMEWORK_HOOK,
+    MODEL_MACHINERY,
+)
 
 if TYPE_CHECKING:
     from memlint.context import FileContext
@@ -103,9 +109,10 @@ class EvalWithoutNoGrad(Rule):
     ``infer*`` (also ``eval_*``, ``valid*``, ``run_validation`` ...), or the statements that
     follow ``model.eval()`` in the same block, up to the next ``model.train()``. Code that
     calls ``backward()`` or ``torch.autograd.grad``, steps an optimizer, asks for input
-    gradients (``requires_grad_()``, adversarial attacks, saliency maps) or reads the graph
-    the forward records (``out.grad_fn``, ``fn.next_functions``: a dependency tracer) is not
-    evaluation code. The first forward of each function or ``eval()`` block is reported.
+    gradients (``requires_grad_()``, adversarial attacks, saliency maps, a model asked for
+    forces: ``model(batch, compute_force=True)``) or reads the graph the forward records
+    (``out.grad_fn``, ``fn.next_functions``: a dependency tracer) is not evaluation code.
+    The first forward of each function or ``eval()`` block is reported.
 
     ## Why is this bad?
     ``model.eval()`` changes dropout and batch-norm behaviour; it does not switch autograd
@@ -202,6 +209,16 @@ class EvalWithoutNoGrad(Rule):
                  "call:backward", "call:manual_backward")
 
     valid = (
+        # An interatomic potential's forces are derivatives of its energy by the positions,
+        # which its forward computes with autograd.
+        Valid("""
+            import torch
+            def evaluate(model, loader, want_forces):
+                model.eval()
+                for batch in loader:
+                    out = model(batch, compute_force=want_forces)
+                    print(out["forces"].abs().max())
+        """),
         Valid("""
             import torch
             from torch import nn
@@ -1030,11 +1047,12 @@ class EvalWithoutNoGrad(Rule):
         if _NEEDS_INPUT_GRAD.search(dotted_name(node.func) or name):
             return True  # `attack.generate(x, y)`, `saliency(model, x)`
         if any(
-            a.keyword is not None and a.keyword.value == "requires_grad"
+            a.keyword is not None
+            and (a.keyword.value == "requires_grad" or a.keyword.value in DERIVATIVE_REQUESTS)
             and not (isinstance(a.value, cst.Name) and a.value.value == "False")
             for a in node.args
         ):
-            return True
+            return True  # `model(batch, compute_force=True)`: forces are -dE/dx, by autograd
         loops = self.context.analysis.loops
         functions = self.context.analysis.tree.functions_by_name.get(name, ())
         return any(loops.function_trains(f) or self._reads_graph(f) for f in functions)
