@@ -26,6 +26,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind5        # the fifth blind set (bench/blind5_labels.csv)
     python bench/ecosystem.py --set blind6        # the sixth blind set (bench/blind6_labels.csv)
     python bench/ecosystem.py --set blind7        # the seventh blind set (bench/blind7_labels.csv)
+    python bench/ecosystem.py --set blind8        # the eighth blind set (bench/blind8_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -216,6 +217,27 @@ BLIND7_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# An eighth blind set: Bayesian optimisation fit loops, interatomic-potential trainers
+# (MACE, NequIP, SchNetPack, TorchANI), vision-language runners, sparse-autoencoder training,
+# few-shot sentence-transformer fine-tuning, drift detectors with a torch backend, music
+# source separation and lucidrains-style trainers, labelled from the code before memlint's
+# findings on it were read.
+BLIND8_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("alibi-detect", "0.13.0"),
+    ("botorch", "0.18.1"),
+    ("dalle2-pytorch", "1.15.6"),
+    ("mace-torch", "0.3.16"),
+    ("meshgpt-pytorch", "1.8.1"),
+    ("nequip", "0.19.1"),
+    ("openunmix", "1.3.0"),
+    ("sae-lens", "6.54.12"),
+    ("salesforce-lavis", "1.0.2"),
+    ("schnetpack", "2.1.1"),
+    ("setfit", "1.2.0"),
+    ("torchani", "2.9.0"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -232,6 +254,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind5": _blind("blind5", BLIND5_PACKAGES),
     "blind6": _blind("blind6", BLIND6_PACKAGES),
     "blind7": _blind("blind7", BLIND7_PACKAGES),
+    "blind8": _blind("blind8", BLIND8_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

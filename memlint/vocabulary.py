@@ -140,6 +140,12 @@ def grad_switch(name: str, called: bool, has_args: bool, flag: bool | None) -> G
 # them and nothing from torch is that framework's code (a library's JAX or Warp twin of its
 # PyTorch agents): its `.item()`, `tape.backward(loss)` and `optimizer.step()` are not torch's,
 # and no rule applies to it.
+# Keywords asking a model for derivatives of its output with respect to its input, which its
+# forward computes with autograd (interatomic potentials: forces, stress, virials).
+DERIVATIVE_REQUESTS = frozenset({
+    "compute_force", "compute_forces", "compute_stress", "compute_virials",
+    "compute_hessian", "compute_derivatives",
+})
 FOREIGN_FRAMEWORKS = frozenset({
     "jax", "flax", "optax", "haiku", "equinox", "warp", "tensorflow", "keras", "paddle",
     "mindspore", "mlx", "oneflow",

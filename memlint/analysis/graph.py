@@ -246,6 +246,41 @@ class GraphAnalysis:
             return True
         return any(reached & self._passed_to_backward(scope) for scope in scopes)
 
+    def flows_into_return(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        """Does the value ``node`` computes leave ``function`` through a ``return``: the
+        expression returned itself, or a name bound from it (directly or through later
+        bindings: ``mvn = self(x)``, ``post = Posterior(mvn)``, ``return post``)?"""
+        tree = self.tree
+        for anc in tree.ancestors(node):
+            if isinstance(anc, cst.Return):
+                return True
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if isinstance(anc, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                targets = ([t.target for t in anc.targets] if isinstance(anc, cst.Assign)
+                           else [anc.target])
+                reached = {name for target in targets for name in _names_in(target)}
+                break
+            if isinstance(anc, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+        else:
+            return False
+        if not reached:
+            return False
+        users = self.facts(function).users()
+        todo = list(reached)
+        while todo:
+            for bound in users.get(todo.pop(), ()):
+                if bound not in reached:
+                    reached.add(bound)
+                    todo.append(bound)
+        return any(
+            isinstance(ret, cst.Return) and ret.value is not None
+            and not reached.isdisjoint(_names_in(ret.value))
+            and tree.enclosing_function(ret) is function
+            for ret in tree.walk(function.body)
+        )
+
     def callee_defs(self, call: cst.Call) -> list[cst.FunctionDef]:
         """The same-file functions a call certainly runs: ``helper(x)`` (a function of that
         name), ``self.helper(x)`` (a method of the enclosing class), and ``obj(x)`` /

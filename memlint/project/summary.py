@@ -28,7 +28,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 8
+SCHEMA = 9
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -776,8 +776,9 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
             if sub.func.attr == "to" and not may_move(sub):
                 continue  # no target, or a dtype cast (`gt.to(torch.float32)`)
             first = sub.args[0] if sub.args else None
+            first = next((k.value for k in sub.keywords if k.arg == "device"), first)
             if isinstance(first, ast.Constant) and first.value == "cpu":
-                continue
+                continue  # `.to("cpu")`, `.to(device="cpu")`: a copy to the host
             root = _root_name(sub.func.value)
             if root in parts:
                 moved.add(parts[root])
@@ -892,13 +893,105 @@ def _with_registered_movers(functions: list[Function],
     return tuple(out)
 
 
+_DELEGATION_ROUNDS = 4
+
+
+def _function_nodes(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function of the module by qualname (``f``, ``Cls.method``, ``outer.inner``)."""
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    todo: list[tuple[list[ast.stmt], str]] = [(tree.body, "")]
+    while todo:
+        body, prefix = todo.pop()
+        for node in body:
+            if isinstance(node, _FUNCTION):
+                found.setdefault(prefix + node.name, node)
+                todo.append((node.body, f"{prefix}{node.name}."))
+            elif isinstance(node, ast.ClassDef):
+                todo.append((node.body, f"{prefix}{node.name}."))
+            else:  # `if TYPE_CHECKING:`, `try:` ... blocks add no name
+                for field_name in ("body", "orelse", "finalbody", "handlers"):
+                    inner = getattr(node, field_name, None)
+                    if isinstance(inner, list):
+                        stmts = [h for h in inner if isinstance(h, ast.stmt)]
+                        for handler in inner:
+                            if isinstance(handler, ast.ExceptHandler):
+                                stmts.extend(handler.body)
+                        todo.append((stmts, prefix))
+    return found
+
+
+def _with_delegated_movers(tree: ast.Module,
+                           functions: Sequence[Function]) -> tuple[Function, ...]:
+    """A function moves a parameter when it hands it to a same-file function that moves
+    it (``prepare(batch)`` -> ``move_to_cuda(batch)``), or applies a same-file function that
+    moves its argument to it (``apply_to_sample(_move_to_cuda, sample)``, ``map(to_gpu,
+    batch)``: a callback copying each tensor of a nested batch)."""
+    by_name = {f.qualname: f for f in functions}
+    nodes = _function_nodes(tree)
+    moved = {f.qualname: set(f.moves_params) for f in functions}
+
+    def callee(name: str, scope: str) -> Function | None:
+        # A function nested in this one (or in an enclosing one), else a top-level one.
+        parts = scope.split(".")
+        for cut in range(len(parts), -1, -1):
+            found = by_name.get(".".join([*parts[:cut], name]))
+            if found is not None:
+                return found
+        return None
+
+    def moves_at(function: Function, index: int) -> bool:
+        params = [p for p in function.params if p not in ("self", "cls")]
+        return index < len(params) and params[index] in moved[function.qualname]
+
+    for _ in range(_DELEGATION_ROUNDS):
+        changed = False
+        for qualname, node in nodes.items():
+            function = by_name.get(qualname)
+            if function is None:
+                continue
+            wanted = set(function.params) - {"self", "cls"} - moved[qualname]
+            if not wanted:
+                continue
+            for sub in walk(node):
+                if not isinstance(sub, ast.Call) or any(
+                        k.arg == "non_blocking" or k.arg is None for k in sub.keywords):
+                    continue
+                roots = [_root_name(arg) for arg in sub.args]
+                if isinstance(sub.func, ast.Name):
+                    target = callee(sub.func.id, qualname)
+                    if target is not None and target.qualname != qualname:
+                        for index, root in enumerate(roots):
+                            if root in wanted and moves_at(target, index):
+                                moved[qualname].add(root)
+                                changed = True
+                callbacks = [callee(arg.id, qualname) for arg in sub.args
+                             if isinstance(arg, ast.Name)]
+                if any(cb is not None and cb.qualname != qualname and moves_at(cb, 0)
+                       for cb in callbacks):
+                    for arg, root in zip(sub.args, roots, strict=True):
+                        if root in wanted and not (
+                                isinstance(arg, ast.Name) and callee(arg.id, qualname)):
+                            moved[qualname].add(root)
+                            changed = True
+        if not changed:
+            break
+    return tuple(
+        replace(f, moves_params=tuple(p for p in f.params if p in moved[f.qualname]))
+        if moved[f.qualname] != set(f.moves_params) else f
+        for f in functions
+    )
+
+
 def summarise(tree: ast.Module) -> ModuleSummary:
     builder = _Builder()
     top = _Scope("", (), frozenset())
     builder.block(tree.body, top, (), False, False, "", [])
+    functions = _with_registered_movers(builder.functions, builder.registered)
+    if any(f.moves_params for f in functions):
+        functions = _with_delegated_movers(tree, functions)
     return ModuleSummary(
         imports=tuple(builder.imports),
-        functions=_with_registered_movers(builder.functions, builder.registered),
+        functions=functions,
         classes=tuple(builder.classes),
         sites=tuple(top.sites),
         defined=tuple(builder.defined),

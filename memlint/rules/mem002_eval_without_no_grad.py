@@ -18,7 +18,13 @@ from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.testcode import is_pytest_module
 from memlint.rules.base import Invalid, Rule, Valid
-from memlint.vocabulary import EVAL_FUNCTION, EVAL_LOADER, FRAMEWORK_HOOK, MODEL_MACHINERY
+from memlint.vocabulary import (
+    DERIVATIVE_REQUESTS,
+    EVAL_FUNCTION,
+    EVAL_LOADER,
+    FRAMEWORK_HOOK,
+    MODEL_MACHINERY,
+)
 
 if TYPE_CHECKING:
     from memlint.context import FileContext
@@ -103,9 +109,10 @@ class EvalWithoutNoGrad(Rule):
     ``infer*`` (also ``eval_*``, ``valid*``, ``run_validation`` ...), or the statements that
     follow ``model.eval()`` in the same block, up to the next ``model.train()``. Code that
     calls ``backward()`` or ``torch.autograd.grad``, steps an optimizer, asks for input
-    gradients (``requires_grad_()``, adversarial attacks, saliency maps) or reads the graph
-    the forward records (``out.grad_fn``, ``fn.next_functions``: a dependency tracer) is not
-    evaluation code. The first forward of each function or ``eval()`` block is reported.
+    gradients (``requires_grad_()``, adversarial attacks, saliency maps, a model asked for
+    forces: ``model(batch, compute_force=True)``) or reads the graph the forward records
+    (``out.grad_fn``, ``fn.next_functions``: a dependency tracer) is not evaluation code.
+    The first forward of each function or ``eval()`` block is reported.
 
     ## Why is this bad?
     ``model.eval()`` changes dropout and batch-norm behaviour; it does not switch autograd
@@ -143,7 +150,11 @@ class EvalWithoutNoGrad(Rule):
     switches itself to eval and runs itself (``self.eval(); self(x)``); on other classes, an
     evaluation-named method needs a DataLoader loop of its own or an eval switch in its
     class. A helper that switches a model to eval and returns its output leaves the grad
-    mode to its caller.
+    mode to its caller, and so does a model's method not named for evaluation
+    (``self.eval(); dist = self(x); return Posterior(dist)``: callers may differentiate it
+    with respect to the input). An ``nn.Module`` subclass with no ``forward`` whose
+    methods train is a trainer, not a model: its ``net.eval(); net(x)`` sampling blocks
+    are evaluation code.
     An ``eval()`` block that also trains or attacks (a notebook's top level, where a later
     cell trains again or runs an attack) is judged statement by statement: a forward is
     evaluation unless its own statement needs gradients, an earlier one that does made
@@ -200,6 +211,28 @@ class EvalWithoutNoGrad(Rule):
     skips_test_code = True
 
     valid = (
+        # An interatomic potential's forces are derivatives of its energy by the positions,
+        # which its forward computes with autograd.
+        Valid("""
+            import torch
+            def evaluate(model, loader, want_forces):
+                model.eval()
+                for batch in loader:
+                    out = model(batch, compute_force=want_forces)
+                    print(out["forces"].abs().max())
+        """),
+        Valid("""
+            import torch
+            from torch import nn
+            class Surrogate(nn.Module):
+                def forward(self, x):
+                    return self.net(x)
+                def posterior(self, x):
+                    self.eval()
+                    dist = self(x)
+                    wrapped = Posterior(dist)
+                    return wrapped
+        """),
         # Calibration: the logits are collected under no_grad, then scored by loss modules
         # (one of them this file's `nn.Module` subclass) after the eval switch.
         Valid("""
@@ -576,6 +609,39 @@ class EvalWithoutNoGrad(Rule):
             """,
             lines=(7,),
         ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Trainer(nn.Module):
+                def __init__(self, net, ema, opt):
+                    super().__init__()
+                    self.net, self.ema, self.opt = net, ema, opt
+                def step(self, images):
+                    self.net(images).mean().backward()
+                    self.opt.step()
+                    for net in (self.ema, self.net):
+                        net.eval()
+                        samples = net(images)
+                        print(samples.mean())
+            """,
+            lines=(13,),
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class GraphNet(nn.Module):
+                def fit(self, data, opt):
+                    self.train()
+                    self.forward(data).sum().backward()
+                    opt.step()
+                def predict(self, data):
+                    self.eval()
+                    return self.forward(data)
+            """,
+            lines=(11,),
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -771,7 +837,8 @@ class EvalWithoutNoGrad(Rule):
         if function is not None and function.name.value in MODEL_MACHINERY:
             return None
         cls = None if function is None else tree.enclosing_class(function)
-        model_method = cls is not None and self.context.analysis.calls.is_module_class(cls)
+        model_method = (cls is not None and self.context.analysis.calls.is_module_class(cls)
+                        and not self._trainer_class(cls))
         region = self._block_region(call, model_method)
         if region is None and not model_method:
             region = self._loader_loop(call)
@@ -808,8 +875,47 @@ class EvalWithoutNoGrad(Rule):
                 # submodule calls there are steps that callers usually run under no_grad.
                 if model_method and not (_runs_self(call) and self._switches_self(region)):
                     return None
+                if model_method and self._returned_by_api_method(call):
+                    return None
                 return region
         return None
+
+    def _trainer_class(self, cls: cst.ClassDef) -> bool:
+        """An ``nn.Module`` subclass that is a trainer, not a model: no ``forward`` of its own
+        (nor in a same-file base), never runs itself (``self(x)``, ``self.forward(x)``: a model
+        base class whose subclasses define ``forward``) and a method that trains (backward or
+        an optimizer step).
+        Holding networks as submodules makes it a module; its ``m.eval(); m(x)`` sampling
+        blocks are evaluation code like any trainer's."""
+        tree = self.context.analysis.tree
+        todo, seen = [cls], set()
+        while todo:
+            current = todo.pop()
+            if current.name.value in seen:
+                continue
+            seen.add(current.name.value)
+            if any(isinstance(stmt, cst.FunctionDef) and stmt.name.value == "forward"
+                   for stmt in current.body.body):
+                return False
+            for base in current.bases:
+                if isinstance(base.value, cst.Name):
+                    todo.extend(tree.classes_by_name.get(base.value.value, ()))
+        methods = [stmt for stmt in cls.body.body if isinstance(stmt, cst.FunctionDef)]
+        if any(isinstance(node, cst.Call) and _runs_self(node)
+               for method in methods for node in tree.walk(method.body)):
+            return False  # a model base class whose subclasses define forward (`self.forward(x)`)
+        loops = self.context.analysis.loops
+        return any(loops.function_trains(method) for method in methods)
+
+    def _returned_by_api_method(self, call: cst.Call) -> bool:
+        """``self.eval(); out = self(x); return Wrapper(out)`` in a model method not named for
+        evaluation (``posterior()``): its output goes to the caller, whose grad mode and use
+        of it decide (callers may differentiate it with respect to the input)."""
+        tree = self.context.analysis.tree
+        function = tree.enclosing_function(call)
+        if function is None or EVAL_FUNCTION.match(function.name.value):
+            return False
+        return self.context.analysis.graph.flows_into_return(call, function)
 
     def _switches_self(self, region: Region) -> bool:
         return any(
@@ -942,11 +1048,12 @@ class EvalWithoutNoGrad(Rule):
         if _NEEDS_INPUT_GRAD.search(dotted_name(node.func) or name):
             return True  # `attack.generate(x, y)`, `saliency(model, x)`
         if any(
-            a.keyword is not None and a.keyword.value == "requires_grad"
+            a.keyword is not None
+            and (a.keyword.value == "requires_grad" or a.keyword.value in DERIVATIVE_REQUESTS)
             and not (isinstance(a.value, cst.Name) and a.value.value == "False")
             for a in node.args
         ):
-            return True
+            return True  # `model(batch, compute_force=True)`: forces are -dE/dx, by autograd
         loops = self.context.analysis.loops
         functions = self.context.analysis.tree.functions_by_name.get(name, ())
         return any(loops.function_trains(f) or self._reads_graph(f) for f in functions)

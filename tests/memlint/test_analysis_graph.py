@@ -451,3 +451,36 @@ def test_indices_of_a_reduction_carry_no_graph_its_values_do() -> None:
         # An elementwise maximum and a single value: element 1 is part of the tensor.
         ("T.max(out, other)[1]", True), ("out.max()[1]", True), ("out.median()[1]", True),
     ]
+
+
+def test_flows_into_return_follows_later_bindings() -> None:
+    """A forward's value leaves its function through a ``return``: returned itself, or a name
+    bound from it (also through a wrapper call) that a ``return`` reads."""
+    module = cst.parse_module(textwrap.dedent("""
+        def wrapped(self, x):
+            dist = self(x)
+            post = Posterior(dist)
+            return post
+
+        def direct(self, x):
+            return self(x)[0]
+
+        def printed(self, x):
+            out = self(x)
+            print(out.mean())
+            return None
+
+        def nested(self, x):
+            out = self(x)
+            def inner():
+                return out
+            return inner
+    """))
+    analysis = ModuleAnalysis(module)
+    tree = analysis.tree
+    found = {}
+    for call in tree.calls_by_name["self"]:
+        function = tree.enclosing_function(call)
+        assert function is not None
+        found[function.name.value] = analysis.graph.flows_into_return(call, function)
+    assert found == {"wrapped": True, "direct": True, "printed": False, "nested": False}

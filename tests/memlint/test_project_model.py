@@ -369,6 +369,51 @@ def test_a_singledispatch_mover_moves_what_its_registered_implementations_move()
     assert "describe" not in view.movers
 
 
+def test_a_helper_that_delegates_the_copy_or_applies_a_copying_callback_moves() -> None:
+    """A sample-preparing helper hands the batch to a same-file helper that applies a
+    nested ``.cuda()`` callback to every tensor of it: each level moves its argument. A
+    helper that never copies, or copies to the host (``.to(device="cpu")``), moves nothing."""
+    m = model(
+        data_utils="""
+            import torch
+            def apply_to_sample(f, sample):
+                if torch.is_tensor(sample):
+                    return f(sample)
+                return {k: apply_to_sample(f, v) for k, v in sample.items()}
+            def move_to_cuda(sample):
+                def _move(tensor):
+                    return tensor.cuda()
+                return apply_to_sample(_move, sample)
+            def prepare_sample(samples, cuda_enabled=True):
+                if cuda_enabled:
+                    samples = move_to_cuda(samples)
+                return samples
+            def log_sample(sample):
+                return apply_to_sample(print, sample)
+            def to_host(tensor):
+                return tensor.detach().to(device="cpu")
+            def sample_to_host(sample):
+                return apply_to_sample(to_host, sample)
+        """,
+        task="""
+            from data_utils import prepare_sample, move_to_cuda, apply_to_sample, log_sample
+            from data_utils import sample_to_host, to_host
+            prepare_sample(batch)
+            move_to_cuda(batch)
+            apply_to_sample(str, batch)
+            log_sample(batch)
+            sample_to_host(batch)
+            to_host(batch)
+        """,
+    )
+    view = m.view("task")
+    assert view.movers["prepare_sample"] == ((0, "samples"),)
+    assert view.movers["move_to_cuda"] == ((0, "sample"),)
+    assert "apply_to_sample" not in view.movers
+    assert "log_sample" not in view.movers
+    assert "sample_to_host" not in view.movers and "to_host" not in view.movers
+
+
 def test_needs_summary_selects_files_with_cross_file_facts() -> None:
     assert needs_summary(b"def f():\n    return torch.inference_mode()\n")
     assert needs_summary(b"class L:\n    def __call__(self, x):\n        return x.detach()\n")
