@@ -9,7 +9,6 @@ project is summarised (a decorator here may be a factory defined in another file
 from __future__ import annotations
 
 import ast
-import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,11 +39,6 @@ _PROJECT_FACTS = (
     rb"|(?:no_grad|inference_mode|set_grad_enabled)\([^\n]*:\s*\n\s+return"
     rb"|enter_context\(|\.eval\(\)"
 )
-# A helper named for what it moves (`batch_to_device`, `move_to_cuda`, `prepare_batch`) or
-# taking a device (`def move_features(features, device)`) in a file that copies to a device:
-# maybe a blocking copy helper that other modules' loader loops call.
-_MOVER_DEF = re.compile(
-    rb"def \w*(?:device|cuda|gpu|batch)\w*\(|def \w+\([^)]*\b\w*(?:device|gpu)\b")
 _COPIES = (b".to(", b".cuda(")
 _CALLABLE_CLASS = b"def __call__"
 _DETACHES = b".detach()"
@@ -1005,11 +999,12 @@ def needs_summary(source: bytes) -> bool:
 
 
 def may_define_mover(source: bytes) -> bool:
-    """May this file (which no rule applies to) define a blocking device-copy helper? Such a
-    file matters only to a module that calls into it, so it is summarised only then
-    (:func:`memlint.project.model.build_views` asks): in a model library most modeling
-    files match, and few are ever called from a loader loop."""
-    return any(c in source for c in _COPIES) and _MOVER_DEF.search(source) is not None
+    """May this file (which no rule applies to) define a blocking device-copy helper? Any
+    file that copies may (``prepare(samples, cuda_enabled)`` is one too): it matters only to
+    a module that calls into it, so it is summarised only then
+    (:func:`memlint.project.model.build_views` asks), and a model library's modeling files,
+    which all copy, are never read for it."""
+    return any(c in source for c in _COPIES)
 
 
 def parse_source(source: bytes, filename: str = "<file>") -> ast.Module | None:

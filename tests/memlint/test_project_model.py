@@ -421,8 +421,8 @@ def test_needs_summary_selects_files_with_cross_file_facts() -> None:
     # A possible copy helper is summarised only once a module is seen to call it.
     helper = b"def batch_to_device(batch, device):\n    return batch.to(device)\n"
     assert not needs_summary(helper) and may_define_mover(helper)
-    assert may_define_mover(b"def shift(x, device):\n    return x.cuda()\n")
-    assert not may_define_mover(b"def shift(x, offset):\n    return x.to(offset)\n")
+    assert may_define_mover(b"def prepare(samples, cuda=True):\n    return samples.cuda()\n")
+    assert not may_define_mover(b"def shift(x, offset):\n    return x + offset\n")
 
 
 def test_store_keeps_summaries_and_ignores_a_corrupt_file(tmp_path: Path) -> None:
