@@ -47,7 +47,10 @@ class LoadWithoutMapLocation(Rule):
     Where the saved device cannot matter, or the code already chose a placement, it stays
     silent:
     - the file wrote what it reads: a `torch.save` to the same path expression (a cache, a
-      round trip), an `io.BytesIO` buffer when the file also saves into one, or a file
+      round trip) in the same function, or anywhere in the file unless the expression is
+      just a parameter of the loading function (`save(model, path)` and `load(model, path)`
+      helpers name different files with one word), an `io.BytesIO` buffer when the file
+      also saves into one, or a file
       whose every `torch.save` writes CPU tensors (`v.cpu()`, `.to("cpu")`, or
       `model.cpu()` before saving its `state_dict`);
     - the loaded value is placed at once: `torch.load(p).to(device)`, `.cuda()`, `.cpu()`;
