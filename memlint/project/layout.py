@@ -60,16 +60,6 @@ def located(path: Path, packages: dict[str, bool] | None = None) -> tuple[Path, 
     return Path(folder), ModuleName(".".join(reversed(parts)) or stem, is_package)
 
 
-def package_root(path: Path) -> Path | None:
-    """The top folder of the package ``path`` belongs to; None for a stand-alone script."""
-    folder = Path(os.path.abspath(path)).parent
-    top = None
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        top = folder
-        folder = folder.parent
-    return top
-
-
 def package_files(paths: Iterable[Path], covered: Iterable[Path] = ()) -> list[Path]:
     """Every Python file of the packages the given files belong to (once each), and of the
     modules and packages beside their import root that they import by a top-level name
@@ -83,10 +73,12 @@ def package_files(paths: Iterable[Path], covered: Iterable[Path] = ()) -> list[P
 
     named = [Path(os.path.abspath(p)) for p in paths]
     named = [p for p in named if not inside_covered(p)]
-    trees = {root for p in named if (root := package_root(p)) is not None}
+    trees: set[Path] = set()
     packages: dict[str, bool] = {}  # one stat per folder
     for path in named:
-        top = located(path, packages)[0]
+        top, located_as = located(path, packages)
+        if located_as.is_package or "." in located_as.name:  # in a package: all of it
+            trees.add(top / located_as.name.partition(".")[0])
         for head in _imported_heads(path):
             module = top / head
             if module.is_dir() and (any(module.glob("*.py"))):
