@@ -794,14 +794,19 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     from memlint.project.layout import located
 
     wanted, known, bare, hooks = list(wanted), list(known), list(bare), list(hooks)
-    copying = list(copying)
+    copying = set(copying)
     packages: dict[str, bool] = {}  # folder -> holds an __init__.py, for every located()
     roots, where = _by_root(summaries, packages)
     models = {root: ProjectModel(modules) for root, modules in roots.items()}
     if fetch is not None:
-        fed = [p for p in (*wanted, *bare, *hooks)
-               if p in where and models[where[p][0]].fed_by_bases(where[p][1])]
-        named = _named_modules(models, where, [*copying, *fed], known, summaries, packages)
+        # The names the copying modules look up in vain, by root.
+        undefined: dict[Path, set[str]] = defaultdict(set)
+        for path in (*wanted, *bare, *hooks):
+            found = where.get(path)
+            if found is not None and (path in copying
+                                      or models[found[0]].fed_by_bases(found[1])):
+                undefined[found[0]] |= models[found[0]].undefined_names(found[1])
+        named = _modules_of(undefined, known, summaries, packages)
         fetched = fetch(sorted(named)) if named else {}
         if fetched:
             summaries = {**summaries, **fetched}
@@ -821,16 +826,8 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         if found is not None and path not in views and models[found[0]].fed_by_bases(
                 found[1]):
             views[path] = models[found[0]].view(found[1])
-    missing: set[str] = set()
-    callees = {root: model.unsummarised_callees() for root, model in models.items()}
-    if any(callees.values()):
-        for path in known:
-            if path in summaries:
-                continue
-            root, name = located(Path(path), packages)
-            if any(any(c.startswith(f"{written}.") for c in callees.get(where_used, ()))
-                   for where_used, written in _names_seen_from(root, name.name)):
-                missing.add(path)
+    missing = _modules_of({root: model.unsummarised_callees()
+                           for root, model in models.items()}, known, summaries, packages)
     hooked = {root: model.hooked_methods() for root, model in models.items()}
     if any(hooked.values()):
         # Unsummarised files of a root whose loader loops feed per-batch hooks, read for a
@@ -865,33 +862,30 @@ def _by_root(summaries: Mapping[str, ModuleSummary], packages: dict[str, bool],
     return roots, where
 
 
-def _named_modules(models: Mapping[Path, ProjectModel], where: Mapping[str, tuple[Path, str]],
-                   viewed: Iterable[str], known: Iterable[str],
-                   summaries: Mapping[str, ModuleSummary], packages: dict[str, bool],
-                   ) -> set[str]:
-    """The unsummarised paths among ``known`` whose module a ``viewed`` path names in a name
-    no summary defines (``pkg.utils`` of ``pkg.utils.batch_to_device``)."""
+def _modules_of(names: Mapping[Path, Iterable[str]], known: Iterable[str],
+                summaries: Mapping[str, ModuleSummary], packages: dict[str, bool],
+                ) -> set[str]:
+    """The unsummarised paths among ``known`` whose module is the module part of one of the
+    absolute ``names`` of their import root (``pkg.utils`` of ``pkg.utils.batch_to_device``),
+    under any name Python can import it by."""
     from memlint.project.layout import located
 
     prefixes: dict[Path, set[str]] = defaultdict(set)
-    for path in viewed:
-        found = where.get(path)
-        if found is None:
-            continue
-        for name in models[found[0]].undefined_names(found[1]):
+    for root, absolute in names.items():
+        for name in absolute:
             parts = name.split(".")
-            prefixes[found[0]].update(".".join(parts[:i]) for i in range(1, len(parts)))
-    if not prefixes:
+            prefixes[root].update(".".join(parts[:i]) for i in range(1, len(parts)))
+    if not any(prefixes.values()):
         return set()
-    named: set[str] = set()
+    found: set[str] = set()
     for path in known:
         if path in summaries:
             continue
         root, module = located(Path(path), packages)
         if any(written in prefixes.get(where_used, ())
                for where_used, written in _names_seen_from(root, module.name)):
-            named.add(path)
-    return named
+            found.add(path)
+    return found
 
 
 def _file_matches(path: str, pattern: re.Pattern[bytes]) -> bool:
