@@ -431,7 +431,6 @@ class _Structure:
             found.append("fact:factory-move")
         return found
 
-
     def _model_classes(self) -> set[int]:
         """The classes that surely are model code: they define ``forward``, or a base named
         by a class of this file that is (every class of that name, as the analysis follows
