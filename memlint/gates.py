@@ -30,16 +30,21 @@ from memlint.vocabulary import (
     EVAL_WORDS,
     FOREIGN_FRAMEWORKS,
     FRAMEWORK_HOOK,
+    FUNCTIONAL_LOSSES,
     HOST_WRAPPER_NAMES,
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
     MASK_FUNCTION_NAMES,
     MODEL_MACHINERY,
+    MODULE_BASES,
     OOM_TEXT,
     OOM_TYPE,
+    OPTIMIZER_NAME,
     RANDOM_FACTORIES,
+    SCALER_NAME,
     STAGING_KEYWORDS,
     TORCH_DTYPES,
+    forward_by_name,
     is_test_code,
 )
 
@@ -47,6 +52,9 @@ from memlint.vocabulary import (
 class Gated(Protocol):
     @property
     def code_gate(self) -> tuple[str, ...]: ...
+
+    @property
+    def code_requires(self) -> tuple[tuple[str, ...], ...]: ...
 
 
 G = TypeVar("G", bound=Gated)
@@ -194,6 +202,15 @@ class _Structure:
       wrapped in ``nn.Parameter(...)``/``Variable(...)``) given no keyword that places its
       result; or a name bound to such a chain (``h = torch.zeros(n)``) that some
       ``h.cuda()``/``h.to(...)`` moves.
+    - ``fact:optimizer-step``: ``x.step(...)`` on a receiver named like an optimizer or an
+      AMP scaler (``opts[0].step()`` reads as ``opts``), the steps the training analysis
+      (:mod:`memlint.analysis.loops`) counts; a scheduler's or an environment's ``step()``
+      is none.
+    - ``fact:graph-source``: something the graph analysis starts an autograd graph at (a
+      superset, by name): a call named like a module's forward or a loss
+      (:func:`_starts_graph`), a backward pass, a name ending in ``loss`` (``out.loss``), a
+      subscript by a string naming a loss (``out["loss"]``), or a class whose base is named
+      like ``nn.Module`` (calls of its instances are forwards).
     """
 
     def __init__(self) -> None:
@@ -221,6 +238,9 @@ class _Structure:
         self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
         self.eval_loader_loop = False
         self.imported: set[str] = set()  # top-level packages of absolute imports
+        self.loss_entry = False  # `out["loss"]`
+        self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
+        self.module_class = False  # a class with a base named like `nn.Module`
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -266,6 +286,15 @@ class _Structure:
                     id(node))
                 self.class_bases[id(node)] = [
                     b.id for b in node.bases if type(b) is name_t]  # type: ignore[attr-defined]
+                if not self.module_class and any(
+                        (b.attr if type(b) is attribute_t else getattr(b, "id", None))
+                        in MODULE_BASES for b in node.bases):  # type: ignore[attr-defined]
+                    self.module_class = True
+            elif kind is ast.Subscript:
+                key = node.slice  # type: ignore[attr-defined]  # an ast.Subscript
+                if (type(key) is ast.Constant and type(key.value) is str
+                        and "loss" in key.value.lower()):
+                    self.loss_entry = True
             elif kind is ast.AugAssign:
                 if (in_loop and type(node.op) is ast.Add  # type: ignore[attr-defined]
                         and type(node.value) in (ast.List, ast.ListComp)):  # type: ignore[attr-defined]
@@ -334,6 +363,9 @@ class _Structure:
                     node.keywords[0].value if node.keywords else None)
                 if count == 1 and type(value) is ast.Constant and value.value is False:
                     self._switch(node, klass)
+            elif method == "step":
+                if not self.optimizer_step and _steps_optimizer(func.value):
+                    self.optimizer_step = True
             elif method == "cuda" or (method == "to" and may_move(node)):
                 self._moved_chain(func.value)
                 receiver = _dotted(func.value)
@@ -429,6 +461,11 @@ class _Structure:
         if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES
                for name in self.moved) or self.factory_names & self.moved_names:
             found.append("fact:factory-move")
+        if self.optimizer_step:
+            found.append("fact:optimizer-step")
+        if (self.module_class or self.loss_entry or any(map(_starts_graph, self.called))
+                or any(n == "loss" or n.endswith("_loss") for n in self.names)):
+            found.append("fact:graph-source")
         return found
 
     def _model_classes(self) -> set[int]:
@@ -449,6 +486,30 @@ class _Structure:
         return found
 
 
+def _starts_graph(callee: str) -> bool:
+    """Can a call of this (last) name return a value with an autograd graph of its own
+    making, as :class:`~memlint.analysis.graph.GraphAnalysis` reads calls? A module's forward
+    or a loss, by name (``model(x)``, ``m.forward(x)``, ``criterion(p, y)``,
+    ``F.cross_entropy``, ``nn.MSELoss()`` whose instance is then called), or a backward pass
+    (it marks the names it consumes as carrying a graph)."""
+    low = callee.lower()
+    return (callee in ("forward", "backward", "manual_backward") or "loss" in low
+            or "criterion" in low or callee in FUNCTIONAL_LOSSES or forward_by_name(callee))
+
+
+def _steps_optimizer(receiver: ast.expr) -> bool:
+    """Is ``receiver.step(...)`` an optimizer or scaler step by the receiver's last name?"""
+    while type(receiver) is ast.Subscript:
+        receiver = receiver.value
+    if type(receiver) is ast.Attribute:
+        last = receiver.attr
+    elif type(receiver) is ast.Name:
+        last = receiver.id
+    else:
+        return False
+    return bool(OPTIMIZER_NAME.search(last) or SCALER_NAME.search(last))
+
+
 def _dotted(node: ast.expr) -> str | None:
     """``h`` or ``self.h``: a plain name or one attribute of one."""
     if type(node) is ast.Name:
@@ -462,8 +523,11 @@ FOREIGN_FRAMEWORK = "fact:foreign-framework"
 
 
 def gated(rules: Iterable[G], facts: frozenset[str]) -> list[G]:
-    """The rules whose gate the code passes (a rule without a gate always does); none in
-    another framework's code (``fact:foreign-framework``)."""
+    """The rules whose gate the code passes (a rule without a gate always does): one token
+    of ``code_gate`` and one of each ``code_requires`` group; none in another framework's
+    code (``fact:foreign-framework``)."""
     if FOREIGN_FRAMEWORK in facts:
         return []
-    return [r for r in rules if not r.code_gate or any(t in facts for t in r.code_gate)]
+    return [r for r in rules
+            if (not r.code_gate or any(t in facts for t in r.code_gate))
+            and all(any(t in facts for t in group) for group in r.code_requires)]

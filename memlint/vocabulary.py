@@ -48,6 +48,54 @@ EVAL_FUNCTION = re.compile(
 FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
 # A model's own machinery: an `.eval()` switch there is part of what the model computes.
 MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
+# `optimizer`, `opt`, `optG`, `opt_d`, `g_optim`, `optimizer_D`, `self.opt`: whose `.step()`
+# trains; and an AMP scaler, whose `.step(opt)` does.
+OPTIMIZER_NAME = re.compile(r"optim|^opt(?:$|[A-Z_\d])|_opt(?:$|[_\d])", re.IGNORECASE)
+SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
+# Modules and losses, by name: the calls whose results the graph analysis says carry an
+# autograd graph (memlint.analysis.calls), and that the code gates look for before it runs.
+MODEL_WORDS = frozenset({
+    "model", "net", "network", "module", "generator", "discriminator", "encoder", "decoder",
+    "backbone", "classifier", "critic", "actor", "policy", "teacher", "student", "unet", "vae",
+})
+# Role-named sub-networks: `self.model.question_encoder(ids)`, `text_encoder(tokens)`,
+# `image_backbone(x)`. Not `_module` (`import_module`) nor `_generator` (data generators).
+MODEL_SUFFIXES = ("_encoder", "_decoder", "_backbone", "_classifier", "_network")
+# `get_model()`, `build_net()`: return a module rather than run one.
+NOT_A_FORWARD = re.compile(
+    r"^_*(?:get|build|create|load|make|init|setup|prepare|to|wrap|save|copy|unwrap|train|evaluate"
+    r"|eval|validate|test|run|fit|export|compile|freeze|print|log|count|summari[sz]e|update)_",
+    re.IGNORECASE,
+)
+# Bases that make a class an nn.Module by their name alone.
+MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "Sequential"})
+# torch.nn.functional losses whose names do not end in `_loss`.
+FUNCTIONAL_LOSSES = frozenset({
+    "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "ctc_loss",
+})
+
+
+def is_model_word(name: str) -> bool:
+    """``model``, ``netG``, ``text_encoder``, ``self.policy``'s last part: a module's name."""
+    low = name.lower()
+    return (
+        low in MODEL_WORDS
+        or low.endswith("model")
+        or low.endswith("_net")
+        or low.endswith(MODEL_SUFFIXES)
+        or low.startswith("net")
+        or low.endswith("_engine")
+    )
+
+
+def forward_by_name(name: str) -> bool:
+    """Is a call of this (last) name a module's forward by its name alone? Not a class
+    (``Net(...)`` builds one) nor a helper that gets, builds or runs one (``get_model``)."""
+    return not (name.lstrip("_")[:1].isupper() or NOT_A_FORWARD.search(name)) and is_model_word(
+        name)
+
+
 # `torch.<factory>(...)` builds a fresh tensor on the host unless given `device=` (MEM010).
 # Same values whichever device builds them, so moving `device=` into the call is safe.
 # Data-copying constructors (`tensor`, `as_tensor`, `from_numpy`) are deliberately absent:

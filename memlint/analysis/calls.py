@@ -18,6 +18,15 @@ import libcst as cst
 
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import TreeIndex
+from memlint.vocabulary import (
+    FUNCTIONAL_LOSSES,
+    MODULE_BASES,
+    NOT_A_FORWARD,
+    OPTIMIZER_NAME,
+    SCALER_NAME,
+    forward_by_name,
+    is_model_word,
+)
 
 if TYPE_CHECKING:
     from memlint.project.view import ModuleView
@@ -28,15 +37,7 @@ if TYPE_CHECKING:
 # `self.distributed.backward(loss, model)` (a distribution strategy), `booster.backward(...)`.
 _FRAMEWORK_RECEIVER = re.compile(
     r"accelerator|engine|fabric|trainer|deepspeed|strateg|distributed|booster", re.IGNORECASE)
-# `optimizer`, `opt`, `optG`, `opt_d`, `g_optim`, `optimizer_D`, `self.opt`.
-_OPTIMIZER_NAME = re.compile(r"optim|^opt(?:$|[A-Z_\d])|_opt(?:$|[_\d])", re.IGNORECASE)
-_SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 
-# torch.nn.functional losses whose names do not end in `_loss`.
-_FUNCTIONAL_LOSSES = frozenset({
-    "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
-    "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "ctc_loss",
-})
 # `log_loss(...)`, `plot_losses(...)`, `loss_scale(...)`: named after a loss, but report or
 # read one rather than compute one. `evaluate_loss(net, it)` averages one over a dataset into a
 # number, `_make_empty_loss()` builds a fresh zero, and `jacobian_loss_wrt_inputs(...)` returns
@@ -58,23 +59,9 @@ def _class_like(name: str) -> bool:
 
 # Metrics libraries compute on the host and return numbers.
 _HOST_LIBRARIES = ("sklearn.", "numpy.", "scipy.", "math.", "statistics.")
-# `get_model()`, `build_net()`: return a module rather than run one.
-_NOT_A_FORWARD = re.compile(
-    r"^_*(?:get|build|create|load|make|init|setup|prepare|to|wrap|save|copy|unwrap|train|evaluate"
-    r"|eval|validate|test|run|fit|export|compile|freeze|print|log|count|summari[sz]e|update)_",
-    re.IGNORECASE,
-)
-_MODEL_WORDS = frozenset({
-    "model", "net", "network", "module", "generator", "discriminator", "encoder", "decoder",
-    "backbone", "classifier", "critic", "actor", "policy", "teacher", "student", "unet", "vae",
-})
-# Role-named sub-networks: `self.model.question_encoder(ids)`, `text_encoder(tokens)`,
-# `image_backbone(x)`. Not `_module` (`import_module`) nor `_generator` (data generators).
-_MODEL_SUFFIXES = ("_encoder", "_decoder", "_backbone", "_classifier", "_network")
 _MODULE_BASE_NAME = re.compile(
     r"(?:Module|Model|Sequential|ModuleList|ModuleDict|Network|Net)$"
 )
-_MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "Sequential"})
 # Inference methods a model switched to eval runs: `self.model.predict(x)`,
 # `self.net.forward_features(x)`, `model.inference_scoring(h, t)`.
 _INFERENCE_METHOD = re.compile(
@@ -148,7 +135,7 @@ def is_scaler_step(call: cst.Call) -> bool:
     return (
         method_name(call) == "step"
         and name is not None
-        and bool(_SCALER_NAME.search(name.rsplit(".", 1)[-1]))
+        and bool(SCALER_NAME.search(name.rsplit(".", 1)[-1]))
         and first_arg(call) is not None
     )
 
@@ -158,7 +145,7 @@ def is_optimizer_name(name: str | None) -> bool:
     if name is None:
         return False
     last = name.rsplit(".", 1)[-1]
-    return bool(_OPTIMIZER_NAME.search(last)) and not _FRAMEWORK_RECEIVER.search(last)
+    return bool(OPTIMIZER_NAME.search(last)) and not _FRAMEWORK_RECEIVER.search(last)
 
 
 def is_optimizer_step(call: cst.Call) -> bool:
@@ -214,27 +201,15 @@ def is_grad_clearing_assign(node: cst.CSTNode) -> bool:
 def is_generate_call(call: cst.Call) -> bool:
     """``model.generate(...)``: Hugging Face decorates it with no_grad, so it is no forward."""
     name = receiver_name(call)
-    return method_name(call) == "generate" and name is not None and _is_model_word(
+    return method_name(call) == "generate" and name is not None and is_model_word(
         name.rsplit(".", 1)[-1]
-    )
-
-
-def _is_model_word(name: str) -> bool:
-    low = name.lower()
-    return (
-        low in _MODEL_WORDS
-        or low.endswith("model")
-        or low.endswith("_net")
-        or low.endswith(_MODEL_SUFFIXES)
-        or low.startswith("net")
-        or low.endswith("_engine")
     )
 
 
 def is_model_collection_name(name: str) -> bool:
     """A name for several models: ``models``, ``text_encoders``, ``self.nets``."""
     low = name.lower()
-    return low.endswith("s") and _is_model_word(low[:-1])
+    return low.endswith("s") and is_model_word(low[:-1])
 
 
 class CallClassifier:
@@ -297,7 +272,7 @@ class CallClassifier:
             for cls in defs:
                 for base in cls.bases:
                     base_name = last_name(base.value)
-                    if base_name in _MODULE_BASES or base_name in found:
+                    if base_name in MODULE_BASES or base_name in found:
                         found.add(name)
         return frozenset(found)
 
@@ -353,7 +328,7 @@ class CallClassifier:
             return False
         qualified = self.tree.imports.qualified_name(call.func)
         if qualified is not None and qualified.startswith("torch.nn.functional."):
-            return name.endswith("_loss") or name in _FUNCTIONAL_LOSSES
+            return name.endswith("_loss") or name in FUNCTIONAL_LOSSES
         if qualified is not None and qualified.startswith(_HOST_LIBRARIES):
             return False
         if name in self.loss_instances:
@@ -379,13 +354,13 @@ class CallClassifier:
             return False
         method = func.attr.value
         if (not _INFERENCE_METHOD.match(method) or "no_grad" in method
-                or _NOT_A_FORWARD.search(method + "_")):
+                or NOT_A_FORWARD.search(method + "_")):
             return False
         recv = dotted_name(func.value)
         if recv is None:
             return False
         if (in_batch_loop and _PREDICT_METHOD.match(method)
-                and _is_model_word(recv.rsplit(".", 1)[-1])):
+                and is_model_word(recv.rsplit(".", 1)[-1])):
             return True
         scope = self.tree.enclosing_function(call)
         return any(
@@ -411,9 +386,7 @@ class CallClassifier:
             return True
         if name in self.module_instances:
             return True
-        if name.lstrip("_")[:1].isupper() or _NOT_A_FORWARD.search(name):
-            return False
         if isinstance(func, cst.Name) and name in self.tree.functions_by_name:
             # `evaluate_model(model, loader)`: a helper defined in this file, not a module call.
             return False
-        return _is_model_word(name)
+        return forward_by_name(name)

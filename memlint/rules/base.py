@@ -82,6 +82,9 @@ class Rule(cst.BatchableCSTVisitor):
     # Checked on the parsed code, after the text triggers: the rule can only report in a
     # file whose code holds one of these (`call:backward`, `node:Try`; see memlint.gates).
     code_gate: ClassVar[tuple[str, ...]] = ()
+    # Further any-of groups of such tokens that the code must hold too, as `requires` is to
+    # `triggers` (a collection in evaluation code, and somewhere a value with a graph).
+    code_requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
     # The rule never reports in test code (`memlint.vocabulary.is_test_code`, judged from the
     # path): such a file is not parsed for it at all.
     skips_test_code: ClassVar[bool] = False

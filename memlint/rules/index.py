@@ -16,7 +16,8 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('backward(', 'step('),
         requires=(),
         trigger_pattern=None,
-        code_gate=('call:backward', 'call:manual_backward', 'call:step'),
+        code_gate=('call:backward', 'call:manual_backward', 'fact:optimizer-step'),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -35,6 +36,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'val|evaluation|dev)_?(?i:data_?)?(?i:loader|dl)s?\\b'),
         code_gate=('fact:eval-function', 'fact:eval-block', 'fact:eval-loader-loop',
                    'call:backward', 'call:manual_backward'),
+        code_requires=(),
         skips_test_code=True,
     ),
     RuleSpec(
@@ -48,6 +50,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=('fact:loader-name',),
+        code_requires=(),
         skips_test_code=True,
     ),
     RuleSpec(
@@ -61,6 +64,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(('step(',),),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward'),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -77,6 +81,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
         code_gate=('fact:eval-collection', 'fact:loader-collection'),
+        code_requires=(('fact:graph-source',),),
         skips_test_code=True,
     ),
     RuleSpec(
@@ -88,8 +93,9 @@ RULES: tuple[RuleSpec, ...] = (
         fix_safety=None,
         triggers=('OutOfMemory', 'of memory', 'OOM', 'oom'),
         requires=(),
-        trigger_pattern=None,
+        trigger_pattern=b'(?i)out of memory|\\boom\\b|outofmemory',
         code_gate=('fact:oom-handler',),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -102,7 +108,8 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('hidden', 'lstm', 'LSTM', 'rnn', 'RNN', 'gru', 'GRU', 'state', 'hx'),
         requires=(('backward(', 'step('),),
         trigger_pattern=None,
-        code_gate=('call:backward', 'call:manual_backward', 'call:step'),
+        code_gate=('call:backward', 'call:manual_backward', 'fact:optimizer-step'),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -116,6 +123,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward'),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -129,6 +137,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=(),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -155,6 +164,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\'
                          b'w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\('),
         code_gate=('fact:factory-move',),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -168,6 +178,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=(),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -181,6 +192,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=(),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -194,6 +206,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(('backward(', 'step('),),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward', 'call:step'),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -208,6 +221,7 @@ RULES: tuple[RuleSpec, ...] = (
         trigger_pattern=(b'load\\((?:(?!map_location|\\*\\*)(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\(('
                          b'?:[^()]|\\([^()]*\\))*\\))*\\))*\\)))*\\)'),
         code_gate=(),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -221,6 +235,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=None,
         code_gate=(),
+        code_requires=(),
         skips_test_code=False,
     ),
     RuleSpec(
@@ -237,6 +252,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'ct|prediction|predictions|infer|inference|test|testing|score)(?:_\\w*'
                          b')?\\('),
         code_gate=('fact:eval-collection', 'fact:loader-collection'),
+        code_requires=(),
         skips_test_code=True,
     ),
     RuleSpec(
@@ -250,6 +266,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(('noqa', 'NOQA', 'Noqa', 'memlint:'),),
         trigger_pattern=None,
         code_gate=(),
+        code_requires=(),
         skips_test_code=False,
     ),
 )

@@ -69,6 +69,9 @@ class EvalOutputsRetained(EvalCollectionRule):
         rb"|def (?:\w*_)?(?i:eval|evaluate|evaluation|validation|val|predict|prediction"
         rb"|predictions|infer|inference|test|testing|score)(?:_\w*)?\("
     )
+    # What it keeps must carry a graph, and every graph the analysis knows starts at a module
+    # or loss call, a `.loss` output, a `["loss"]` entry or a backward pass in this file.
+    code_requires = (("fact:graph-source",),)
 
     valid = (
         # Ensemble members over one fixed input: one output per model, nothing grows batch

@@ -109,6 +109,9 @@ class OomRetryInExcept(Rule):
         "tensors stay alive until the handler exits: set a flag and retry after it"
     )
     triggers = ("OutOfMemory", "of memory", "OOM", "oom")
+    # ... as a word, in any case, as the gate reads the handlers (`oom` alone is in `bloom` and
+    # `zoom`). Searched only in files that hold a trigger.
+    trigger_pattern = b"(?i)" + OOM_TEXT.pattern.encode()
     # Findings are retries in an `except` clause.
     # An OOM handler in the code (a handler's strings and comments read from its lines).
     code_gate = ("fact:oom-handler",)

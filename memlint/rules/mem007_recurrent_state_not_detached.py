@@ -81,7 +81,7 @@ class RecurrentStateNotDetached(Rule):
     requires = (("backward(", "step("),)
     # Findings are in training code, a loop or function that runs backward or an optimizer
     # step (memlint.analysis.loops), so the code calls one of them.
-    code_gate = ("call:backward", "call:manual_backward", "call:step")
+    code_gate = ("call:backward", "call:manual_backward", "fact:optimizer-step")
 
     valid = (
         Valid("""

@@ -33,6 +33,7 @@ class RuleSpec:
     requires: tuple[tuple[str, ...], ...] = ()
     trigger_pattern: bytes | None = None
     code_gate: tuple[str, ...] = ()
+    code_requires: tuple[tuple[str, ...], ...] = ()
     skips_test_code: bool = False
     # The class itself, when the spec was taken from one (rules a test or plugin injects,
     # which cannot be imported by name); None for the generated index.
@@ -43,7 +44,8 @@ class RuleSpec:
         return cls(rule.code, rule.name, rule.__module__, rule.__qualname__,
                    rule.default_enabled, rule.fix_safety, tuple(rule.triggers),
                    tuple(tuple(group) for group in rule.requires), rule.trigger_pattern,
-                   tuple(rule.code_gate), rule.skips_test_code, rule)
+                   tuple(rule.code_gate), tuple(tuple(group) for group in rule.code_requires),
+                   rule.skips_test_code, rule)
 
     @property
     def ident(self) -> str:

@@ -197,6 +197,48 @@ def test_an_evaluation_collection_needs_a_loop_in_evaluation_code() -> None:
     """)
 
 
+def test_a_graph_needs_a_module_or_a_loss_somewhere_in_the_code() -> None:
+    """MEM005 keeps what carries a graph, and the graph analysis starts every graph at a
+    module or loss call, a loss output or entry, a backward pass, or an instance of a
+    module class: a tokenizer's `encode_batch` collects per item and has none of them."""
+    tokenizer = """
+        def encode_batch(texts):
+            ids = []
+            for text in texts:
+                ids.append(tokenize(text))
+            return ids
+    """
+    assert "fact:eval-collection" in _facts(tokenizer)
+    assert "fact:graph-source" not in _facts(tokenizer)
+    assert not _passes("MEM005", textwrap.dedent(tokenizer))
+    for source in ("y = self.text_encoder(x)", "y = m.forward(x)", "y = criterion(p, t)",
+                   "y = F.cross_entropy(p, t)", "y = out.loss", "y = out['val_loss']",
+                   "loss.backward()", "class Head(nn.Module):\n    pass"):
+        facts = _facts(tokenizer + "\n" + textwrap.indent(source, " " * 8))
+        assert "fact:graph-source" in facts, source
+        assert _passes("MEM005", textwrap.dedent(tokenizer + "\n" + textwrap.indent(
+            source, " " * 8))), source
+    # Helpers that build or fetch a model run none (`get_model()`), nor do classes.
+    for source in ("m = get_model()", "m = MyModel()", "m = prepare_model(m)"):
+        assert "fact:graph-source" not in _facts(tokenizer + "\n" + textwrap.indent(
+            source, " " * 8)), source
+
+
+def test_a_step_trains_when_an_optimizer_or_a_scaler_takes_it() -> None:
+    """MEM001 and MEM007 report in training code, which runs backward or an optimizer step
+    (memlint.analysis.loops): a scheduler's, a sampler's or an environment's `step()` is
+    none, so a file with only those is not parsed for them."""
+    for receiver in ("optimizer", "self.opt", "opts[0]", "self.g_optim", "scaler"):
+        facts = _facts(f"for x in xs:\n    {receiver}.step()\n")
+        assert "fact:optimizer-step" in facts, receiver
+        assert _passes("MEM001", f"for x in xs:\n    {receiver}.step()\n")
+    for receiver in ("scheduler", "env", "self.sampler", "get_opt()"):
+        source = f"hidden = None\nfor x in xs:\n    {receiver}.step()\n"
+        assert "fact:optimizer-step" not in _facts(source), receiver
+        assert not _passes("MEM001", source) and not _passes("MEM007", source), receiver
+        assert _passes("MEM001", source + "loss.backward()\n")
+
+
 def test_a_model_class_holds_no_evaluation_code_by_name_or_switch() -> None:
     """A method of a class that defines ``forward`` (or whose same-file base does) is model
     code: ``encode``/``predict`` there, even with ``.eval()``, collects nothing MEM005 or

@@ -36,8 +36,12 @@ def test_split_alternatives(pattern: bytes, parts: list[bytes]) -> None:
 
 
 def test_every_rule_pattern_opens_with_literals_once_split() -> None:
-    """The point of splitting: each part starts with a literal the engine can skip to."""
+    """The point of splitting: each part starts with a literal the engine can skip to. A
+    pattern in any case (``(?i)``) has none to skip to; it is searched only in the few
+    files that hold one of its rule's triggers."""
     for pattern in PATTERNS:
+        if pattern.startswith(b"(?i)"):
+            continue
         for part in split_alternatives(pattern):
             assert re.match(rb"(?:\\.|\w)", part), part
 
@@ -55,6 +59,16 @@ def test_split_search_agrees_with_the_whole_pattern(data: st.DataObject) -> None
         b".cuda(", b", ", b"return ", b"x", b"device", b"=False"]
     text = b"".join(data.draw(st.lists(st.sampled_from(words), max_size=40)))
     assert search(pattern, text) == (re.search(pattern, text) is not None)
+
+
+def test_the_oom_pattern_needs_the_word_in_any_case() -> None:
+    spec = next(r for r in RULES if r.code == "MEM006")
+    assert spec.trigger_pattern is not None
+    for text in (b"except RuntimeError:  # OOM", b"if 'out of memory' in str(e):",
+                 b"# CUDA Out Of Memory", b"except torch.cuda.OutOfMemoryError:"):
+        assert search(spec.trigger_pattern, text), text
+    for text in (b"model = BloomModel(config)", b"zoom = 2", b"room for memory"):
+        assert not search(spec.trigger_pattern, text), text
 
 
 @pytest.mark.parametrize("text", [
