@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from memlint.astwalk import walk
+from memlint.astwalk import fields_of, walk
 from memlint.gates import may_move
 from memlint.prefilter import search
 from memlint.vocabulary import (
@@ -914,6 +914,41 @@ def _function_nodes(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFu
     return found
 
 
+def _delegating_calls(tree: ast.Module,
+                      owners: dict[int, str]) -> dict[str, list[ast.Call]]:
+    """Per function (``owners``: node id -> qualname), the calls in it, nested functions'
+    included, that can hand a parameter on to a same-file function: one that names a plain
+    name as its callee or as an argument, with no ``non_blocking=`` or ``**`` keyword.
+    One walk of the module, instead of one per function and per round of
+    :func:`_with_delegated_movers`."""
+    found: dict[str, list[ast.Call]] = {name: [] for name in owners.values()}
+    stack: list[tuple[ast.AST, tuple[str, ...]]] = [(tree, ())]
+    pop, push = stack.pop, stack.append
+    ast_type, call_t, name_t = ast.AST, ast.Call, ast.Name
+    while stack:
+        node, inside = pop()
+        kind = type(node)
+        if kind is call_t and inside and (
+                type(node.func) is name_t  # type: ignore[attr-defined]  # an ast.Call
+                or any(type(a) is name_t for a in node.args)  # type: ignore[attr-defined]
+        ) and not any(k.arg == "non_blocking" or k.arg is None
+                      for k in node.keywords):  # type: ignore[attr-defined]
+            for qualname in inside:
+                found[qualname].append(node)  # type: ignore[arg-type]  # an ast.Call
+        owner = owners.get(id(node))
+        if owner is not None:
+            inside = (*inside, owner)
+        for name in fields_of(kind):
+            value = getattr(node, name)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, ast_type):
+                        push((item, inside))
+            elif isinstance(value, ast_type):
+                push((value, inside))
+    return found
+
+
 def _with_delegated_movers(tree: ast.Module,
                            functions: Sequence[Function]) -> tuple[Function, ...]:
     """A function moves a parameter when it hands it to a same-file function that moves
@@ -923,6 +958,7 @@ def _with_delegated_movers(tree: ast.Module,
     by_name = {f.qualname: f for f in functions}
     nodes = _function_nodes(tree)
     moved = {f.qualname: set(f.moves_params) for f in functions}
+    calls = _delegating_calls(tree, {id(node): qualname for qualname, node in nodes.items()})
 
     def callee(name: str, scope: str) -> Function | None:
         # A function nested in this one (or in an enclosing one), else a top-level one.
@@ -939,17 +975,14 @@ def _with_delegated_movers(tree: ast.Module,
 
     for _ in range(_DELEGATION_ROUNDS):
         changed = False
-        for qualname, node in nodes.items():
+        for qualname in nodes:
             function = by_name.get(qualname)
             if function is None:
                 continue
             wanted = set(function.params) - {"self", "cls"} - moved[qualname]
             if not wanted:
                 continue
-            for sub in walk(node):
-                if not isinstance(sub, ast.Call) or any(
-                        k.arg == "non_blocking" or k.arg is None for k in sub.keywords):
-                    continue
+            for sub in calls[qualname]:
                 roots = [_root_name(arg) for arg in sub.args]
                 if isinstance(sub.func, ast.Name):
                     target = callee(sub.func.id, qualname)
