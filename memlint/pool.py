@@ -214,7 +214,9 @@ class _Worker:
             child.close()
         self.configured = False
         self.rules: tuple[RuleSpec, ...] = ()
-        self.task: Task | None = None
+        # Sent and not yet answered, oldest first: the worker is on the first one, which
+        # started when the answer before it came (or when it was sent to an idle worker).
+        self.tasks: deque[Task] = deque()
         self.started = 0.0
 
     def assign(self, task: Task, rules: Sequence[RuleSpec]) -> None:
@@ -222,30 +224,41 @@ class _Worker:
             self.rules = tuple(rules)
             self.conn.send(self.rules)
             self.configured = True
-        self.task = task
-        self.started = time.monotonic()
-        self.conn.send(task)
+        if not self.tasks:
+            self.started = time.monotonic()
+        self.tasks.append(task)
+        with contextlib.suppress(OSError):
+            # Sent ahead, to a worker that died on an earlier file since: its sentinel says
+            # so, and this task goes to another worker with the rest (:meth:`unsent`).
+            self.conn.send(task)
 
     def abandon(self, seconds: float, failed: Callable[[Task, str], FileResult]) -> FileResult:
-        """Kill a worker stuck on one file (libcst is superlinear on some inputs)."""
-        assert self.task is not None
-        task, self.task = self.task, None
+        """Kill a worker stuck on one file (libcst is superlinear on some inputs); the files
+        sent after it are the caller's to hand to another worker (:meth:`unsent`)."""
+        task = self.tasks.popleft()
         self.process.kill()
         self.process.join()
         return failed(task, timeout_message(seconds))
 
     def collect(self, failed: Callable[[Task, str], FileResult]) -> tuple[FileResult, bool]:
-        """The finished task's result, and whether this worker died producing it."""
-        assert self.task is not None
-        task, self.task = self.task, None
+        """The first outstanding task's result, and whether this worker died producing it
+        (then the files sent after it are the caller's to hand on: :meth:`unsent`)."""
+        task = self.tasks.popleft()
         try:
             if self.conn.poll():
                 result: FileResult = self.conn.recv()
+                self.started = time.monotonic()
                 return result, False
         except (EOFError, OSError):
             pass
         self.process.join(timeout=5)
         return failed(task, crash_message(self.process.exitcode)), True
+
+    def unsent(self) -> list[Task]:
+        """The tasks a dead worker had been sent but never started, oldest first."""
+        left = list(self.tasks)
+        self.tasks.clear()
+        return left
 
     def stop(self) -> None:
         if not self.configured:  # still warming up, or idle: nothing to finish
@@ -301,21 +314,33 @@ class Pool:
     def run(self, tasks: Sequence[Task], rules: Sequence[RuleSpec], jobs: int,
             file_timeout: float | None,
             failed: Callable[[Task, str], FileResult], *,
-            keep: bool = False) -> Iterator[FileResult]:
+            keep: bool = False, ahead: int = 1) -> Iterator[FileResult]:
         """Results in completion order; a worker that dies or hangs is replaced, and its
         file reported through ``failed``. The workers are stopped when the pass ends, or,
         with ``keep``, kept for the next pass (the lint pass after the scan) until
-        :meth:`close`."""
+        :meth:`close`.
+
+        ``ahead``: tasks sent to a worker before its first answer comes back. A file that
+        takes a millisecond (most of a scan) costs about as much again in the round trip
+        to the parent, during which the worker would wait; with the next files already in
+        its pipe it does not. The worker still takes them one at a time, so a crash or a
+        timeout is still one file's, and the files queued behind it go to another worker.
+        """
         if not tasks:
             return
         queue = deque(tasks)
+        depth = max(1, ahead)
         workers = self._take(max(1, min(jobs, len(tasks))), rules)
+
+        def refill(worker: _Worker) -> None:
+            while queue and len(worker.tasks) < depth:
+                worker.assign(queue.popleft(), rules)
+
         try:
             for worker in workers:
-                if queue:
-                    worker.assign(queue.popleft(), rules)
+                refill(worker)
             while True:
-                busy = [w for w in workers if w.task is not None]
+                busy = [w for w in workers if w.tasks]
                 if not busy:
                     break
                 timeout = None
@@ -334,18 +359,23 @@ class Pool:
                         continue
                     yield result
                     if died:
+                        queue.extendleft(reversed(worker.unsent()))
                         worker.stop()
                         index = workers.index(worker)
                         replacement = self._spawn(1, len(workers) - 1)
                         if not replacement:  # no process to be had: the others go on
                             del workers[index]
+                            if not workers:
+                                workers = self._spawn(1, 0)
                             continue
                         workers[index] = worker = replacement[0]
-                    if queue:
-                        worker.assign(queue.popleft(), rules)
+                    refill(worker)
+                for worker in workers:  # a replacement, or the others after a death
+                    if not worker.tasks:
+                        refill(worker)
         finally:
             for worker in workers:
-                if keep and worker.task is None and worker.process.is_alive():
+                if keep and not worker.tasks and worker.process.is_alive():
                     self.idle.append(worker)
                 else:
                     worker.stop()

@@ -38,6 +38,11 @@ _EVALUATION_RULES = frozenset({"MEM002"})
 _BATCH_RULES = frozenset({"MEM003"})
 
 
+# Scan tasks sent to a worker ahead of its answers: most files take a millisecond or two
+# there, about what a round trip to the parent costs (see Pool.run).
+_SCAN_AHEAD = 4
+
+
 def _summarised(store: SummaryStore, path: str) -> str | None:
     """The content hash whose summary the store holds for ``path``: the scan of an
     unchanged file need not summarise it again."""
@@ -195,7 +200,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             scans.append(Task(key, key, phase="scan", summary_digest=None))
     scanned = {task.display: task for task in scans}
     scans.sort(key=lambda task: _size(stats.get(task.path)), reverse=True)
-    for result in work.run(scans, enabled, jobs, file_timeout, _failed, keep=True):
+    for result in work.run(scans, enabled, jobs, file_timeout, _failed, keep=True,
+                           ahead=_SCAN_AHEAD):
         task = scanned[result.path]
         key = task.path
         if result.digest is not None:

@@ -376,3 +376,40 @@ def test_a_full_disk_loses_nothing(tmp_path: Path) -> None:
                       for i in range(3)]
     assert {p.read_bytes() for p in tree.glob("*.py")} == {contents["original"]}
     assert _temp_files(tree) == []
+
+
+def _fragile_lint(task: Any, rules: Any, *, imports_ready: Any = None) -> Any:
+    """A worker's lint_task that dies on die.py and hangs on hang.py."""
+    from memlint.filecheck import FileResult
+
+    name = os.path.basename(task.path)
+    if name == "die.py":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if name == "hang.py":
+        time.sleep(60)
+    return FileResult(task.display, skipped=f"done {name}")
+
+
+@pytest.mark.parametrize("ahead", [1, 4])
+def test_files_sent_ahead_survive_a_crash_and_a_timeout(
+        monkeypatch: pytest.MonkeyPatch, ahead: int) -> None:
+    """With files sent ahead of the answers (the scan pass), a worker that dies or hangs
+    still costs exactly its one file: those queued behind it go to another worker."""
+    import memlint.filecheck
+    from memlint.filecheck import FileResult, Task
+    from memlint.pool import Pool
+
+    monkeypatch.setattr(memlint.filecheck, "lint_task", _fragile_lint)  # forked workers see it
+    names = ["a.py", "die.py", "b.py", "c.py", "hang.py", "d.py", "e.py", "f.py", "g.py"]
+    tasks = [Task(name, name, phase="scan") for name in names]
+
+    def failed(task: Task, message: str) -> FileResult:
+        return FileResult(task.display, skipped=message)
+
+    with Pool() as pool:
+        results = list(pool.run(tasks, [], 2, 1.5, failed, ahead=ahead))
+    outcome = {r.path: r.skipped or "" for r in results}
+    assert len(results) == len(names) and sorted(outcome) == sorted(names)
+    assert outcome["die.py"].startswith("the linter process was killed on this file")
+    assert outcome["hang.py"].startswith("gave up after 1.5 s (--file-timeout)")
+    assert all(outcome[n] == f"done {n}" for n in names if n not in ("die.py", "hang.py"))
