@@ -248,10 +248,19 @@ def ini_text(config: pytest.Config, ini: str) -> str | None:
 
     pytest parses ``bool`` keys itself and words a bad one (``gpumem = maybe``) without the
     key's name: the error names it, as for every other bad value.
+
+    pytest 9's native ``[tool.pytest]`` table keeps TOML's types and refuses one that is not
+    the key's registered type, so ``gpumem_max_gb = 0.5`` (a float given to a key that is
+    text on pytest 8) or ``gpumem = "true"`` would fail: a number, boolean or string is
+    taken as its text here, and checked by the key's own parser like any other value.
     """
     try:
         raw = config.getini(ini)
-    except (TypeError, ValueError, pytest.UsageError) as exc:
+    except TypeError as exc:
+        raw = _toml_scalar(config, ini)
+        if raw is None:
+            raise pytest.UsageError(f"ini option {ini}: {exc}") from None
+    except (ValueError, pytest.UsageError) as exc:
         raise pytest.UsageError(f"ini option {ini} must be true or false: {exc}") from None
     if raw is None:
         return None
@@ -259,6 +268,19 @@ def ini_text(config: pytest.Config, ini: str) -> str | None:
         return "true" if raw else "false"
     text = raw if isinstance(raw, str) else str(raw)
     return text if text.strip() else None
+
+
+def _toml_scalar(config: pytest.Config, ini: str) -> str | None:
+    """The text of a native-TOML scalar that pytest refused for its type; None otherwise."""
+    try:
+        raw = config.inicfg.get(ini)  # deprecated in pytest 9, still there
+    except AttributeError:  # a pytest without it: pytest's own error stands
+        return None
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, int | float | str):
+        return str(raw)
+    return None
 
 
 def add_options(parser: pytest.Parser) -> None:
