@@ -52,14 +52,18 @@ class MarkerSpec:
 
 
 def _number(name: str, value: Any, *, allow_zero: bool) -> float:
-    # Any real number (numpy's float32 and int64, Fraction, Decimal too); bool is an int
-    # subclass, but max_gb=True is certainly a mistake.
+    # Any real number (numpy's float32 and int64, Fraction, Decimal too), or its text as
+    # pytest-timeout's marker takes timeout("5"); bool is an int subclass, but max_gb=True is
+    # certainly a mistake.
     if isinstance(value, str):
-        string_name = name.rsplit("_", 1)[0]
-        raise MarkerError(
-            f"gpu_mem({name}=...) must be a number, got {value!r}; a size string goes in "
-            f"{string_name}=..., e.g. {string_name}='512 MiB'"
-        )
+        try:
+            value = float(value)
+        except ValueError:
+            string_name = name.rsplit("_", 1)[0]
+            raise MarkerError(
+                f"gpu_mem({name}=...) must be a number, got {value!r}; a size string goes in "
+                f"{string_name}=..., e.g. {string_name}='512 MiB'"
+            ) from None
     if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
         raise MarkerError(f"gpu_mem({name}=...) must be a number, got {value!r}")
     if not math.isfinite(value):
