@@ -39,15 +39,29 @@ def fixture_roots(item: Any) -> list[Root]:
                 roots.append((f"{defs[-1].scope}-scoped fixture {name!r}", funcargs[name]))
     cls = getattr(item, "cls", None)
     for klass in (cls.__mro__[:-1] if isinstance(cls, type) else ()):  # not object's
-        for name, value in vars(klass).items():
-            if not name.startswith("__") and not isinstance(value, (*_OPAQUE, property)):
-                roots.append((f"class attribute {klass.__name__}.{name}", value))
-    module = getattr(getattr(item, "module", None), "__dict__", None) or {}
+        roots.extend(_class_attributes(klass))
+    module = getattr(item, "module", None)
+    namespace = getattr(module, "__dict__", None) or {}
     where = getattr(getattr(item, "path", None), "name", "the test module")
-    for name, value in module.items():
+    for name, value in namespace.items():
         if not name.startswith("__") and not isinstance(value, _OPAQUE):
             roots.append((f"global {name!r} of {where}", value))
+    # Classes are opaque to the walk (it would wander into every library), but one the test
+    # module defines is the test's own: its attributes (``Registry.seen = []``) are roots.
+    for value in namespace.values():
+        if isinstance(value, type) and value is not cls and value.__module__ == getattr(
+            module, "__name__", None
+        ):
+            roots.extend(_class_attributes(value))
     return roots
+
+
+def _class_attributes(klass: type) -> list[Root]:
+    return [
+        (f"class attribute {klass.__name__}.{name}", value)
+        for name, value in vars(klass).items()
+        if not name.startswith("__") and not isinstance(value, (*_OPAQUE, property))
+    ]
 
 
 _SAVED_NAMES: dict[type, tuple[str, ...]] = {}

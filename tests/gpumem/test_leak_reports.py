@@ -165,6 +165,29 @@ class TestShared:
     ])
 
 
+def test_attribute_of_a_class_the_module_defines_is_named(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """A registry class of the test module holds the tensors; a class is opaque to the walk
+    from globals, so this read "none of the test's wider-scoped fixtures ..." before."""
+    pytester.makepyfile(test_registry="""
+import pytest
+import torch
+
+class Registry:
+    seen = []
+
+@pytest.mark.gpu_mem
+def test_registers():
+    Registry.seen.append(torch.ones(10))
+""")
+    result = run_gpumem("--gpumem")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "kept alive by: class attribute Registry.seen (1 storage, 40 B)",
+    ])
+
+
 def test_a_holder_that_breaks_when_inspected_leaves_the_verdict_alone(
     pytester: pytest.Pytester, run_gpumem: RunGpumem, monkeypatch: pytest.MonkeyPatch
 ) -> None:
