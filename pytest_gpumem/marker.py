@@ -138,3 +138,19 @@ def marker_spec(item: pytest.Item) -> MarkerSpec | None:
     for mark in reversed(markers):  # iter_markers yields the closest first
         merged.update(parse_marker_kwargs(mark.args, dict(mark.kwargs)))
     return MarkerSpec(**merged)
+
+
+def marker_owner(item: pytest.Item) -> str:
+    """The node id of where ``item``'s wrong marker was written, so that one bad marker is
+    one collection error: the module or class it marks, the test function (once for all its
+    parameter sets), or the item itself (a ``pytest.param`` mark, one a conftest added)."""
+    for node, mark in reversed(list(item.iter_markers_with_node(MARKER))):
+        try:
+            parse_marker_kwargs(mark.args, dict(mark.kwargs))
+        except MarkerError:
+            name = getattr(item, "originalname", None)
+            decorated = getattr(getattr(item, "function", None), "pytestmark", ())
+            if node is item and name and item.parent is not None and mark in decorated:
+                return f"{item.parent.nodeid}::{name}"
+            return node.nodeid
+    return item.nodeid

@@ -88,13 +88,13 @@ def pytest_collection_modifyitems(
     """Check every marker once all collection hooks (conftests' too) are done: a bad one is a
     one-line collection error, wherever the marker came from."""
     yield
-    bad = check_markers(items)
+    bad, errors = check_markers(items)
     if not bad:
         return
-    dropped = {id(item) for item, _ in bad}
+    dropped = {id(item) for item in bad}
     items[:] = [item for item in items if id(item) not in dropped]
-    for item, message in bad:
-        report = CollectReport(item.nodeid, "failed", message, [])
+    for nodeid, message in errors:
+        report = CollectReport(nodeid, "failed", message, [])
         config.hook.pytest_collectreport(report=report)
 
 

@@ -31,7 +31,7 @@ from pytest_gpumem.backends import make_backend
 from pytest_gpumem.backends.base import Backend, TestTracker
 from pytest_gpumem.holders import fixture_roots, holders_of
 from pytest_gpumem.linked import Linker, link_measurement
-from pytest_gpumem.marker import MarkerError, MarkerSpec, marker_spec
+from pytest_gpumem.marker import MarkerError, MarkerSpec, marker_owner, marker_spec
 from pytest_gpumem.options import Settings, limits_for
 from pytest_gpumem.report import failure_text, headline, memory_longrepr
 from pytest_gpumem.result import TestMeasurement, attach_record
@@ -42,19 +42,24 @@ from pytest_gpumem.xfail import expected_failure, is_strict_xpass, mark_expected
 SPEC = pytest.StashKey[MarkerSpec | None]()  # each item's merged marker, from collection
 
 
-def check_markers(items: list[pytest.Item]) -> list[tuple[pytest.Item, str]]:
-    """Validate and remember every item's marker; the items whose marker is wrong, with why.
+def check_markers(items: list[pytest.Item]) -> tuple[list[pytest.Item], list[tuple[str, str]]]:
+    """Validate and remember every item's marker: the items whose marker is wrong, and one
+    (node id, one-line message) per wrong marker, named where it was written (a module's
+    ``pytestmark`` is one error, not one per test).
 
     Run once collection (and every ``pytest_collection_modifyitems``) is done, so a marker a
     conftest adds, or one on a unittest method, is checked like any other.
     """
-    bad: list[tuple[pytest.Item, str]] = []
+    bad: list[pytest.Item] = []
+    errors: dict[tuple[str, str], None] = {}  # ordered, without repeats
     for item in items:
         try:
             item.stash[SPEC] = marker_spec(item)
         except MarkerError as exc:
-            bad.append((item, f"{item.nodeid}: {exc}"))
-    return bad
+            bad.append(item)
+            owner = marker_owner(item)
+            errors[(owner, f"{owner}: {exc}")] = None
+    return bad, list(errors)
 
 
 def _is_oom(exc: BaseException) -> bool:
