@@ -18,6 +18,7 @@ from pytest_gpumem.entrypoint import ENTRY_POINT, MODULE
 from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.leaks import frozen_heap
+from pytest_gpumem.loaded_modules import remember_torch_modules, restore_torch_modules
 from pytest_gpumem.marker import MARKER_HELP
 from pytest_gpumem.options import add_options, read_settings, require_writable
 from pytest_gpumem.result import record_of
@@ -45,6 +46,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     for name in (ENTRY_POINT, MODULE):
         if pluginmanager.get_plugin(name) is None and not pluginmanager.is_blocked(name):
             pluginmanager.register(_Alias(), name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests() -> None:
+    """A torch an earlier in-process run (pytester) imported is back before anything
+    imports it again (see :mod:`pytest_gpumem.loaded_modules`)."""
+    restore_torch_modules()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -76,6 +84,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = _state(config)
     if state is not None:
         state.shutdown()
+    remember_torch_modules()
     hooks = config.pluginmanager.get_plugin(HOOKS_NAME)
     if hooks is not None:
         config.pluginmanager.unregister(hooks)
