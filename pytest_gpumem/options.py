@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpumem.atomicfile import OutputPathError, check_output
+from pytest_gpumem.atomicfile import OutputPathError, check_output, check_output_folder
 from pytest_gpumem.marker import Amount, MarkerSpec
 from pytest_gpumem.units import gib_to_bytes, mib_to_bytes
 
@@ -355,9 +355,21 @@ def limits_for(spec: MarkerSpec, settings: Settings) -> Limits:
     )
 
 
-def require_writable(path: Path, what: str) -> None:
-    """A one-line usage error before the run when an output file could not be written."""
+def require_writable(path: Path, what: str, *, folder: bool = False) -> None:
+    """A one-line usage error before the run when an output file (or a folder of them)
+    could not be written."""
     try:
-        check_output(path, what)
+        (check_output_folder if folder else check_output)(path, what)
     except OutputPathError as exc:
         raise pytest.UsageError(f"pytest_gpumem: {exc}") from None
+
+
+def require_outputs(settings: Settings) -> None:
+    """Every output path of the run checked before it starts: the JSON report, and the
+    folders of timelines and snapshots (written while the run goes)."""
+    if settings.json_path is not None:
+        require_writable(settings.json_path, "JSON report")
+    if settings.timeline_dir is not None:
+        require_writable(settings.timeline_dir, "--gpumem-timeline-dir", folder=True)
+    if settings.snapshot_dir is not None:
+        require_writable(settings.snapshot_dir, "--gpumem-snapshot-dir", folder=True)

@@ -20,7 +20,7 @@ from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.leaks import frozen_heap
 from pytest_gpumem.loaded_modules import remember_torch_modules, restore_torch_modules
 from pytest_gpumem.marker import MARKER_HELP
-from pytest_gpumem.options import add_options, read_settings, require_writable
+from pytest_gpumem.options import add_options, read_settings, require_outputs
 from pytest_gpumem.result import record_of
 from pytest_gpumem.session import STATE, GpumemSession, check_markers
 
@@ -64,8 +64,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     settings = read_settings(config)
     if settings.enabled:
         require_torch()
-        if settings.json_path is not None:
-            require_writable(settings.json_path, "JSON report")
+        require_outputs(settings)
 
 
 def pytest_configure(config: pytest.Config) -> None:
