@@ -34,7 +34,7 @@ from pytest_gpumem.linked import Linker, link_measurement
 from pytest_gpumem.marker import MarkerError, MarkerSpec, marker_owner, marker_spec
 from pytest_gpumem.options import Settings, limits_for
 from pytest_gpumem.report import failure_text, headline, memory_longrepr
-from pytest_gpumem.result import TestMeasurement, attach_record
+from pytest_gpumem.result import PEAK, TestMeasurement, attach_record
 from pytest_gpumem.timeline import render_html
 from pytest_gpumem.units import format_bytes
 from pytest_gpumem.xfail import expected_failure, is_strict_xpass, mark_expected
@@ -219,8 +219,9 @@ class GpumemSession:
         elif report.when == "call" and m.outcome == "passed":
             self._judge(run, report, verbosity, m.judge_body())
         elif report.when == "teardown":
-            if (m.outcome == "passed" and not m.violations and m.limits.repeat == 1
-                    and m.not_measured is None):
+            # A peak over budget is no reason to skip the leak check: both are reported.
+            if (m.outcome in ("passed", "memory") and m.violations in ([], [PEAK])
+                    and m.limits.repeat == 1 and m.not_measured is None):
                 _drop_function_fixtures(run.item)
                 m.leak = run.tracker.finish(_owned(run), m.limits.max_leak_bytes)
                 found = [] if self._drop_if_unmeasured(run) else m.judge_leak()
@@ -259,7 +260,7 @@ class GpumemSession:
             m.snapshot_path = None if snapshot is None else str(snapshot)
         self._write_timeline(run)
         report.longrepr = memory_longrepr(
-            failure_text(m, verbosity), headline(m), report.location
+            failure_text(m, verbosity, found), headline(m, found), report.location
         )
         reason = expected_failure(run.item)
         if reason is not None:  # an xfail test failing on memory: the expected failure
