@@ -92,12 +92,14 @@ def _parse_timeline_scope(source: str, text: str) -> bool:
 
 def _parse_number(source: str, text: str, *, whole: bool, zero_ok: bool) -> float:
     """One parser for every numeric option, so they all word their errors alike."""
+    kind = "a whole number" if whole else "a number"
     try:
         value = int(text) if whole else float(text)
     except ValueError:
-        kind = "a whole number" if whole else "a number"
         raise pytest.UsageError(f"{source} must be {kind}, got {text!r}") from None
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+    if not math.isfinite(value):  # 'inf', 'nan'
+        raise pytest.UsageError(f"{source} must be {kind}, got {text!r}")
+    if value < 0 or (value == 0 and not zero_ok):
         bound = "zero or more" if zero_ok else "greater than zero"
         raise pytest.UsageError(f"{source} must be {bound}, got {text!r}")
     return value

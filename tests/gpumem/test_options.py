@@ -157,6 +157,8 @@ def test_command_line_beats_ini_for_paths(
     [
         (["--gpumem-max-gb=lots"], "", "--gpumem-max-gb must be a number, got 'lots'"),
         (["--gpumem-max-gb=0"], "", "--gpumem-max-gb must be greater than zero, got '0'"),
+        (["--gpumem-max-gb=nan"], "", "--gpumem-max-gb must be a number, got 'nan'"),
+        ([], "gpumem_max_leak_mb = inf", "ini option gpumem_max_leak_mb must be a number*"),
         (["--gpumem-backend=tpu"], "", "--gpumem-backend must be one of auto, cuda, cpu*"),
         ([], "gpumem_max_leak_mb = -1", "ini option gpumem_max_leak_mb must be zero or more*"),
         ([], "gpumem_top = many", "ini option gpumem_top must be a whole number*"),
