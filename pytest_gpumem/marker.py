@@ -123,6 +123,8 @@ def parse_marker_kwargs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[s
         out["max_leak"] = leak
     if "repeat" in kwargs:
         repeat = kwargs["repeat"]
+        if isinstance(repeat, str) and repeat.strip().isdecimal():  # as max_gb='0.5'
+            repeat = int(repeat)
         if isinstance(repeat, bool) or not isinstance(repeat, numbers.Integral) or repeat < 1:
             raise MarkerError(f"gpu_mem(repeat={repeat!r}) must be a whole number, 1 or more")
         out["repeat"] = int(repeat)

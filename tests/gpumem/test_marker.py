@@ -146,10 +146,13 @@ def test_a_size_string_in_a_float_argument_says_where_it_goes() -> None:
 def test_a_number_written_as_text_is_taken() -> None:
     """As pytest-timeout's ``timeout("5")``: ``max_gb="0.5"`` is 0.5 GiB, echoed as a number;
     text that is no plain number (``'1GB'``) stays an error that names ``max=``."""
-    assert parse_marker_kwargs((), {"max_gb": "0.5", "max_leak_mb": " 2 "}) == {
+    assert parse_marker_kwargs((), {"max_gb": "0.5", "max_leak_mb": " 2 ", "repeat": "3"}) == {
         "budget": Amount(2**29, "max_gb=0.5"),
         "max_leak": Amount(2 * 2**20, "max_leak_mb=2.0"),
+        "repeat": 3,
     }
+    with pytest.raises(MarkerError, match=r"repeat='2\.5'\) must be a whole number"):
+        parse_marker_kwargs((), {"repeat": "2.5"})
     with pytest.raises(MarkerError, match=r"max_gb=-1\.0\) must be greater than zero"):
         parse_marker_kwargs((), {"max_gb": "-1"})
     with pytest.raises(MarkerError, match="must be a number"):
