@@ -45,3 +45,17 @@ def check_output(path: Path, what: str) -> None:
         ) from None
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise OutputPathError(f"cannot write {what} {path}: its folder is not writable")
+
+
+def check_output_folder(path: Path, what: str) -> None:
+    """Make sure files can be written into the folder ``path`` during the run, without
+    creating it yet: it is a folder or can be made one (its nearest existing ancestor is a
+    writable folder). Raises :class:`OutputPathError` with one line saying why not."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "" if existing == path else f" ({existing} is a file)"
+        raise OutputPathError(f"{what} {path} is not a folder{where}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputPathError(f"cannot write {what} {path}: {existing} is not writable")

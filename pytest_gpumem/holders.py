@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import gc
 import inspect
+import sys
 import types
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from pytest_gpumem.backends.base import LeakResult
@@ -39,15 +41,64 @@ def fixture_roots(item: Any) -> list[Root]:
                 roots.append((f"{defs[-1].scope}-scoped fixture {name!r}", funcargs[name]))
     cls = getattr(item, "cls", None)
     for klass in (cls.__mro__[:-1] if isinstance(cls, type) else ()):  # not object's
-        for name, value in vars(klass).items():
-            if not name.startswith("__") and not isinstance(value, (*_OPAQUE, property)):
-                roots.append((f"class attribute {klass.__name__}.{name}", value))
-    module = getattr(getattr(item, "module", None), "__dict__", None) or {}
-    where = getattr(getattr(item, "path", None), "name", "the test module")
-    for name, value in module.items():
-        if not name.startswith("__") and not isinstance(value, _OPAQUE):
-            roots.append((f"global {name!r} of {where}", value))
+        roots.extend(_class_attributes(klass))
+    module = getattr(item, "module", None)
+    if not isinstance(module, types.ModuleType):
+        return roots
+    roots.extend(_module_roots(module, skip=cls))
+    # The project's own modules it imports from (``from train import train``): their
+    # globals are as much the test's as its own module's; a library's stay out.
+    project = getattr(getattr(item, "config", None), "rootpath", None)
+    if isinstance(project, Path):
+        for other in _imported_project_modules(module, project):
+            roots.extend(_module_roots(other, skip=None))
     return roots
+
+
+def _module_roots(module: types.ModuleType, skip: object) -> list[Root]:
+    """A module's globals, then the attributes of the classes it defines: classes are opaque
+    to the walk (it would wander into every library), but a module's own (``Registry.seen =
+    []``) are its state."""
+    namespace = vars(module)
+    where = Path(module.__file__).name if module.__file__ else module.__name__
+    roots: list[Root] = [
+        (f"global {name!r} of {where}", value) for name, value in namespace.items()
+        if not name.startswith("__") and not isinstance(value, _OPAQUE)
+    ]
+    for value in namespace.values():
+        if isinstance(value, type) and value is not skip and value.__module__ == module.__name__:
+            roots.extend(_class_attributes(value))
+    return roots
+
+
+def _imported_project_modules(module: types.ModuleType, project: Path) -> list[types.ModuleType]:
+    """The modules under the project's root folder (not an installed library in a virtual
+    environment there) that ``module`` imports, or imports a function or class from."""
+    found: dict[str, types.ModuleType] = {}
+    project = project.resolve()
+    for value in list(vars(module).values()):
+        if isinstance(value, types.ModuleType):
+            other: types.ModuleType | None = value
+        elif isinstance(value, type | types.FunctionType):
+            other = sys.modules.get(value.__module__)
+        else:
+            continue
+        path = getattr(other, "__file__", None)
+        if other is None or other is module or other.__name__ in found or not path:
+            continue
+        where = Path(path).resolve()
+        library = {"site-packages", "dist-packages"} & set(where.parts)
+        if where.is_relative_to(project) and not library:
+            found[other.__name__] = other
+    return list(found.values())
+
+
+def _class_attributes(klass: type) -> list[Root]:
+    return [
+        (f"class attribute {klass.__name__}.{name}", value)
+        for name, value in vars(klass).items()
+        if not name.startswith("__") and not isinstance(value, (*_OPAQUE, property))
+    ]
 
 
 _SAVED_NAMES: dict[type, tuple[str, ...]] = {}

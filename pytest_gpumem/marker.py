@@ -52,14 +52,18 @@ class MarkerSpec:
 
 
 def _number(name: str, value: Any, *, allow_zero: bool) -> float:
-    # Any real number (numpy's float32 and int64, Fraction, Decimal too); bool is an int
-    # subclass, but max_gb=True is certainly a mistake.
+    # Any real number (numpy's float32 and int64, Fraction, Decimal too), or its text as
+    # pytest-timeout's marker takes timeout("5"); bool is an int subclass, but max_gb=True is
+    # certainly a mistake.
     if isinstance(value, str):
-        string_name = name.rsplit("_", 1)[0]
-        raise MarkerError(
-            f"gpu_mem({name}=...) must be a number, got {value!r}; a size string goes in "
-            f"{string_name}=..., e.g. {string_name}='512 MiB'"
-        )
+        try:
+            value = float(value)
+        except ValueError:
+            string_name = name.rsplit("_", 1)[0]
+            raise MarkerError(
+                f"gpu_mem({name}=...) must be a number, got {value!r}; a size string goes in "
+                f"{string_name}=..., e.g. {string_name}='512 MiB'"
+            ) from None
     if isinstance(value, bool) or not isinstance(value, numbers.Real | Decimal):
         raise MarkerError(f"gpu_mem({name}=...) must be a number, got {value!r}")
     if not math.isfinite(value):
@@ -119,6 +123,8 @@ def parse_marker_kwargs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[s
         out["max_leak"] = leak
     if "repeat" in kwargs:
         repeat = kwargs["repeat"]
+        if isinstance(repeat, str) and repeat.strip().isdecimal():  # as max_gb='0.5'
+            repeat = int(repeat)
         if isinstance(repeat, bool) or not isinstance(repeat, numbers.Integral) or repeat < 1:
             raise MarkerError(f"gpu_mem(repeat={repeat!r}) must be a whole number, 1 or more")
         out["repeat"] = int(repeat)
@@ -134,3 +140,19 @@ def marker_spec(item: pytest.Item) -> MarkerSpec | None:
     for mark in reversed(markers):  # iter_markers yields the closest first
         merged.update(parse_marker_kwargs(mark.args, dict(mark.kwargs)))
     return MarkerSpec(**merged)
+
+
+def marker_owner(item: pytest.Item) -> str:
+    """The node id of where ``item``'s wrong marker was written, so that one bad marker is
+    one collection error: the module or class it marks, the test function (once for all its
+    parameter sets), or the item itself (a ``pytest.param`` mark, one a conftest added)."""
+    for node, mark in reversed(list(item.iter_markers_with_node(MARKER))):
+        try:
+            parse_marker_kwargs(mark.args, dict(mark.kwargs))
+        except MarkerError:
+            name = getattr(item, "originalname", None)
+            decorated = getattr(getattr(item, "function", None), "pytestmark", ())
+            if node is item and name and item.parent is not None and mark in decorated:
+                return f"{item.parent.nodeid}::{name}"
+            return node.nodeid
+    return item.nodeid

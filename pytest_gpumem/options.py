@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpumem.atomicfile import OutputPathError, check_output
+from pytest_gpumem.atomicfile import OutputPathError, check_output, check_output_folder
 from pytest_gpumem.marker import Amount, MarkerSpec
 from pytest_gpumem.units import gib_to_bytes, mib_to_bytes
 
@@ -92,12 +92,14 @@ def _parse_timeline_scope(source: str, text: str) -> bool:
 
 def _parse_number(source: str, text: str, *, whole: bool, zero_ok: bool) -> float:
     """One parser for every numeric option, so they all word their errors alike."""
+    kind = "a whole number" if whole else "a number"
     try:
         value = int(text) if whole else float(text)
     except ValueError:
-        kind = "a whole number" if whole else "a number"
         raise pytest.UsageError(f"{source} must be {kind}, got {text!r}") from None
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+    if not math.isfinite(value):  # 'inf', 'nan'
+        raise pytest.UsageError(f"{source} must be {kind}, got {text!r}")
+    if value < 0 or (value == 0 and not zero_ok):
         bound = "zero or more" if zero_ok else "greater than zero"
         raise pytest.UsageError(f"{source} must be {bound}, got {text!r}")
     return value
@@ -248,10 +250,19 @@ def ini_text(config: pytest.Config, ini: str) -> str | None:
 
     pytest parses ``bool`` keys itself and words a bad one (``gpumem = maybe``) without the
     key's name: the error names it, as for every other bad value.
+
+    pytest 9's native ``[tool.pytest]`` table keeps TOML's types and refuses one that is not
+    the key's registered type, so ``gpumem_max_gb = 0.5`` (a float given to a key that is
+    text on pytest 8) or ``gpumem = "true"`` would fail: a number, boolean or string is
+    taken as its text here, and checked by the key's own parser like any other value.
     """
     try:
         raw = config.getini(ini)
-    except (TypeError, ValueError, pytest.UsageError) as exc:
+    except TypeError as exc:
+        raw = _toml_scalar(config, ini)
+        if raw is None:
+            raise pytest.UsageError(f"ini option {ini}: {exc}") from None
+    except (ValueError, pytest.UsageError) as exc:
         raise pytest.UsageError(f"ini option {ini} must be true or false: {exc}") from None
     if raw is None:
         return None
@@ -259,6 +270,19 @@ def ini_text(config: pytest.Config, ini: str) -> str | None:
         return "true" if raw else "false"
     text = raw if isinstance(raw, str) else str(raw)
     return text if text.strip() else None
+
+
+def _toml_scalar(config: pytest.Config, ini: str) -> str | None:
+    """The text of a native-TOML scalar that pytest refused for its type; None otherwise."""
+    try:
+        raw = config.inicfg.get(ini)  # deprecated in pytest 9, still there
+    except AttributeError:  # a pytest without it: pytest's own error stands
+        return None
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, int | float | str):
+        return str(raw)
+    return None
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -333,9 +357,21 @@ def limits_for(spec: MarkerSpec, settings: Settings) -> Limits:
     )
 
 
-def require_writable(path: Path, what: str) -> None:
-    """A one-line usage error before the run when an output file could not be written."""
+def require_writable(path: Path, what: str, *, folder: bool = False) -> None:
+    """A one-line usage error before the run when an output file (or a folder of them)
+    could not be written."""
     try:
-        check_output(path, what)
+        (check_output_folder if folder else check_output)(path, what)
     except OutputPathError as exc:
         raise pytest.UsageError(f"pytest_gpumem: {exc}") from None
+
+
+def require_outputs(settings: Settings) -> None:
+    """Every output path of the run checked before it starts: the JSON report, and the
+    folders of timelines and snapshots (written while the run goes)."""
+    if settings.json_path is not None:
+        require_writable(settings.json_path, "JSON report")
+    if settings.timeline_dir is not None:
+        require_writable(settings.timeline_dir, "--gpumem-timeline-dir", folder=True)
+    if settings.snapshot_dir is not None:
+        require_writable(settings.snapshot_dir, "--gpumem-snapshot-dir", folder=True)

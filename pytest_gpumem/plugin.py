@@ -18,8 +18,9 @@ from pytest_gpumem.entrypoint import ENTRY_POINT, MODULE
 from pytest_gpumem.fixtures import GpumemProbe, probe_for
 from pytest_gpumem.json_report import write_json_report
 from pytest_gpumem.leaks import frozen_heap
+from pytest_gpumem.loaded_modules import remember_torch_modules, restore_torch_modules
 from pytest_gpumem.marker import MARKER_HELP
-from pytest_gpumem.options import add_options, read_settings, require_writable
+from pytest_gpumem.options import add_options, read_settings, require_outputs
 from pytest_gpumem.result import record_of
 from pytest_gpumem.session import STATE, GpumemSession, check_markers
 
@@ -48,6 +49,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests() -> None:
+    """A torch an earlier in-process run (pytester) imported is back before anything
+    imports it again (see :mod:`pytest_gpumem.loaded_modules`)."""
+    restore_torch_modules()
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Refuse --gpumem without torch before any configure hook can touch torch, and an
     output file the run could not write before the run rather than after it."""
@@ -56,8 +64,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     settings = read_settings(config)
     if settings.enabled:
         require_torch()
-        if settings.json_path is not None:
-            require_writable(settings.json_path, "JSON report")
+        require_outputs(settings)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,6 +83,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     state = _state(config)
     if state is not None:
         state.shutdown()
+    remember_torch_modules()
     hooks = config.pluginmanager.get_plugin(HOOKS_NAME)
     if hooks is not None:
         config.pluginmanager.unregister(hooks)
@@ -88,13 +96,13 @@ def pytest_collection_modifyitems(
     """Check every marker once all collection hooks (conftests' too) are done: a bad one is a
     one-line collection error, wherever the marker came from."""
     yield
-    bad = check_markers(items)
+    bad, errors = check_markers(items)
     if not bad:
         return
-    dropped = {id(item) for item, _ in bad}
+    dropped = {id(item) for item in bad}
     items[:] = [item for item in items if id(item) not in dropped]
-    for item, message in bad:
-        report = CollectReport(item.nodeid, "failed", message, [])
+    for nodeid, message in errors:
+        report = CollectReport(nodeid, "failed", message, [])
         config.hook.pytest_collectreport(report=report)
 
 

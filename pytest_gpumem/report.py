@@ -8,7 +8,7 @@ Default: that line plus the largest allocation sites with their sizes.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
@@ -25,16 +25,18 @@ DEFAULT_SITES = 5
 VIEWER = "https://pytorch.org/memory_viz"
 
 
-def headline(m: TestMeasurement) -> str:
-    """The one-line verdict; pytest's short summary shows its start."""
+def headline(m: TestMeasurement, found: Sequence[str] | None = None) -> str:
+    """The one-line verdict on ``found`` (the test's violations found in one phase; all of
+    them by default); pytest's short summary shows its start."""
+    violations = m.violations if found is None else found
     parts: list[str] = []
-    if OOM in m.violations:
+    if OOM in violations:
         first = (m.oom_message or "").strip().splitlines() or [""]
         parts.append(f"torch.OutOfMemoryError inside the test ({first[0][:120]})")
-    if PEAK in m.violations and m.limits.budget_bytes is not None and m.peak_bytes is not None:
+    if PEAK in violations and m.limits.budget_bytes is not None and m.peak_bytes is not None:
         peak, budget = format_apart(m.peak_bytes, m.limits.budget_bytes)
         parts.append(f"peak {peak} exceeds budget {m.limits.budget_text} ({budget})")
-    if LEAK in m.violations:
+    if LEAK in violations:
         leaked, allowed = format_apart(m.leaked_bytes or 0, m.limits.max_leak_bytes)
         tolerance = m.limits.max_leak_text
         if m.limits.max_leak_bytes:
@@ -80,12 +82,15 @@ def _sites(title: str, sites: tuple[Site, ...], verbosity: int,
     return lines
 
 
-def failure_text(m: TestMeasurement, verbosity: int) -> str:
+def failure_text(m: TestMeasurement, verbosity: int, found: Sequence[str] | None = None) -> str:
+    """The failure section for the violations ``found`` in one phase (all by default): a
+    peak over budget fails the call and a leak the teardown, each with its own text."""
+    violations = m.violations if found is None else found
     if verbosity < 0:
         # pytest names the test above this text and again in the short summary.
-        return headline(m)
+        return headline(m, violations)
     # pytest prints the test's name above this text, so it is not repeated here.
-    lines = [headline(m), f"measured by: {m.label}"]
+    lines = [headline(m, violations), f"measured by: {m.label}"]
     peak, leak = m.peak, m.leak
     if peak is not None:
         workspaces = peak.context.get("cublas_workspace_bytes", 0)
@@ -93,18 +98,18 @@ def failure_text(m: TestMeasurement, verbosity: int) -> str:
                     "every test)" if workspaces else "")
         lines.append(f"peak above the {format_bytes(peak.baseline_bytes)} allocated when the "
                      f"test body started{of_which}: {format_bytes(peak.peak_bytes)}")
-        if PEAK in m.violations or OOM in m.violations or verbosity >= 2:
+        if PEAK in violations or OOM in violations or verbosity >= 2:
             lines += _sites("largest allocations alive at the peak:", peak.sites, verbosity,
                             m.peak_links)
     if m.limits.repeat > 1 and m.live_after_runs:
         runs = ", ".join(format_bytes(b) for b in m.live_after_runs)
         lines.append(f"live tensor memory after each of {len(m.live_after_runs)} runs: {runs} "
                      "(the first run is a warm-up)")
-    if leak is not None and (LEAK in m.violations or verbosity >= 2) and leak.storages:
+    if leak is not None and (LEAK in violations or verbosity >= 2) and leak.storages:
         plural = "s" if leak.storages != 1 else ""
         lines += _sites(f"still alive after teardown ({leak.storages} storage{plural}):",
                         leak.sites, verbosity, m.leak_links)
-    if m.holders and LEAK in m.violations:
+    if m.holders and LEAK in violations:
         lines.append("kept alive by:" if len(m.holders) > 1 else f"kept alive by: {m.holders[0]}")
         if len(m.holders) > 1:
             lines.extend(f"  {holder}" for holder in m.holders)

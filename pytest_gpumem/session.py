@@ -31,10 +31,10 @@ from pytest_gpumem.backends import make_backend
 from pytest_gpumem.backends.base import Backend, TestTracker
 from pytest_gpumem.holders import fixture_roots, holders_of
 from pytest_gpumem.linked import Linker, link_measurement
-from pytest_gpumem.marker import MarkerError, MarkerSpec, marker_spec
+from pytest_gpumem.marker import MarkerError, MarkerSpec, marker_owner, marker_spec
 from pytest_gpumem.options import Settings, limits_for
 from pytest_gpumem.report import failure_text, headline, memory_longrepr
-from pytest_gpumem.result import TestMeasurement, attach_record
+from pytest_gpumem.result import PEAK, TestMeasurement, attach_record
 from pytest_gpumem.timeline import render_html
 from pytest_gpumem.units import format_bytes
 from pytest_gpumem.xfail import expected_failure, is_strict_xpass, mark_expected
@@ -42,19 +42,24 @@ from pytest_gpumem.xfail import expected_failure, is_strict_xpass, mark_expected
 SPEC = pytest.StashKey[MarkerSpec | None]()  # each item's merged marker, from collection
 
 
-def check_markers(items: list[pytest.Item]) -> list[tuple[pytest.Item, str]]:
-    """Validate and remember every item's marker; the items whose marker is wrong, with why.
+def check_markers(items: list[pytest.Item]) -> tuple[list[pytest.Item], list[tuple[str, str]]]:
+    """Validate and remember every item's marker: the items whose marker is wrong, and one
+    (node id, one-line message) per wrong marker, named where it was written (a module's
+    ``pytestmark`` is one error, not one per test).
 
     Run once collection (and every ``pytest_collection_modifyitems``) is done, so a marker a
     conftest adds, or one on a unittest method, is checked like any other.
     """
-    bad: list[tuple[pytest.Item, str]] = []
+    bad: list[pytest.Item] = []
+    errors: dict[tuple[str, str], None] = {}  # ordered, without repeats
     for item in items:
         try:
             item.stash[SPEC] = marker_spec(item)
         except MarkerError as exc:
-            bad.append((item, f"{item.nodeid}: {exc}"))
-    return bad
+            bad.append(item)
+            owner = marker_owner(item)
+            errors[(owner, f"{owner}: {exc}")] = None
+    return bad, list(errors)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -214,8 +219,9 @@ class GpumemSession:
         elif report.when == "call" and m.outcome == "passed":
             self._judge(run, report, verbosity, m.judge_body())
         elif report.when == "teardown":
-            if (m.outcome == "passed" and not m.violations and m.limits.repeat == 1
-                    and m.not_measured is None):
+            # A peak over budget is no reason to skip the leak check: both are reported.
+            if (m.outcome in ("passed", "memory") and m.violations in ([], [PEAK])
+                    and m.limits.repeat == 1 and m.not_measured is None):
                 _drop_function_fixtures(run.item)
                 m.leak = run.tracker.finish(_owned(run), m.limits.max_leak_bytes)
                 found = [] if self._drop_if_unmeasured(run) else m.judge_leak()
@@ -254,7 +260,7 @@ class GpumemSession:
             m.snapshot_path = None if snapshot is None else str(snapshot)
         self._write_timeline(run)
         report.longrepr = memory_longrepr(
-            failure_text(m, verbosity), headline(m), report.location
+            failure_text(m, verbosity, found), headline(m, found), report.location
         )
         reason = expected_failure(run.item)
         if reason is not None:  # an xfail test failing on memory: the expected failure

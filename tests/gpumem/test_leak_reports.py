@@ -46,15 +46,16 @@ def test_step(net):
 def test_survivors_no_fixture_holds_are_said_to_be_the_tests_own(
     pytester: pytest.Pytester, run_gpumem: RunGpumem
 ) -> None:
-    pytester.makepyfile(store="KEPT = []\n")
     pytester.makepyfile(test_cache="""
 import pytest
 import torch
-import store  # another module's list: not this test's fixture or global
+
+def remember(tensor, _seen=[]):  # a cache in a default argument: no fixture or global
+    _seen.append(tensor)
 
 @pytest.mark.gpu_mem
 def test_cached():
-    store.KEPT.append(torch.ones(256))
+    remember(torch.ones(256))
 """)
     result = run_gpumem("--gpumem")
     result.assert_outcomes(passed=1, errors=1)
@@ -162,6 +163,58 @@ class TestShared:
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([
         "kept alive by: class attribute TestShared.seen (1 storage, 40 B)",
+    ])
+
+
+def test_attribute_of_a_class_the_module_defines_is_named(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """A registry class of the test module holds the tensors; a class is opaque to the walk
+    from globals, so this read "none of the test's wider-scoped fixtures ..." before."""
+    pytester.makepyfile(test_registry="""
+import pytest
+import torch
+
+class Registry:
+    seen = []
+
+@pytest.mark.gpu_mem
+def test_registers():
+    Registry.seen.append(torch.ones(10))
+""")
+    result = run_gpumem("--gpumem")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "kept alive by: class attribute Registry.seen (1 storage, 40 B)",
+    ])
+
+
+def test_global_of_a_project_module_the_test_imports_from_is_named(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """``from trainer_lib import train``: the leak sits in that module's ``history``, which
+    read "none of the test's wider-scoped fixtures ..." before; torch's globals stay out."""
+    pytester.makepyfile(trainer_lib="""
+import torch
+
+history = []
+
+def train():
+    history.append(torch.ones(10))
+""", test_trainer="""
+import pytest
+import torch
+
+from trainer_lib import train
+
+@pytest.mark.gpu_mem
+def test_train():
+    train()
+""")
+    result = run_gpumem("--gpumem")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([
+        "kept alive by: global 'history' of trainer_lib.py (1 storage, 40 B)",
     ])
 
 

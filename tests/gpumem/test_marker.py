@@ -141,3 +141,67 @@ def test_a_size_string_in_a_float_argument_says_where_it_goes() -> None:
         parse_marker_kwargs((), {"max_gb": "512 MiB"})
     with pytest.raises(MarkerError, match=r"goes in max_leak=\.\.\."):
         parse_marker_kwargs((), {"max_leak_mb": "1 MiB"})
+
+
+def test_a_number_written_as_text_is_taken() -> None:
+    """As pytest-timeout's ``timeout("5")``: ``max_gb="0.5"`` is 0.5 GiB, echoed as a number;
+    text that is no plain number (``'1GB'``) stays an error that names ``max=``."""
+    assert parse_marker_kwargs((), {"max_gb": "0.5", "max_leak_mb": " 2 ", "repeat": "3"}) == {
+        "budget": Amount(2**29, "max_gb=0.5"),
+        "max_leak": Amount(2 * 2**20, "max_leak_mb=2.0"),
+        "repeat": 3,
+    }
+    with pytest.raises(MarkerError, match=r"repeat='2\.5'\) must be a whole number"):
+        parse_marker_kwargs((), {"repeat": "2.5"})
+    with pytest.raises(MarkerError, match=r"max_gb=-1\.0\) must be greater than zero"):
+        parse_marker_kwargs((), {"max_gb": "-1"})
+    with pytest.raises(MarkerError, match="must be a number"):
+        parse_marker_kwargs((), {"max_gb": "nan"})
+
+
+def test_one_wrong_marker_is_one_collection_error(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """Named where it was written: a module's pytestmark fails the module once (it was one
+    error per test), a parametrised function's decorator once for all its parameter sets."""
+    pytester.makepyfile(test_module_mark="""
+import pytest
+
+pytestmark = pytest.mark.gpu_mem(max_gb=0)
+
+def test_one():
+    pass
+
+def test_two():
+    pass
+""", test_kinds="""
+import pytest
+
+@pytest.mark.gpu_mem(max_gb=1)
+class TestGroup:
+    @pytest.mark.gpu_mem(repeat=0)
+    def test_method(self):
+        pass
+
+    def test_fine(self):
+        pass
+
+@pytest.mark.gpu_mem(max_leak_mb=-1)
+@pytest.mark.parametrize("n", [1, 2])
+def test_decorated(n):
+    pass
+
+@pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.gpu_mem(max="x"))])
+def test_param_mark(n):
+    pass
+""")
+    result = run_gpumem("--gpumem", "--continue-on-collection-errors")
+    result.assert_outcomes(passed=2, errors=4)
+    result.stdout.fnmatch_lines_random([
+        "test_module_mark.py: gpu_mem(max_gb=0) must be greater than zero",
+        "test_kinds.py::TestGroup::test_method: gpu_mem(repeat=0) must be *",
+        "test_kinds.py::test_decorated: gpu_mem(max_leak_mb=-1) must be zero or more",
+        "test_kinds.py::test_param_mark[[]2]: gpu_mem(max=...): cannot read size 'x'*",
+        "ERROR test_module_mark.py - *",
+        "ERROR test_kinds.py::test_decorated - *",
+    ])

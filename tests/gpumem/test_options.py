@@ -113,6 +113,35 @@ def test_b():
     result.stdout.fnmatch_lines(["--gpumem-snapshot-dir: no snapshots written*"])
 
 
+@pytest.mark.skipif(
+    int(pytest.__version__.split(".")[0]) < 9, reason="[tool.pytest] is pytest 9's native table"
+)
+def test_native_toml_table_takes_numbers_and_strings(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """pytest 9's ``[tool.pytest]`` keeps TOML types: ``gpumem_max_gb = 0.5`` is a float
+    there and was refused as "expects a string" (worded as if it had to be true or false)."""
+    pytester.makefile(".toml", pyproject="""
+[tool.pytest]
+gpumem = "true"
+gpumem_max_gb = 0.001
+gpumem_max_leak_mb = 1
+gpumem_round = 512
+gpumem_top = 1
+gpumem_json = "native.json"
+""")
+    pytester.makepyfile(FOUR_MIB_TEST.format(args=""))
+    result = run_gpumem()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*exceeds budget gpumem_max_gb=0.001 (1.02 MiB)*"])
+    (record,) = json.loads((pytester.path / "native.json").read_text())["tests"]
+    assert record["max_leak_bytes"] == 2**20
+    pytester.makefile(".toml", pyproject="[tool.pytest]\ngpumem = true\ngpumem_top = [1]\n")
+    bad = run_gpumem()
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["ERROR: ini option gpumem_top: *expects a string, got list*"])
+
+
 def test_command_line_beats_ini_for_paths(
     pytester: pytest.Pytester, run_gpumem: RunGpumem
 ) -> None:
@@ -128,6 +157,8 @@ def test_command_line_beats_ini_for_paths(
     [
         (["--gpumem-max-gb=lots"], "", "--gpumem-max-gb must be a number, got 'lots'"),
         (["--gpumem-max-gb=0"], "", "--gpumem-max-gb must be greater than zero, got '0'"),
+        (["--gpumem-max-gb=nan"], "", "--gpumem-max-gb must be a number, got 'nan'"),
+        ([], "gpumem_max_leak_mb = inf", "ini option gpumem_max_leak_mb must be a number*"),
         (["--gpumem-backend=tpu"], "", "--gpumem-backend must be one of auto, cuda, cpu*"),
         ([], "gpumem_max_leak_mb = -1", "ini option gpumem_max_leak_mb must be zero or more*"),
         ([], "gpumem_top = many", "ini option gpumem_top must be a whole number*"),

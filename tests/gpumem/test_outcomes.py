@@ -100,6 +100,31 @@ def test_leaks():
     )
 
 
+def test_over_budget_and_leaking_fails_on_both(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem
+) -> None:
+    """The peak fails the call and the leak the teardown, each with its own text; the leak
+    check was skipped once the peak had failed."""
+    pytester.makepyfile(
+        HEADER
+        + """
+@pytest.mark.gpu_mem(max_gb=0.001)
+def test_big_and_kept():
+    KEPT.append(torch.ones(1024, 1024))  # 4 MiB: over the 1.02 MiB budget, and kept
+"""
+    )
+    result = run_gpumem("--gpumem", "--gpumem-json=out.json")
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines_random([
+        "*ERROR at teardown of test_big_and_kept*",
+        "leaked 4.00 MiB still alive after teardown (max_leak_mb=0)*",
+        "peak 4.00 MiB exceeds budget max_gb=0.001 (1.02 MiB)*",
+    ])
+    (record,) = json.loads((pytester.path / "out.json").read_text())["tests"]
+    assert record["violations"] == ["peak", "leak"]
+    assert record["leaked_bytes"] == 4 * 2**20
+
+
 def test_leak_within_tolerance_passes(pytester: pytest.Pytester, run_gpumem: RunGpumem) -> None:
     pytester.makepyfile(
         HEADER

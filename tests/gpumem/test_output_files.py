@@ -74,6 +74,12 @@ def test_command_line_paths_stay_relative_to_the_current_folder(
             ["--gpumem-baseline=blocker/b.json", "--gpumem-update-baseline"],
             "cannot create the folder of baseline blocker/b.json*",
         ),
+        # Folders written while the run goes: a file in the way was only a closing note.
+        (["--gpumem-timeline-dir=blocker"], "--gpumem-timeline-dir blocker is not a folder"),
+        (
+            ["--gpumem-snapshot-dir=blocker/snaps"],
+            "--gpumem-snapshot-dir blocker/snaps is not a folder (blocker is a file)",
+        ),
     ],
 )
 def test_an_output_path_that_cannot_be_written_is_a_usage_error(
