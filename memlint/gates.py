@@ -32,6 +32,7 @@ from memlint.vocabulary import (
     FRAMEWORK_HOOK,
     FUNCTIONAL_LOSSES,
     HOST_WRAPPER_NAMES,
+    INFERENCE_METHOD,
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
     MASK_FUNCTION_NAMES,
@@ -206,6 +207,11 @@ class _Structure:
       AMP scaler (``opts[0].step()`` reads as ``opts``), the steps the training analysis
       (:mod:`memlint.analysis.loops`) counts; a scheduler's or an environment's ``step()``
       is none.
+    - ``fact:forward-call``: a call with arguments that MEM002 can take for a forward pass
+      (a superset, by name): ``m.forward(x)``, a call named like a module (``model(x)``,
+      ``self.text_encoder(ids)``), an inference method (``self.net.predict(x)``),
+      ``self(x)``, or any call in a file with a class whose base is named like
+      ``nn.Module`` (its instances' calls are forwards).
     - ``fact:graph-source``: something the graph analysis starts an autograd graph at (a
       superset, by name): a call named like a module's forward or a loss
       (:func:`_starts_graph`), a backward pass, a name ending in ``loss`` (``out.loss``), a
@@ -240,6 +246,7 @@ class _Structure:
         self.imported: set[str] = set()  # top-level packages of absolute imports
         self.loss_entry = False  # `out["loss"]`
         self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
+        self.forward_call = False  # `model(x)`, `self.net.predict(x)`, `self(x)`
         self.module_class = False  # a class with a base named like `nn.Module`
 
     def walk(self, tree: ast.AST) -> None:
@@ -351,6 +358,10 @@ class _Structure:
             method = func.attr
             self.called.add(method)
             count = len(node.args) + len(node.keywords)
+            if count and not self.forward_call and (
+                    method == "forward" or INFERENCE_METHOD.match(method)
+                    or forward_by_name(method)):
+                self.forward_call = True
             if method in ("append", "extend"):
                 if in_loop and count == 1:
                     self.collecting.add(scope)
@@ -373,6 +384,9 @@ class _Structure:
                     self.moved_names.add(receiver)
         elif type(func) is ast.Name:
             self.called.add(func.id)
+            if (not self.forward_call and (node.args or node.keywords)
+                    and (func.id == "self" or forward_by_name(func.id))):
+                self.forward_call = True
 
     def _switch(self, node: ast.Call, klass: tuple[int, ...]) -> None:
         """``m.eval()`` / ``m.train(False)``, and the classes it is in."""
@@ -463,6 +477,8 @@ class _Structure:
             found.append("fact:factory-move")
         if self.optimizer_step:
             found.append("fact:optimizer-step")
+        if self.forward_call or self.module_class:
+            found.append("fact:forward-call")
         if (self.module_class or self.loss_entry or any(map(_starts_graph, self.called))
                 or any(n == "loss" or n.endswith("_loss") for n in self.names)):
             found.append("fact:graph-source")

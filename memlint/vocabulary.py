@@ -67,6 +67,11 @@ NOT_A_FORWARD = re.compile(
     r"|eval|validate|test|run|fit|export|compile|freeze|print|log|count|summari[sz]e|update)_",
     re.IGNORECASE,
 )
+# Inference methods a model switched to eval runs: `self.model.predict(x)`,
+# `self.net.forward_features(x)`, `model.inference_scoring(h, t)`.
+INFERENCE_METHOD = re.compile(
+    r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*|encode\w*|decode\w*|embed\w*|score\w*"
+    r"|classify\w*|detect\w*|translate\w*|transcribe\w*)$")
 # Bases that make a class an nn.Module by their name alone.
 MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "Sequential"})
 # torch.nn.functional losses whose names do not end in `_loss`.

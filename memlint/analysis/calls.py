@@ -20,6 +20,7 @@ from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import TreeIndex
 from memlint.vocabulary import (
     FUNCTIONAL_LOSSES,
+    INFERENCE_METHOD,
     MODULE_BASES,
     NOT_A_FORWARD,
     OPTIMIZER_NAME,
@@ -62,11 +63,6 @@ _HOST_LIBRARIES = ("sklearn.", "numpy.", "scipy.", "math.", "statistics.")
 _MODULE_BASE_NAME = re.compile(
     r"(?:Module|Model|Sequential|ModuleList|ModuleDict|Network|Net)$"
 )
-# Inference methods a model switched to eval runs: `self.model.predict(x)`,
-# `self.net.forward_features(x)`, `model.inference_scoring(h, t)`.
-_INFERENCE_METHOD = re.compile(
-    r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*|encode\w*|decode\w*|embed\w*|score\w*"
-    r"|classify\w*|detect\w*|translate\w*|transcribe\w*)$")
 # Of those, the ones that always run the model to predict, for any model-named receiver
 # (`embed_input` may prepare inputs for gradient-based attribution):
 _PREDICT_METHOD = re.compile(r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*)$")
@@ -353,7 +349,7 @@ class CallClassifier:
         if not isinstance(func, cst.Attribute) or not call.args:
             return False
         method = func.attr.value
-        if (not _INFERENCE_METHOD.match(method) or "no_grad" in method
+        if (not INFERENCE_METHOD.match(method) or "no_grad" in method
                 or NOT_A_FORWARD.search(method + "_")):
             return False
         recv = dotted_name(func.value)

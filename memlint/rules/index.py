@@ -36,7 +36,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'val|evaluation|dev)_?(?i:data_?)?(?i:loader|dl)s?\\b'),
         code_gate=('fact:eval-function', 'fact:eval-block', 'fact:eval-loader-loop',
                    'call:backward', 'call:manual_backward'),
-        code_requires=(),
+        code_requires=(('fact:forward-call',),),
         skips_test_code=True,
     ),
     RuleSpec(

@@ -207,6 +207,8 @@ class EvalWithoutNoGrad(Rule):
     # sampler run every N steps). Inference code the project reveals gets the rule anyway.
     code_gate = ("fact:eval-function", "fact:eval-block", "fact:eval-loader-loop",
                  "call:backward", "call:manual_backward")
+    # Findings are forward calls (`_is_forward`), by the names the gate reads too.
+    code_requires = (("fact:forward-call",),)
     # A smoke forward in a test is no evaluation run.
     skips_test_code = True
 

@@ -224,6 +224,33 @@ def test_a_graph_needs_a_module_or_a_loss_somewhere_in_the_code() -> None:
             source, " " * 8)), source
 
 
+def test_evaluation_without_a_forward_call_is_not_parsed_for_mem002() -> None:
+    """MEM002 reports at a forward pass; a file whose evaluation code calls nothing named
+    like a module, an inference method or `self(x)` has none to report."""
+    metrics = """
+        def evaluate(preds, labels):
+            scores = []
+            for p, y in zip(preds, labels):
+                scores.append(accuracy(p, y))
+            return scores
+    """
+    assert "fact:eval-function" in _facts(metrics)
+    assert "fact:forward-call" not in _facts(metrics)
+    assert not _passes("MEM002", textwrap.dedent(metrics))
+    for call in ("model(x)", "self.net.predict(x)", "m.forward(x)", "self(x)",
+                 "text_encoder(ids)"):
+        source = metrics + "\n" + textwrap.indent(f"y = {call}", " " * 8)
+        assert "fact:forward-call" in _facts(source), call
+        assert _passes("MEM002", textwrap.dedent(source)), call
+    # A forward takes inputs; building a model is no forward.
+    for call in ("model()", "get_model(cfg)", "Model(cfg)"):
+        source = metrics + "\n" + textwrap.indent(f"y = {call}", " " * 8)
+        assert "fact:forward-call" not in _facts(source), call
+    # Instances of the file's own modules may have any name.
+    assert "fact:forward-call" in _facts(metrics + "\n        class Head(nn.Module):\n"
+                                                   "            pass\n")
+
+
 def test_a_step_trains_when_an_optimizer_or_a_scaler_takes_it() -> None:
     """MEM001 and MEM007 report in training code, which runs backward or an optimizer step
     (memlint.analysis.loops): a scheduler's, a sampler's or an environment's `step()` is
