@@ -490,9 +490,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run(select_all: bool, select: str | None = None) -> tuple[list[Finding], float]:
         return lint(roots, select_all, select, packages, work)
 
+    from memlint.diagnostics import ENGINE_CODES
     from memlint.rules import rule_specs
 
-    default_rules = {spec.code for spec in rule_specs() if spec.default_enabled}
+    # the engine's own codes (a file that does not parse ...) are reported by default too
+    default_rules = ({spec.code for spec in rule_specs() if spec.default_enabled}
+                     | set(ENGINE_CODES))
     if opts.select:
         chosen_rules = set(opts.select.split(","))
         found, seconds = run(False, opts.select)
