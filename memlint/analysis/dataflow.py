@@ -121,6 +121,23 @@ def _string_value(expr: cst.BaseExpression) -> str | None:
         return prefix
     if isinstance(expr, cst.ConcatenatedString):
         return _string_value(expr.left)
+    # A template filled in: `"cuda:{}".format(rank)`, `"cuda:%d" % rank`: the literal text
+    # before the first placeholder, as for an f-string.
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "format"
+        and isinstance(expr.func.value, cst.SimpleString)
+    ):
+        text = _string_value(expr.func.value)
+        return None if text is None else text.split("{", 1)[0]
+    if (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Modulo)
+        and isinstance(expr.left, cst.SimpleString)
+    ):
+        text = _string_value(expr.left)
+        return None if text is None else text.split("%", 1)[0]
     return None
 
 

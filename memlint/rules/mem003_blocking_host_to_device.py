@@ -386,6 +386,22 @@ class BlockingHostToDevice(Rule):
                     model(**batch)
             """,
         ),
+        # A device string filled in from a template names CUDA as plainly as an f-string.
+        Invalid(
+            """
+            def train(model, train_loader, local_rank):
+                for inputs, labels in train_loader:
+                    inputs = inputs.to("cuda:{}".format(local_rank)).to_dict()
+                    labels = labels.to("cuda:%d" % local_rank)
+            """,
+            lines=(4, 5),
+            fixed="""
+            def train(model, train_loader, local_rank):
+                for inputs, labels in train_loader:
+                    inputs = inputs.to("cuda:{}".format(local_rank), non_blocking=True).to_dict()
+                    labels = labels.to("cuda:%d" % local_rank, non_blocking=True)
+            """,
+        ),
         # Wrappers between the loader and the loop.
         Invalid(
             """
