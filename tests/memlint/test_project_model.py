@@ -672,3 +672,28 @@ def test_a_batch_rebound_from_itself_on_the_host_is_still_handed_to_the_hook() -
     assert sites["self.train_on_batch"].batch_args == ("0",)
     assert sites["self.eval_on_batch"].batch_args == ()
     assert sites["self.score_batch"].batch_args == ()
+
+
+def test_torch_names_a_star_import_binds_resolve_in_the_file() -> None:
+    """``from .dqn import *`` where ``dqn`` imports ``torch as t``: the file's analyses read
+    ``t.linspace`` as ``torch.linspace`` (other names the star import binds stay as
+    written, and a file without a star import is left alone)."""
+    import libcst as cst
+
+    from memlint.analysis import ModuleAnalysis
+
+    m = model(
+        pkg__init__="",
+        pkg__dqn="import torch as t\nfrom torch import nn\ndef helper():\n    pass\n",
+        pkg__rainbow="from .dqn import *\n",
+    )
+    view = m.view("pkg.rainbow")
+    source = "from .dqn import *\nsupport = t.linspace(0, 1, 5)\nhelper()\n"
+    analysis = ModuleAnalysis(cst.parse_module(source), view)
+    call = cst.parse_expression("t.linspace")
+    assert analysis.imports.qualified_name(call) == "torch.linspace"
+    assert analysis.imports.qualified_name(cst.parse_expression("nn.Linear")) == (
+        "torch.nn.Linear")
+    assert analysis.imports.qualified_name(cst.parse_expression("helper")) == "helper"
+    plain = ModuleAnalysis(cst.parse_module("support = t.linspace(0, 1, 5)\n"), view)
+    assert plain.imports.qualified_name(call) == "t.linspace"
