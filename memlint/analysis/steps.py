@@ -14,6 +14,9 @@ from memlint.analysis import ModuleAnalysis
 from memlint.analysis.calls import last_name
 from memlint.analysis.tree import Loop
 
+# How many levels of same-file calls are followed to find the batch loop under an epoch loop.
+_MAX_DEPTH = 3
+
 
 class StepAnalysis:
     """Answers per file, with the loop facts cached (a big file has many ``.item()`` calls)."""
@@ -21,6 +24,7 @@ class StepAnalysis:
     def __init__(self, analysis: ModuleAnalysis) -> None:
         self.analysis = analysis
         self._has_training_loop: dict[cst.CSTNode, bool] = {}
+        self._reaches: dict[tuple[str, int], bool] = {}
 
     def _contains_training_loop(self, root: cst.CSTNode) -> bool:
         cached = self._has_training_loop.get(root)
@@ -42,14 +46,30 @@ class StepAnalysis:
         # is not a step loop.
         if self._contains_training_loop(loop):
             return False
-        functions = self.analysis.tree.functions_by_name
-        for call in loops.loop_calls(loop):
-            name = last_name(call.func)
-            if name is not None and any(
-                self._contains_training_loop(f) for f in functions.get(name, ())
-            ):
-                return False
-        return True
+        return not any(self._reaches_training_loop(call, 0) for call in loops.loop_calls(loop))
+
+    def _reaches_training_loop(self, call: cst.Call, depth: int) -> bool:
+        """Does a same-file function this call runs hold a training loop, itself or through
+        the functions it calls in turn (``self.train_epoch()`` -> ``self.play_steps()``, whose
+        loop trains), a few levels deep? Then the loop around the call runs per epoch."""
+        name = last_name(call.func)
+        if name is None or depth > _MAX_DEPTH:
+            return False
+        key = (name, depth)
+        cached = self._reaches.get(key)
+        if cached is not None:
+            return cached
+        self._reaches[key] = False  # a recursive helper ends here
+        found = False
+        for function in self.analysis.tree.functions_by_name.get(name, ()):
+            if self._contains_training_loop(function) or any(
+                    self._reaches_training_loop(inner, depth + 1)
+                    for inner in self.analysis.tree.walk(function)
+                    if isinstance(inner, cst.Call)):
+                found = True
+                break
+        self._reaches[key] = found
+        return found
 
     def step_loop(self, node: cst.CSTNode, *, eval_loops: bool = False) -> Loop | None:
         """The nearest loop around ``node``, if every iteration of it is one step.

@@ -50,7 +50,9 @@ class SyncInHotLoop(Rule):
     Flags host synchronisations that run on every training step: `.item()`, `.cpu()`,
     `.tolist()` and `print(tensor)` in the innermost training loop (or in a step function
     that loop calls), unless they sit under a logging-interval condition such as
-    `if step % log_every == 0`.
+    `if step % log_every == 0`. A loop that trains only through same-file helpers holding
+    their own batch loop, a few calls deep (`train()` -> `self.train_epoch()` ->
+    `self.play_steps()`), runs once per epoch and is not the innermost training loop.
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
@@ -109,6 +111,26 @@ class SyncInHotLoop(Rule):
     # step (memlint.analysis.loops), so the code calls one of them.
     code_gate = ("call:backward", "call:manual_backward", "call:step")
     valid = (
+        # The epoch loop around a helper whose own helper holds the batch loop: per epoch.
+        Valid(
+            """
+            class Agent:
+                def play_steps(self):
+                    losses = []
+                    for _ in range(self.steps):
+                        loss = self.update()
+                        loss.backward()
+                        self.optimizer.step()
+                        losses.append(loss.detach())
+                    return losses
+                def train_epoch(self):
+                    return self.play_steps()
+                def train(self):
+                    while True:
+                        losses = self.train_epoch()
+                        self.writer.add_scalar("loss", torch.stack(losses).mean().item())
+            """
+        ),
         Valid(
             """
             for step, (x, y) in enumerate(loader):
