@@ -48,6 +48,15 @@ class StepAnalysis:
             return False
         return not any(self._reaches_training_loop(call, 0) for call in loops.loop_calls(loop))
 
+    def _steps_itself(self, function: cst.FunctionDef) -> bool:
+        """Does ``function`` run backward or an optimizer step outside any loop of its own?"""
+        tree = self.analysis.tree
+        return any(
+            tree.enclosing_function(call) is function
+            and not any(tree.is_inside(loop, function) for loop in tree.enclosing_loops(call))
+            for call in self.analysis.loops.training_calls
+        )
+
     def _reaches_training_loop(self, call: cst.Call, depth: int) -> bool:
         """Does a same-file function this call runs hold a training loop, itself or through
         the functions it calls in turn (``self.train_epoch()`` -> ``self.play_steps()``, whose
@@ -62,10 +71,16 @@ class StepAnalysis:
         self._reaches[key] = False  # a recursive helper ends here
         found = False
         for function in self.analysis.tree.functions_by_name.get(name, ()):
-            if self._contains_training_loop(function) or any(
-                    self._reaches_training_loop(inner, depth + 1)
-                    for inner in self.analysis.tree.walk(function)
-                    if isinstance(inner, cst.Call)):
+            if self._contains_training_loop(function):
+                found = True
+                break
+            if self._steps_itself(function):
+                # A step function (backward or step outside any loop of its own) is the
+                # batch loop's step: what it calls is part of the step, not a batch loop.
+                continue
+            if any(self._reaches_training_loop(inner, depth + 1)
+                   for inner in self.analysis.tree.walk(function)
+                   if isinstance(inner, cst.Call)):
                 found = True
                 break
         self._reaches[key] = found

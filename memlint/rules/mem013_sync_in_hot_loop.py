@@ -52,7 +52,9 @@ class SyncInHotLoop(Rule):
     that loop calls), unless they sit under a logging-interval condition such as
     `if step % log_every == 0`. A loop that trains only through same-file helpers holding
     their own batch loop, a few calls deep (`train()` -> `self.train_epoch()` ->
-    `self.play_steps()`), runs once per epoch and is not the innermost training loop.
+    `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
+    function (one that runs backward or the optimizer step itself, outside any loop of its
+    own) is part of the step, and what it calls is not searched for a batch loop.
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
@@ -204,6 +206,29 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        # A step function reached from the batch loop does not make it an epoch loop, even
+        # when something it calls leads back to the function holding the epoch loop.
+        Invalid(
+            """
+            class Brain:
+                def fit_batch(self, batch):
+                    loss = self.compute(batch)
+                    loss.backward()
+                    self.optimizer.step()
+                    self.on_fit_batch_end()
+                    return loss.detach()
+                def on_fit_batch_end(self):
+                    self.fit()
+                def fit(self):
+                    for epoch in range(3):
+                        self._fit_train()
+                def _fit_train(self):
+                    for batch in self.loader:
+                        loss = self.fit_batch(batch)
+                        print(loss.item())
+            """,
+            lines=(17,),
+        ),
         Invalid(
             """
             for x, y in loader:
