@@ -80,7 +80,7 @@ class StepAnalysis:
                 continue
             if any(self._reaches_training_loop(inner, depth + 1)
                    for inner in self.analysis.tree.walk(function)
-                   if isinstance(inner, cst.Call)):
+                   if isinstance(inner, cst.Call) and _own_call(inner)):
                 found = True
                 break
         self._reaches[key] = found
@@ -108,3 +108,14 @@ class StepAnalysis:
         if func is None or self._contains_training_loop(func):
             return False
         return any(self.step_loop(call) for call in self.analysis.loops.training_callers(func))
+
+
+def _own_call(call: cst.Call) -> bool:
+    """``helper(...)`` or ``self.helper(...)``: a call that names a function of this file
+    or a method of the object, not a method of another object (``self.model.train()`` is a
+    mode switch, not the file's ``def train``)."""
+    func = call.func
+    return isinstance(func, cst.Name) or (
+        isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+        and func.value.value == "self")
+

@@ -206,6 +206,26 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        # `self.model_s.train()` in a helper the batch loop calls is a mode switch, not the
+        # file's `def train` holding the epoch loop.
+        Invalid(
+            """
+            class Distiller:
+                def train(self, loader, epochs):
+                    for epoch in range(epochs):
+                        self.train_epoch(loader)
+                def train_epoch(self, loader):
+                    for batch in loader:
+                        loss = self.model_s(batch).mean()
+                        loss.backward()
+                        self.optimizer.step()
+                        self.log_and_resume(loss)
+                def log_and_resume(self, loss):
+                    self.writer.add_scalar("loss", loss.item())
+                    self.model_s.train()
+            """,
+            lines=(13,),
+        ),
         # A step function reached from the batch loop does not make it an epoch loop, even
         # when something it calls leads back to the function holding the epoch loop.
         Invalid(
