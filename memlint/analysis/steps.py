@@ -74,8 +74,9 @@ class StepAnalysis:
             if self._contains_training_loop(function):
                 found = True
                 break
-            if self._steps_itself(function):
-                # A step function (backward or step outside any loop of its own) is the
+            if not _own_call(call) or self._steps_itself(function):
+                # Another object's method of the same name (`self.net.train()`), or a step
+                # function (backward or step outside any loop of its own), which is the
                 # batch loop's step: what it calls is part of the step, not a batch loop.
                 continue
             if any(self._reaches_training_loop(inner, depth + 1)

@@ -212,6 +212,8 @@ class SyncInHotLoop(Rule):
             """
             class Distiller:
                 def train(self, loader, epochs):
+                    return self.run_epochs(loader, epochs)
+                def run_epochs(self, loader, epochs):
                     for epoch in range(epochs):
                         self.train_epoch(loader)
                 def train_epoch(self, loader):
@@ -223,8 +225,15 @@ class SyncInHotLoop(Rule):
                 def log_and_resume(self, loss):
                     self.writer.add_scalar("loss", loss.item())
                     self.model_s.train()
+                def fit(self, graph, labels, steps):
+                    for step in range(steps):
+                        self.net.train()
+                        loss = self.net(graph, labels)
+                        loss.backward()
+                        self.optimizer.step()
+                        total += loss.item()
             """,
-            lines=(13,),
+            lines=(15, 23),
         ),
         # A step function reached from the batch loop does not make it an epoch loop, even
         # when something it calls leads back to the function holding the epoch loop.
