@@ -27,6 +27,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind6        # the sixth blind set (bench/blind6_labels.csv)
     python bench/ecosystem.py --set blind7        # the seventh blind set (bench/blind7_labels.csv)
     python bench/ecosystem.py --set blind8        # the eighth blind set (bench/blind8_labels.csv)
+    python bench/ecosystem.py --set blind9        # the ninth blind set (bench/blind9_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -238,6 +239,24 @@ BLIND8_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A ninth blind set: offline and online RL trainers (d3rlpy, machin, rl-games), graph
+# learning research code (dive-into-graphs), physics-informed solvers (neurodiffeq), prompt
+# tuning and distillation for NLP (openprompt, textbrewer), audio source separation
+# (asteroid) and a segmentation trainer (segmentation-models-pytorch), labelled by reading
+# their training, evaluation and data-loading code before memlint's findings on it were read.
+BLIND9_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("asteroid", "0.7.0"),
+    ("d3rlpy", "2.8.1"),
+    ("dive-into-graphs", "1.1.0"),
+    ("machin", "0.4.2"),
+    ("neurodiffeq", "0.7.0"),
+    ("openprompt", "1.0.1"),
+    ("rl-games", "1.6.5"),
+    ("segmentation-models-pytorch", "0.3.3"),
+    ("textbrewer", "0.2.1.post1"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -255,6 +274,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind6": _blind("blind6", BLIND6_PACKAGES),
     "blind7": _blind("blind7", BLIND7_PACKAGES),
     "blind8": _blind("blind8", BLIND8_PACKAGES),
+    "blind9": _blind("blind9", BLIND9_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
@@ -470,9 +490,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run(select_all: bool, select: str | None = None) -> tuple[list[Finding], float]:
         return lint(roots, select_all, select, packages, work)
 
+    from memlint.diagnostics import ENGINE_CODES
     from memlint.rules import rule_specs
 
-    default_rules = {spec.code for spec in rule_specs() if spec.default_enabled}
+    # the engine's own codes (a file that does not parse ...) are reported by default too
+    default_rules = ({spec.code for spec in rule_specs() if spec.default_enabled}
+                     | set(ENGINE_CODES))
     if opts.select:
         chosen_rules = set(opts.select.split(","))
         found, seconds = run(False, opts.select)

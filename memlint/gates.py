@@ -197,12 +197,12 @@ class _Structure:
     - ``fact:foreign-framework``: the module imports another framework (JAX, Warp, ...:
       :data:`~memlint.vocabulary.FOREIGN_FRAMEWORKS`) and nothing from torch, anywhere in
       it; not a condition of any rule but their common exclusion (:func:`gated`).
-    - ``fact:factory-move``: ``.cuda(...)``, or ``.to(...)`` given a device or a positional
-      argument, on a chain of calls that starts at a tensor factory
+    - ``fact:factory-move``: ``.cuda(...)``, ``.type_as(tensor)``, or ``.to(...)`` given a
+      device or a positional argument, on a chain of calls that starts at a tensor factory
       (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases, or
       wrapped in ``nn.Parameter(...)``/``Variable(...)``) given no keyword that places its
       result; or a name bound to such a chain (``h = torch.zeros(n)``) that some
-      ``h.cuda()``/``h.to(...)`` moves.
+      ``h.cuda()``/``h.to(...)``/``h.type_as(t)`` moves.
     - ``fact:optimizer-step``: ``x.step(...)`` on a receiver named like an optimizer or an
       AMP scaler (``opts[0].step()`` reads as ``opts``), the steps the training analysis
       (:mod:`memlint.analysis.loops`) counts; a scheduler's or an environment's ``step()``
@@ -377,7 +377,8 @@ class _Structure:
             elif method == "step":
                 if not self.optimizer_step and _steps_optimizer(func.value):
                     self.optimizer_step = True
-            elif method == "cuda" or (method == "to" and may_move(node)):
+            elif (method == "cuda" or (method == "to" and may_move(node))
+                  or (method == "type_as" and count == 1)):
                 self._moved_chain(func.value)
                 receiver = _dotted(func.value)
                 if receiver is not None:

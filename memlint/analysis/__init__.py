@@ -36,7 +36,18 @@ class ModuleAnalysis:
 
     @cached_property
     def tree(self) -> TreeIndex:
-        return TreeIndex(self.module)
+        tree = TreeIndex(self.module)
+        if self.project is not None and any(
+                isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar)
+                for line in self.module.body if isinstance(line, cst.SimpleStatementLine)
+                for small in line.body):
+            # `from .dqn import *` where `dqn` did `import torch as t`: the star import binds
+            # `t` too (the project model knows what it binds); only torch's names matter here.
+            for local, absolute in self.project.imports.items():
+                if (absolute == "torch" or absolute.startswith("torch.")) and (
+                        local not in tree.imports.aliases):
+                    tree.imports.aliases[local] = absolute
+        return tree
 
     @property
     def imports(self) -> ImportTable:

@@ -121,6 +121,23 @@ def _string_value(expr: cst.BaseExpression) -> str | None:
         return prefix
     if isinstance(expr, cst.ConcatenatedString):
         return _string_value(expr.left)
+    # A template filled in: `"cuda:{}".format(rank)`, `"cuda:%d" % rank`: the literal text
+    # before the first placeholder, as for an f-string.
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "format"
+        and isinstance(expr.func.value, cst.SimpleString)
+    ):
+        text = _string_value(expr.func.value)
+        return None if text is None else text.split("{", 1)[0]
+    if (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Modulo)
+        and isinstance(expr.left, cst.SimpleString)
+    ):
+        text = _string_value(expr.left)
+        return None if text is None else text.split("%", 1)[0]
     return None
 
 
@@ -1976,12 +1993,24 @@ class DataflowAnalysis:
         # (name, where it is used): a plain name only matches bindings in its own function.
         keys = [(k, source) for k in self._key_chain(key)]
         direct_args: set[cst.CSTNode] = set()
-        for k, _ in list(keys):
-            for arg in self._arguments_for(source, k):
-                direct_args.add(arg)
-                name = dotted_name(arg)
-                if name is not None:
-                    keys.extend((a, arg) for a in self._key_chain(name))
+        # A parameter: what same-file callers pass for it, and, when that is a parameter of
+        # the caller in turn, what its callers pass (`eval_metric(model, loader)` handing
+        # its `loader` to `eval_acc`), a few levels up.
+        todo = list(keys)
+        for _ in range(_MAX_HOPS):
+            found: list[tuple[str, cst.BaseExpression]] = []
+            for k, at in todo:
+                for arg in self._arguments_for(at, k):
+                    if arg in direct_args:
+                        continue
+                    direct_args.add(arg)
+                    name = dotted_name(arg)
+                    if name is not None:
+                        found.extend((a, arg) for a in self._key_chain(name))
+            keys.extend(found)
+            todo = found
+            if not todo:
+                break
         # Only a loader bound under one of the keys can match: ask the index, not every loader.
         index = self._loaders_by_key(file_wide)
         candidates = set(direct_args)

@@ -14,6 +14,9 @@ from memlint.analysis import ModuleAnalysis
 from memlint.analysis.calls import last_name
 from memlint.analysis.tree import Loop
 
+# How many levels of same-file calls are followed to find the batch loop under an epoch loop.
+_MAX_DEPTH = 3
+
 
 class StepAnalysis:
     """Answers per file, with the loop facts cached (a big file has many ``.item()`` calls)."""
@@ -21,6 +24,7 @@ class StepAnalysis:
     def __init__(self, analysis: ModuleAnalysis) -> None:
         self.analysis = analysis
         self._has_training_loop: dict[cst.CSTNode, bool] = {}
+        self._reaches: dict[tuple[str, int], bool] = {}
 
     def _contains_training_loop(self, root: cst.CSTNode) -> bool:
         cached = self._has_training_loop.get(root)
@@ -42,14 +46,46 @@ class StepAnalysis:
         # is not a step loop.
         if self._contains_training_loop(loop):
             return False
-        functions = self.analysis.tree.functions_by_name
-        for call in loops.loop_calls(loop):
-            name = last_name(call.func)
-            if name is not None and any(
-                self._contains_training_loop(f) for f in functions.get(name, ())
-            ):
-                return False
-        return True
+        return not any(self._reaches_training_loop(call, 0) for call in loops.loop_calls(loop))
+
+    def _steps_itself(self, function: cst.FunctionDef) -> bool:
+        """Does ``function`` run backward or an optimizer step outside any loop of its own?"""
+        tree = self.analysis.tree
+        return any(
+            tree.enclosing_function(call) is function
+            and not any(tree.is_inside(loop, function) for loop in tree.enclosing_loops(call))
+            for call in self.analysis.loops.training_calls
+        )
+
+    def _reaches_training_loop(self, call: cst.Call, depth: int) -> bool:
+        """Does a same-file function this call runs hold a training loop, itself or through
+        the functions it calls in turn (``self.train_epoch()`` -> ``self.play_steps()``, whose
+        loop trains), a few levels deep? Then the loop around the call runs per epoch."""
+        name = last_name(call.func)
+        if name is None or depth > _MAX_DEPTH:
+            return False
+        key = (name, depth)
+        cached = self._reaches.get(key)
+        if cached is not None:
+            return cached
+        self._reaches[key] = False  # a recursive helper ends here
+        found = False
+        for function in self.analysis.tree.functions_by_name.get(name, ()):
+            if self._contains_training_loop(function):
+                found = True
+                break
+            if not _own_call(call) or self._steps_itself(function):
+                # Another object's method of the same name (`self.net.train()`), or a step
+                # function (backward or step outside any loop of its own), which is the
+                # batch loop's step: what it calls is part of the step, not a batch loop.
+                continue
+            if any(self._reaches_training_loop(inner, depth + 1)
+                   for inner in self.analysis.tree.walk(function)
+                   if isinstance(inner, cst.Call) and _own_call(inner)):
+                found = True
+                break
+        self._reaches[key] = found
+        return found
 
     def step_loop(self, node: cst.CSTNode, *, eval_loops: bool = False) -> Loop | None:
         """The nearest loop around ``node``, if every iteration of it is one step.
@@ -73,3 +109,14 @@ class StepAnalysis:
         if func is None or self._contains_training_loop(func):
             return False
         return any(self.step_loop(call) for call in self.analysis.loops.training_callers(func))
+
+
+def _own_call(call: cst.Call) -> bool:
+    """``helper(...)`` or ``self.helper(...)``: a call that names a function of this file
+    or a method of the object, not a method of another object (``self.model.train()`` is a
+    mode switch, not the file's ``def train``)."""
+    func = call.func
+    return isinstance(func, cst.Name) or (
+        isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+        and func.value.value == "self")
+

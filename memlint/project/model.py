@@ -101,7 +101,9 @@ class ProjectModel:
         if found is not None:
             return found
         summary = self.summaries[module]
+        self._imports[module] = {}  # a cycle of star imports ends here
         table = {name: f"{module}.{name}" for name in summary.defined}
+        starred: dict[str, str] = {}
         for imp in summary.imports:
             target = imp.target
             if imp.level:
@@ -113,9 +115,25 @@ class ProjectModel:
                 target = f"{base}.{target}" if base and target else (base or target)
             else:
                 target = self._sibling(module, target)
+            if imp.local == "*":
+                starred.update(self._star_names(target))
+                continue
             table[imp.local] = target
+        # `from .utils import *` binds the public names of `utils` (its own definitions and
+        # imports win over them only when written later, which they nearly always are).
+        for local, target in starred.items():
+            table.setdefault(local, target)
         self._imports[module] = table
         return table
+
+    def _star_names(self, target: str) -> dict[str, str]:
+        """The names ``from target import *`` binds: the public names of a summarised module,
+        or, for one not summarised yet, a marker (``*pkg.utils`` -> ``pkg.utils.*``) that
+        asks for it to be summarised (no Python name starts with ``*``)."""
+        if target not in self.summaries:
+            return {f"*{target}": f"{target}.*"}
+        return {local: absolute for local, absolute in self.imports(target).items()
+                if not local.startswith(("_", "*"))}
 
     def _sibling(self, module: str, target: str) -> str:
         """``from engine import train_one_epoch`` in a folder of scripts run directly: Python

@@ -27,7 +27,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 9
+SCHEMA = 10
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -410,8 +410,10 @@ def _is_loader(arg: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
 
 def _loader_batch_names(loop: ast.stmt) -> frozenset[str]:
     """The names a ``for`` loop over something named like a loader binds to each batch
-    (``for x, y in enumerate(train_loader)``), less those its body rebinds (a batch moved or
-    transformed before it is handed on)."""
+    (``for x, y in enumerate(train_loader)``), less those its body rebinds to something
+    else: a batch moved before it is handed on (``batch = batch.to(device)``), or a name
+    bound to other data. A batch rebound from itself on the host (``batch =
+    postprocess(batch)``) is still the loader's batch."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return frozenset()
     if not any((isinstance(n, ast.Name) and LOADER_NAME.search(n.id))
@@ -421,9 +423,28 @@ def _loader_batch_names(loop: ast.stmt) -> frozenset[str]:
     targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
     for node in walk(loop):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            kept = _host_rebinding(node, targets)
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                targets -= {n.id for n in walk(target) if isinstance(n, ast.Name)}
+                targets -= {n.id for n in walk(target) if isinstance(n, ast.Name)} - kept
     return frozenset(targets)
+
+
+def _host_rebinding(node: ast.Assign | ast.AugAssign | ast.AnnAssign,
+                    batch: set[str]) -> set[str]:
+    """The batch names an assignment rebinds from the batch itself without copying it
+    (``batch = postprocess(batch)``): a plain name bound from a value that reads it and
+    holds no ``.to()``/``.cuda()`` call."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(
+            node.targets[0], ast.Name) or node.targets[0].id not in batch:
+        return set()
+    name = node.targets[0].id
+    read = False
+    for n in walk(node.value):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
+                n.func.attr in _COPY_METHODS):
+            return set()
+        read = read or (isinstance(n, ast.Name) and n.id == name)
+    return {name} if read else set()
 
 
 class _Builder:
@@ -476,9 +497,11 @@ class _Builder:
             return
         if isinstance(stmt, ast.ImportFrom):
             for alias in stmt.names:
-                if alias.name == "*":
-                    continue
                 base = stmt.module or ""
+                if alias.name == "*":
+                    # `from .utils import *`: the project model binds the module's names.
+                    self.imports.append(Import("*", base, stmt.level))
+                    continue
                 self.imports.append(Import(alias.asname or alias.name,
                                            f"{base}.{alias.name}" if base else alias.name,
                                            stmt.level))

@@ -147,7 +147,7 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='FactoryThenMove',
         default_enabled=True,
         fix_safety=FixSafety.SAFE,
-        triggers=('.cuda(', '.to('),
+        triggers=('.cuda(', '.to(', '.type_as('),
         requires=(),
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
                          b'|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTe'
@@ -156,13 +156,17 @@ RULES: tuple[RuleSpec, ...] = (
                          b'16|long|int|short|bool|byte|char|contiguous|detach|view|reshape|unsq'
                          b'ueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type|triu|tr'
                          b'il|requires_grad_)\\((?:[^()]|\\([^()]*\\))*\\)|\\[[^\\[\\]\\n]*\\])*'
-                         b'(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:cuda|to)\\(|(?:zeros|ones|full|empt'
-                         b'y|arange|eye|linspace|logspace|rand\\w*|normal|FloatTensor|DoubleTens'
-                         b'or|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTensor|CharTe'
-                         b'nsor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*'
-                         b'\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]'
-                         b'*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\'
-                         b'w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\('),
+                         b'(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:cuda|to|type_as)\\(|(?:zeros|ones|f'
+                         b'ull|empty|arange|eye|linspace|logspace|rand\\w*|normal|FloatTensor|Do'
+                         b'ubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTenso'
+                         b'r|CharTensor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^'
+                         b'()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?['
+                         b' \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]'
+                         b'*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty'
+                         b'|arange|eye|linspace|logspace|rand\\w*|normal)\\((?:[^()]|\\((?:[^('
+                         b')]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*['
+                         b' \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.'
+                         b'(?:cuda|to|type_as)\\('),
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,

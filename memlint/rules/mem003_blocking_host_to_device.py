@@ -386,6 +386,39 @@ class BlockingHostToDevice(Rule):
                     model(**batch)
             """,
         ),
+        # The loop's loader is a parameter handed down two levels of same-file helpers: the
+        # pin_memory report finds the DataLoader behind both.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            class Evaluator:
+                def evaluate(self, model, test_set):
+                    test_loader = DataLoader(test_set, batch_size=64)
+                    return self.eval_metric(model, test_loader)
+                def eval_metric(self, model, loader):
+                    return self.eval_acc(model, loader)
+                def eval_acc(self, model, loader):
+                    for data in loader:
+                        model(data.to(self.device, non_blocking=True))
+            """,
+            lines=(5,),
+        ),
+        # A device string filled in from a template names CUDA as plainly as an f-string.
+        Invalid(
+            """
+            def train(model, train_loader, local_rank):
+                for inputs, labels in train_loader:
+                    inputs = inputs.to("cuda:{}".format(local_rank)).to_dict()
+                    labels = labels.to("cuda:%d" % local_rank)
+            """,
+            lines=(4, 5),
+            fixed="""
+            def train(model, train_loader, local_rank):
+                for inputs, labels in train_loader:
+                    inputs = inputs.to("cuda:{}".format(local_rank), non_blocking=True).to_dict()
+                    labels = labels.to("cuda:%d" % local_rank, non_blocking=True)
+            """,
+        ),
         # Wrappers between the loader and the loop.
         Invalid(
             """

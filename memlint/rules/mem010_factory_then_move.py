@@ -198,6 +198,10 @@ def _rebinding_move(statement: cst.BaseStatement, key: str) -> cst.Call | None:
     return None
 
 
+# The moves off the host: `.cuda()`, `.to(device)`, `.type_as(tensor)`.
+_MOVES = ("cuda", "to", "type_as")
+
+
 def _string(value: str) -> cst.SimpleString:
     return cst.SimpleString(f'"{value}"')
 
@@ -228,7 +232,12 @@ class FactoryThenMove(Rule):
     statements after them (``a = torch.rand(n, 1)``, ``b = torch.rand(1, m)``, then ``if
     use_cuda: a = a.cuda(); b = b.cuda()``). A statement in between that is not another
     factory binding (a fill such as ``h[0] = 1``), a move bound to another name, or an
-    ``else`` branch leaves it alone. A legacy typed constructor given sizes
+    ``else`` branch leaves it alone. So is a factory bound to a name that the very next
+    statement of a function moves where it uses it, when that is the tensor's only use there
+    (``support = torch.linspace(a, b, n).view(1, -1)`` then ``q = (support.type_as(dist) *
+    dist).sum(-1)``); a name read anywhere else in the function is left alone. A
+    ``.type_as(tensor)`` moves to that tensor's device like ``.to(tensor)`` (reported
+    without a fix). A legacy typed constructor given sizes
     (``torch.Tensor(b, n).to(device)``, ``torch.FloatTensor(*shape).cuda()``) allocates on
     the host like ``torch.empty`` and is reported too, without a fix (it takes no
     ``device=``); given one argument it may be data and is left alone.
@@ -294,7 +303,7 @@ class FactoryThenMove(Rule):
     )
     # `).to(`, a chain continued on the next line (`)\n        .to(device)`), or a name moved
     # by the statement after the one that built it (`h = h.cuda()`).
-    triggers = (".cuda(", ".to(")
+    triggers = (".cuda(", ".to(", ".type_as(")
     # A factory call (parentheses nested up to two deep), maybe dtype casts, maybe closed by
     # a wrapper's other arguments (`nn.Parameter(torch.zeros(n), requires_grad=False)`), then
     # a move.
@@ -308,7 +317,7 @@ class FactoryThenMove(Rule):
         rb"|triu|tril|requires_grad_)"
         rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
         rb"(?:\s*(?:,[^()]*)?\))?"
-        rb"\s*\.(?:cuda|to)\("
+        rb"\s*\.(?:cuda|to|type_as)\("
         # Or the statement that built it ends there and the next one (maybe under an `if`)
         # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
         rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
@@ -317,12 +326,31 @@ class FactoryThenMove(Rule):
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*\)?[ \t]*(?:#[^\n]*)?\r?\n"
         rb"(?:[ \t]*if\b[^\n]*:[ \t]*\r?\n)?[ \t]*([\w.]+)[ \t]*=[ \t]*\1\.(?:cuda|to)\("
+        # Or a name bound to a factory that the next statement (after blank or comment lines)
+        # moves where it uses it: `support = torch.linspace(a, b, n)` / `q =
+        # (support.type_as(dist) * dist).sum()`.
+        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
+        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*[ \t]*(?:#[^\n]*)?\r?\n"
+        rb"(?:[ \t]*(?:#[^\n]*)?\r?\n)*[^\n]*\w\.(?:cuda|to|type_as)\("
     )
     # The same chain in the code (a docstring's example does not count).
     code_gate = ("fact:factory-move",)
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # The host tensor is read again after the statement that moves it: it is kept.
+        Valid(
+            """
+            import torch
+            def gather(q, n, device):
+                idx = torch.arange(n)
+                out = q[idx.to(device)]
+                return out, idx
+            def cast(n):
+                return torch.arange(n).type_as(torch.FloatTensor())
+            """
+        ),
         # An index that selects (a slice with bounds, an index tensor) copies part of the
         # tensor: not a plain view of the factory's result.
         Valid("""
@@ -393,6 +421,21 @@ class FactoryThenMove(Rule):
         """),
     )
     invalid = (
+        # `.type_as(tensor)` moves, on the chain or where the next statement uses the factory
+        # bound just before (its only use).
+        Invalid(
+            """
+            import torch as t
+            def act(q_dist, v_min, v_max, atom_num):
+                support = t.linspace(v_min, v_max, atom_num).view(1, -1)
+
+                # the expected value of each action
+                q_value = t.sum(support.type_as(q_dist) * q_dist, dim=-1)
+                offsets = t.arange(atom_num).type_as(q_value)
+                return q_value + offsets
+            """,
+            lines=(4, 8),
+        ),
         # `requires_grad_()` before the move: the moved tensor is a non-leaf copy (unsafe fix:
         # the fixed tensor is the leaf).
         Invalid(
@@ -602,7 +645,7 @@ class FactoryThenMove(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _MOVES:
             return
         imports = self.context.analysis.imports
         chain = self._factory_chain(func.value)
@@ -693,7 +736,16 @@ class FactoryThenMove(Rule):
 
     def _move_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
         assert isinstance(move.func, cst.Attribute)
-        return self._cuda_target(move) if move.func.attr.value == "cuda" else self._to_target(move)
+        method = move.func.attr.value
+        if method == "type_as":
+            # `torch.linspace(a, b, n).type_as(q)`: copied to `q`'s device (and dtype), as
+            # `.to(q)` is; no fix to offer.
+            positional = _positional(move)
+            if (len(move.args) == 1 and len(positional) == 1 and not positional[0].star
+                    and names_other_tensor(positional[0].value, self.context.analysis.imports)):
+                return None, False
+            return None
+        return self._cuda_target(move) if method == "cuda" else self._to_target(move)
 
     # A factory bound to a name and moved by the very next statement, which rebinds the name
     # (`h = torch.zeros(b, d)` then `h = h.cuda()`, also under `if use_cuda:`): the host
@@ -722,6 +774,12 @@ class FactoryThenMove(Rule):
                 if isinstance(statement, cst.If):
                     bound = []
                 continue
+            for key, factory in bound:
+                move = self._moved_at_only_use(statement, key, factory)
+                if move is not None:
+                    chain = self._factory_chain(factory)
+                    if chain is not None:
+                        self.report(chain[0], self._message(chain[1]))
             assigned = _single_assignment(statement)
             value = None if assigned is None else assigned[1]
             if (assigned is None or not isinstance(value, cst.Call)
@@ -732,6 +790,41 @@ class FactoryThenMove(Rule):
                     self._factory_chain(value) is not None):
                 bound = [(k, f) for k, f in bound if k != assigned[0]]
                 bound.append((assigned[0], value))
+
+    def _moved_at_only_use(self, statement: cst.BaseStatement, key: str,
+                           factory: cst.Call) -> cst.Call | None:
+        """The move in the statement right after ``key = <factory>`` when that is the only
+        use of the tensor: every read of ``key`` there is moved (``support.type_as(q)``,
+        ``mask.to(device)``) and the function reads ``key`` nowhere else. The host tensor
+        was built only to be copied, like a factory moved on its own line."""
+        tree = self.context.analysis.tree
+        scope = tree.enclosing_function(statement)
+        if "." in key or scope is None:
+            return None  # an attribute, or a module's name: other code may read it
+        reads = [n for n in tree.walk(statement) if isinstance(n, cst.Name) and n.value == key]
+        if not reads:
+            return None
+        move: cst.Call | None = None
+        for name in reads:
+            attribute = tree.parent(name)
+            call = tree.parent(attribute) if isinstance(attribute, cst.Attribute) else None
+            if not (isinstance(attribute, cst.Attribute) and attribute.value is name
+                    and attribute.attr.value in _MOVES and isinstance(call, cst.Call)
+                    and call.func is attribute and self._move_target(call) is not None):
+                return None
+            move = call
+        binding = tree.parent(factory)
+        uses = [n for n in tree.walk(scope) if isinstance(n, cst.Name) and n.value == key]
+        inside = set(reads) | {n for n in tree.walk(binding) if isinstance(n, cst.Name)} if (
+            binding is not None) else set(reads)
+        if any(n not in inside and not self._binds(n) for n in uses):
+            return None
+        return move
+
+    def _binds(self, name: cst.Name) -> bool:
+        """Is ``name`` the target of the factory's own assignment?"""
+        parent = self.context.analysis.tree.parent(name)
+        return isinstance(parent, cst.AssignTarget)
 
     def _reads_any(self, value: cst.BaseExpression, keys: Sequence[str]) -> bool:
         wanted = set(keys)

@@ -50,7 +50,11 @@ class SyncInHotLoop(Rule):
     Flags host synchronisations that run on every training step: `.item()`, `.cpu()`,
     `.tolist()` and `print(tensor)` in the innermost training loop (or in a step function
     that loop calls), unless they sit under a logging-interval condition such as
-    `if step % log_every == 0`.
+    `if step % log_every == 0`. A loop that trains only through same-file helpers holding
+    their own batch loop, a few calls deep (`train()` -> `self.train_epoch()` ->
+    `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
+    function (one that runs backward or the optimizer step itself, outside any loop of its
+    own) is part of the step, and what it calls is not searched for a batch loop.
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
@@ -109,6 +113,26 @@ class SyncInHotLoop(Rule):
     # step (memlint.analysis.loops), so the code calls one of them.
     code_gate = ("call:backward", "call:manual_backward", "call:step")
     valid = (
+        # The epoch loop around a helper whose own helper holds the batch loop: per epoch.
+        Valid(
+            """
+            class Agent:
+                def play_steps(self):
+                    losses = []
+                    for _ in range(self.steps):
+                        loss = self.update()
+                        loss.backward()
+                        self.optimizer.step()
+                        losses.append(loss.detach())
+                    return losses
+                def train_epoch(self):
+                    return self.play_steps()
+                def train(self):
+                    while True:
+                        losses = self.train_epoch()
+                        self.writer.add_scalar("loss", torch.stack(losses).mean().item())
+            """
+        ),
         Valid(
             """
             for step, (x, y) in enumerate(loader):
@@ -182,6 +206,58 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        # `self.model_s.train()` in a helper the batch loop calls is a mode switch, not the
+        # file's `def train` holding the epoch loop.
+        Invalid(
+            """
+            class Distiller:
+                def train(self, loader, epochs):
+                    return self.run_epochs(loader, epochs)
+                def run_epochs(self, loader, epochs):
+                    for epoch in range(epochs):
+                        self.train_epoch(loader)
+                def train_epoch(self, loader):
+                    for batch in loader:
+                        loss = self.model_s(batch).mean()
+                        loss.backward()
+                        self.optimizer.step()
+                        self.log_and_resume(loss)
+                def log_and_resume(self, loss):
+                    self.writer.add_scalar("loss", loss.item())
+                    self.model_s.train()
+                def fit(self, graph, labels, steps):
+                    for step in range(steps):
+                        self.net.train()
+                        loss = self.net(graph, labels)
+                        loss.backward()
+                        self.optimizer.step()
+                        total += loss.item()
+            """,
+            lines=(15, 23),
+        ),
+        # A step function reached from the batch loop does not make it an epoch loop, even
+        # when something it calls leads back to the function holding the epoch loop.
+        Invalid(
+            """
+            class Brain:
+                def fit_batch(self, batch):
+                    loss = self.compute(batch)
+                    loss.backward()
+                    self.optimizer.step()
+                    self.on_fit_batch_end()
+                    return loss.detach()
+                def on_fit_batch_end(self):
+                    self.fit()
+                def fit(self):
+                    for epoch in range(3):
+                        self._fit_train()
+                def _fit_train(self):
+                    for batch in self.loader:
+                        loss = self.fit_batch(batch)
+                        print(loss.item())
+            """,
+            lines=(17,),
+        ),
         Invalid(
             """
             for x, y in loader:

@@ -618,3 +618,82 @@ def test_a_base_class_hands_its_overridable_method_a_loader() -> None:
     assert m.loader_params("sub") == {"Sub._predict": ("items",),
                                       "Sub._score": ("first", "second")}
     assert m.fed_by_bases("sub") and not m.fed_by_bases("base")
+
+
+def test_a_star_import_binds_the_public_names_of_the_module() -> None:
+    """``from .utils import *`` binds what ``utils`` defines and imports, not its private
+    names; a module not summarised yet is asked for by a marker no Python name can be."""
+    m = model(
+        pkg__init__="",
+        pkg__utils="""
+            import torch
+            from .helpers import pad
+            def move_to_device(batch, device):
+                return batch.to(device)
+            def _private():
+                pass
+        """,
+        pkg__helpers="def pad(x):\n    return x\n",
+        pkg__trainer="""
+            from .utils import *
+            def move_to_device(batch):
+                return batch
+        """,
+        pkg__loop="from .utils import *\nfrom .absent import *\n",
+    )
+    table = m.imports("pkg.loop")
+    assert table["move_to_device"] == "pkg.utils.move_to_device"
+    assert table["pad"] == "pkg.helpers.pad"
+    assert "_private" not in table
+    assert table["*pkg.absent"] == "pkg.absent.*"
+    assert "pkg.absent.*" in m.undefined_names("pkg.loop")
+    # A definition of the module itself wins over the star import.
+    assert m.imports("pkg.trainer")["move_to_device"] == "pkg.trainer.move_to_device"
+
+
+def test_a_batch_rebound_from_itself_on_the_host_is_still_handed_to_the_hook() -> None:
+    """``batch = postprocess(batch)`` keeps the loader's batch on the host: the method it is
+    handed to still gets batch data; ``batch = batch.to(device)`` or other data does not."""
+    m = model(base="""
+        class Base:
+            def train(self, dataloader, post, device):
+                for batch in dataloader:
+                    if post is not None:
+                        batch = post(batch)
+                    self.train_on_batch(batch)
+                for batch in dataloader:
+                    batch = batch.to(device)
+                    self.eval_on_batch(batch)
+                for batch in dataloader:
+                    batch = self.other
+                    self.score_batch(batch)
+    """)
+    sites = {s.callee: s for f in m.summaries["base"].functions for s in f.sites}
+    assert sites["self.train_on_batch"].batch_args == ("0",)
+    assert sites["self.eval_on_batch"].batch_args == ()
+    assert sites["self.score_batch"].batch_args == ()
+
+
+def test_torch_names_a_star_import_binds_resolve_in_the_file() -> None:
+    """``from .dqn import *`` where ``dqn`` imports ``torch as t``: the file's analyses read
+    ``t.linspace`` as ``torch.linspace`` (other names the star import binds stay as
+    written, and a file without a star import is left alone)."""
+    import libcst as cst
+
+    from memlint.analysis import ModuleAnalysis
+
+    m = model(
+        pkg__init__="",
+        pkg__dqn="import torch as t\nfrom torch import nn\ndef helper():\n    pass\n",
+        pkg__rainbow="from .dqn import *\n",
+    )
+    view = m.view("pkg.rainbow")
+    source = "from .dqn import *\nsupport = t.linspace(0, 1, 5)\nhelper()\n"
+    analysis = ModuleAnalysis(cst.parse_module(source), view)
+    call = cst.parse_expression("t.linspace")
+    assert analysis.imports.qualified_name(call) == "torch.linspace"
+    assert analysis.imports.qualified_name(cst.parse_expression("nn.Linear")) == (
+        "torch.nn.Linear")
+    assert analysis.imports.qualified_name(cst.parse_expression("helper")) == "helper"
+    plain = ModuleAnalysis(cst.parse_module("support = t.linspace(0, 1, 5)\n"), view)
+    assert plain.imports.qualified_name(call) == "t.linspace"
