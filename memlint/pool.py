@@ -117,6 +117,27 @@ def _warm_up() -> None:
         del memlint
 
 
+# Ctrl-C and SIGTERM, held while a worker is forked (:func:`_signals_held`).
+_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait while a worker is forked. Python runs a signal handler at the
+    next point it checks, and one that falls in the callbacks ``fork()`` runs in the parent
+    (logging releases its lock there) has its exception printed as "ignored" and dropped: the
+    command went on linting as if the CI timeout's SIGTERM had never come. Held, the signal
+    arrives once the fork is done, where the handler's exception stops the run."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _die_with_parent(parent: int) -> None:
     """End this worker when the parent dies, however it dies (SIGKILL from a CI timeout or
     the OOM killer included): workers forked later hold copies of this worker's pipe, so
@@ -142,6 +163,8 @@ def _serve(conn: Connection, warm: bool, parent: int) -> None:
     # Ctrl-C reaches the whole process group; the parent alone decides what to do.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler
+    if hasattr(signal, "pthread_sigmask"):  # held by the parent across the fork
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
     _die_with_parent(parent)
     # A crash is reported by the parent as one line; no C-level traceback dump on stderr,
     # nor the parser's own "memory allocation failed" lines when the ceiling is hit.
@@ -206,7 +229,8 @@ class _Worker:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, warm, os.getpid()), daemon=True)  # type: ignore[attr-defined]
         try:
-            self.process.start()
+            with _signals_held():
+                self.process.start()
         except BaseException:
             self.conn.close()
             raise

@@ -70,6 +70,34 @@ def test_killed_run_leaves_no_worker_behind(tmp_path: Path, sig: signal.Signals)
     assert left == []
 
 
+_TERM_IN_FORK = """
+import os, signal, sys
+from memlint.cli import main
+
+def after_fork_in_parent():
+    # A SIGTERM that lands while a worker is forked, as a CI timeout's may.
+    if not getattr(after_fork_in_parent, "sent", False):
+        after_fork_in_parent.sent = True
+        os.kill(os.getpid(), signal.SIGTERM)
+
+os.register_at_fork(after_in_parent=after_fork_in_parent)
+sys.exit(main(["--no-cache", "-j", "2", sys.argv[1]]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_sigterm_while_a_worker_is_forked_stops_the_run(tmp_path: Path) -> None:
+    """Python drops an exception a signal handler raises inside fork's own callbacks
+    ("Exception ignored"); the run then went on to the end as if never terminated."""
+    for i in range(4):
+        shutil.copyfile(CORPUS / "accum_right_and_wrong.py", tmp_path / f"t{i}.py")
+    done = subprocess.run([sys.executable, "-c", _TERM_IN_FORK, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == "memlint: error: terminated (SIGTERM)"
+    assert "ignored" not in done.stderr
+
+
 def test_no_worker_process_to_be_had_is_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
