@@ -145,47 +145,38 @@ class TestModel:
     run_gpumem("--gpumem").assert_outcomes(passed=1)
 
 
-def test_class_attribute_holding_the_tensors_is_named(
-    pytester: pytest.Pytester, run_gpumem: RunGpumem
-) -> None:
-    pytester.makepyfile(test_attr="""
-import pytest
-import torch
-
+_CLASS_HOLDERS = {
+    # The test's own class.
+    "TestShared.seen": """
 class TestShared:
     seen = []
 
     @pytest.mark.gpu_mem
     def test_appends(self):
         TestShared.seen.append(torch.ones(10))
-""")
-    result = run_gpumem("--gpumem")
-    result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines([
-        "kept alive by: class attribute TestShared.seen (1 storage, 40 B)",
-    ])
-
-
-def test_attribute_of_a_class_the_module_defines_is_named(
-    pytester: pytest.Pytester, run_gpumem: RunGpumem
-) -> None:
-    """A registry class of the test module holds the tensors; a class is opaque to the walk
-    from globals, so this read "none of the test's wider-scoped fixtures ..." before."""
-    pytester.makepyfile(test_registry="""
-import pytest
-import torch
-
+""",
+    # A registry class of the test module; a class is opaque to the walk from globals, so
+    # this read "none of the test's wider-scoped fixtures ..." before.
+    "Registry.seen": """
 class Registry:
     seen = []
 
 @pytest.mark.gpu_mem
 def test_registers():
     Registry.seen.append(torch.ones(10))
-""")
+""",
+}
+
+
+@pytest.mark.parametrize("holder", sorted(_CLASS_HOLDERS))
+def test_class_attribute_holding_the_tensors_is_named(
+    pytester: pytest.Pytester, run_gpumem: RunGpumem, holder: str
+) -> None:
+    pytester.makepyfile(test_attr="import pytest\nimport torch\n" + _CLASS_HOLDERS[holder])
     result = run_gpumem("--gpumem")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines([
-        "kept alive by: class attribute Registry.seen (1 storage, 40 B)",
+        f"kept alive by: class attribute {holder} (1 storage, 40 B)",
     ])
 
 
