@@ -45,6 +45,7 @@ from pytest_gpumem.options import (
     add_option,
     ini_relative,
     ini_text,
+    parse_bool,
     read_settings,
     require_writable,
 )
@@ -141,14 +142,8 @@ def _baseline_path(config: pytest.Config) -> Path | None:
 
 
 def _flag(text: str | None, name: str) -> bool:
-    if text is None:
-        return False
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise pytest.UsageError(f"{name} must be true or false, got {text!r}")
+    """A switch from the command line (``true``) or its ini key, where a bad word can be."""
+    return False if text is None else parse_bool(f"ini option {name}", text)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Per test, a ``gpu_mem`` marker argument beats both (see :func:`limits_for`).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,7 @@ class _Option:
     metavar: str | None = None
 
 
-def _parse_bool(source: str, text: str) -> bool:
+def parse_bool(source: str, text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
@@ -127,7 +128,7 @@ def _parse_path(_source: str, text: str) -> Path:
 
 _OPTIONS = (
     _Option(
-        "--gpumem", "gpumem", "gpumem", "measure and enforce gpu_mem markers.", _parse_bool,
+        "--gpumem", "gpumem", "gpumem", "measure and enforce gpu_mem markers.", parse_bool,
     ),
     _Option(
         "--gpumem-all",
@@ -135,7 +136,7 @@ _OPTIONS = (
         "gpumem_all",
         "measure every test, marked or not (implies --gpumem); unmarked tests get the "
         "default budget and leak tolerance.",
-        _parse_bool,
+        parse_bool,
     ),
     _Option(
         "--gpumem-backend",
@@ -258,12 +259,13 @@ def ini_text(config: pytest.Config, ini: str) -> str | None:
     """
     try:
         raw = config.getini(ini)
-    except TypeError as exc:
+    except (TypeError, ValueError, pytest.UsageError) as exc:
+        # A value not of the key's registered type: pytest 9.0 raises TypeError for a
+        # native TOML one, 9.2 ValueError (as for a bad bool anywhere); its text goes to
+        # the key's own parser, which names the key in its error.
         raw = _toml_scalar(config, ini)
         if raw is None:
             raise pytest.UsageError(f"ini option {ini}: {exc}") from None
-    except (ValueError, pytest.UsageError) as exc:
-        raise pytest.UsageError(f"ini option {ini} must be true or false: {exc}") from None
     if raw is None:
         return None
     if isinstance(raw, bool):
@@ -275,7 +277,9 @@ def ini_text(config: pytest.Config, ini: str) -> str | None:
 def _toml_scalar(config: pytest.Config, ini: str) -> str | None:
     """The text of a native-TOML scalar that pytest refused for its type; None otherwise."""
     try:
-        raw = config.inicfg.get(ini)  # deprecated in pytest 9, still there
+        with warnings.catch_warnings():  # deprecated in pytest 9, still there; a user's
+            warnings.simplefilter("ignore", DeprecationWarning)  # -W error must not see it
+            raw = config.inicfg.get(ini)
     except AttributeError:  # a pytest without it: pytest's own error stands
         return None
     if isinstance(raw, bool):

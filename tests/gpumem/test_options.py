@@ -123,7 +123,7 @@ def test_native_toml_table_takes_numbers_and_strings(
     there and was refused as "expects a string" (worded as if it had to be true or false)."""
     pytester.makefile(".toml", pyproject="""
 [tool.pytest]
-gpumem = "true"
+gpumem = true
 gpumem_max_gb = 0.001
 gpumem_max_leak_mb = 1
 gpumem_round = 512
