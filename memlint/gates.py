@@ -47,6 +47,7 @@ from memlint.vocabulary import (
     TORCH_DTYPES,
     forward_by_name,
     is_test_code,
+    names_a_loss,
 )
 
 
@@ -509,9 +510,8 @@ def _starts_graph(callee: str) -> bool:
     or a loss, by name (``model(x)``, ``m.forward(x)``, ``criterion(p, y)``,
     ``F.cross_entropy``, ``nn.MSELoss()`` whose instance is then called), or a backward pass
     (it marks the names it consumes as carrying a graph)."""
-    low = callee.lower()
-    return (callee in ("forward", "backward", "manual_backward") or "loss" in low
-            or "criterion" in low or callee in FUNCTIONAL_LOSSES or forward_by_name(callee))
+    return (callee in ("forward", "backward", "manual_backward") or names_a_loss(callee)
+            or callee in FUNCTIONAL_LOSSES or forward_by_name(callee))
 
 
 def _steps_optimizer(receiver: ast.expr) -> bool:

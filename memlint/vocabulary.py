@@ -94,6 +94,13 @@ def is_model_word(name: str) -> bool:
     )
 
 
+def names_a_loss(name: str) -> bool:
+    """``criterion``, ``compute_loss``, ``MSELoss``: a name that mentions a loss (the loss
+    analysis then drops helpers that only log or read one)."""
+    low = name.lower()
+    return "loss" in low or "criterion" in low
+
+
 def forward_by_name(name: str) -> bool:
     """Is a call of this (last) name a module's forward by its name alone? Not a class
     (``Net(...)`` builds one) nor a helper that gets, builds or runs one (``get_model``)."""

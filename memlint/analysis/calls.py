@@ -27,6 +27,7 @@ from memlint.vocabulary import (
     SCALER_NAME,
     forward_by_name,
     is_model_word,
+    names_a_loss,
 )
 
 if TYPE_CHECKING:
@@ -332,8 +333,7 @@ class CallClassifier:
         if isinstance(call.func, cst.Name) and name in self.tree.functions_by_name:
             # `val_loss(net, data)` defined in this file: its returns decide, not its name.
             return False
-        low = name.lower()
-        if "loss" not in low and "criterion" not in low:
+        if not names_a_loss(name):
             return False
         return not _NOT_A_LOSS.search(name)
 

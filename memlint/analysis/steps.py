@@ -24,7 +24,7 @@ class StepAnalysis:
     def __init__(self, analysis: ModuleAnalysis) -> None:
         self.analysis = analysis
         self._has_training_loop: dict[cst.CSTNode, bool] = {}
-        self._reaches: dict[tuple[str, int], bool] = {}
+        self._reaches: dict[tuple[str, int, bool], bool] = {}
 
     def _contains_training_loop(self, root: cst.CSTNode) -> bool:
         cached = self._has_training_loop.get(root)
@@ -64,7 +64,8 @@ class StepAnalysis:
         name = last_name(call.func)
         if name is None or depth > _MAX_DEPTH:
             return False
-        key = (name, depth)
+        own = _own_call(call)
+        key = (name, depth, own)  # `self.train()` and `self.net.train()` answer differently
         cached = self._reaches.get(key)
         if cached is not None:
             return cached
@@ -74,7 +75,7 @@ class StepAnalysis:
             if self._contains_training_loop(function):
                 found = True
                 break
-            if not _own_call(call) or self._steps_itself(function):
+            if not own or self._steps_itself(function):
                 # Another object's method of the same name (`self.net.train()`), or a step
                 # function (backward or step outside any loop of its own), which is the
                 # batch loop's step: what it calls is part of the step, not a batch loop.
