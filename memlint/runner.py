@@ -225,17 +225,22 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     from memlint.project.model import build_views
     from memlint.project.summary import may_define_mover, summarise_source
 
+    unworthy: set[str] = set()
+
     def summarise_now(paths: Sequence[str], worth: Callable[[bytes], bool] | None = None,
                       ) -> dict[str, ModuleSummary]:
         """Summaries of files the scan did not summarise, made now in this process (and
         kept); ``worth`` picks the files by their bytes."""
         made: dict[str, ModuleSummary] = {}
         for key in sorted(paths):
+            if key in summaries or (worth is not None and key in unworthy):
+                continue  # summarised earlier in this run, or read and not worth it
             try:
                 source = Path(key).read_bytes()
             except OSError:
                 continue
             if worth is not None and not worth(source):
+                unworthy.add(key)
                 continue
             summary = summarise_source(source, key)
             store.put(key, stats.get(key), content_digest(source), summary)
@@ -244,7 +249,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         return made
 
     def project_views(known: Sequence[str], extra_candidates: Sequence[str] = (),
-                      hooks: Sequence[str] = ()) -> tuple[dict[str, ModuleView], set[str]]:
+                      hooks: Sequence[str] = (), search_hooks: bool = True,
+                      ) -> tuple[dict[str, ModuleView], set[str]]:
         """The views of files with rules, and of files with none (the scan's (), and
         ``extra_candidates``) where the rest of the project reveals code in them (for
         ``hooks``, finished files: only per-batch hooks of a base class elsewhere). Copy
@@ -253,7 +259,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         bare = [*(k for k, codes in active.items() if not codes), *extra_candidates]
         copying = [k for k in ruled if _BATCH_RULES & set(active[k])]
         return build_views(summaries, ruled, known, bare, hooks, copying,
-                           fetch=lambda paths: summarise_now(paths, may_define_mover))
+                           fetch=lambda paths: summarise_now(paths, may_define_mover),
+                           search_hooks=search_hooks)
 
     # Files the scan finished (no rule's prefilter selected them) that have a summary: a
     # subclass overriding a per-batch hook of a base class's loader loop may sit among them.
@@ -272,7 +279,9 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         summarise_now(sorted(missing))
         candidates = [k for k in missing if k in linted and k in results
                       and not results[k].diagnostics and k in summaries]
-        views, _ = project_views((), candidates)
+        # The whole run is known again: a candidate's copy helpers may sit in files no
+        # one has summarised yet (an override of a hook, star-importing its helpers).
+        views, _ = project_views([*keys, *extra], candidates, search_hooks=False)
         for key in candidates:
             view = views.get(key)
             if view is not None and (view.eval_called or view.side_jobs or view.fed_by_bases()):

@@ -787,7 +787,7 @@ Fetch = Callable[[list[str]], Mapping[str, ModuleSummary]]
 def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
                 known: Iterable[str] = (), bare: Iterable[str] = (),
                 hooks: Iterable[str] = (), copying: Iterable[str] = (),
-                fetch: Fetch | None = None,
+                fetch: Fetch | None = None, search_hooks: bool = True,
                 ) -> tuple[dict[str, ModuleView], set[str]]:
     """The views of the ``wanted`` paths, from the summaries of every file known (by path),
     and the paths among ``known`` (every file of the run) whose summary the model would use:
@@ -806,6 +806,9 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     (``wanted`` paths whose rules follow copies) or one that a base class elsewhere feeds
     batches (whose copies the runner then checks).
 
+    ``search_hooks`` False leaves out the search of unsummarised files for overrides of
+    per-batch hooks (a second call, whose first made that search already).
+
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
     """
@@ -813,6 +816,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
 
     wanted, known, bare, hooks = list(wanted), list(known), list(bare), list(hooks)
     copying = set(copying)
+    fetched: Mapping[str, ModuleSummary] = {}
     packages: dict[str, bool] = {}  # folder -> holds an __init__.py, for every located()
     roots, where = _by_root(summaries, packages)
     models = {root: ProjectModel(modules) for root, modules in roots.items()}
@@ -846,8 +850,14 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
             views[path] = models[found[0]].view(found[1])
     missing = _modules_of({root: model.unsummarised_callees()
                            for root, model in models.items()}, known, summaries, packages)
+    for path in fetched:
+        # Summarised for a copy helper, but the rest of the project may also show code in
+        # it (an override of a base class's per-batch hook): the runner asks again.
+        found = where[path]
+        if path not in views and models[found[0]].reveals(found[1]):
+            missing.add(path)
     hooked = {root: model.hooked_methods() for root, model in models.items()}
-    if any(hooked.values()):
+    if search_hooks and any(hooked.values()):
         # Unsummarised files of a root whose loader loops feed per-batch hooks, read for a
         # definition of one (a subclass's `def forward_model(`): their copies are batch
         # copies. Only the bytes are searched; the runner summarises what matches.

@@ -67,6 +67,18 @@ def test_one_file_resolves_facts_from_its_package(capsys: pytest.CaptureFixture[
     assert {label for label in got if label[2] == "MEM002"} == want
 
 
+@pytest.mark.parametrize("name", ["kd/general.py", "kd/multitask.py"])
+def test_a_hook_override_alone_is_judged_as_in_a_run_over_the_folder(
+        name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # `general.py` overrides the base's per-batch hook and star-imports its copy helpers:
+    # whether it is summarised while the run fetches copy helpers (a sibling imports it)
+    # or only found as an override, its helpers' module must be summarised too.
+    root = PROJECTS / "distill_kit"
+    want = {label for label in expected(root) if label[0] == name}
+    assert want, "the chosen file must carry labels"
+    assert actual(root, capsys, monkeypatch, name) == want
+
+
 def test_a_script_beside_its_packages_is_judged_as_in_a_run_over_the_folder(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     # Pre-commit names only the changed script; `from vision.data import infinite` still
