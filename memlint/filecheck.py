@@ -59,6 +59,9 @@ class Task:
     unsafe: bool = False
     # With phase "lint": the top-level statements' lines, as the scan found them.
     statements: tuple[tuple[int, int], ...] | None = None
+    # With phase "lint": function bodies left out of the parse (memlint.pruning), found by
+    # the scan for exactly the rules in ``active``.
+    blank: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -78,6 +81,9 @@ class FileResult:
     # After a scan that leaves rules to run: the top-level statements' lines (the lint pass
     # places its findings with them).
     statements: tuple[tuple[int, int], ...] | None = None
+    # After a scan that leaves only function-local rules to run: the bodies the lint may
+    # leave out of its parse (memlint.pruning).
+    blank: tuple[tuple[int, int], ...] = ()
     # After a fix task: the fixed content and what remains (the parent writes it).
     fix: FixResult | None = None
 
@@ -103,7 +109,8 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
                imports_ready: Callable[[], None] | None = None,
                view: ModuleView | None = None,
                active_codes: tuple[str, ...] | None = None,
-               statements: tuple[tuple[int, int], ...] | None = None) -> FileResult:
+               statements: tuple[tuple[int, int], ...] | None = None,
+               blank: tuple[tuple[int, int], ...] = ()) -> FileResult:
     """Everything memlint reports for one file's bytes, after suppression comments.
 
     Rule classes, and libcst with them, are imported only when the prefilter lets a rule
@@ -127,9 +134,15 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
     if imports_ready is not None:
         imports_ready()  # a worker warming up in the background: let it finish importing
     from memlint.engine import lint_source
+    from memlint.pruning import blanked
 
-    found = lint_source(display, source, [spec.load() for spec in active], project=view,
+    classes = [spec.load() for spec in active]
+    found = lint_source(display, blanked(source, blank), classes, project=view,
                         prefiltered=True, statements=statements)
+    if blank and any(d.code == PARSE_ERROR[0] for d in found):
+        # The whole file is the judge of its syntax (a body libcst cannot read, left out).
+        found = lint_source(display, source, classes, project=view, prefiltered=True,
+                            statements=statements)
     kept = suppressions.apply(found, unsuppressible=ENGINE_CODES)
     from memlint.rules.mem998_unused_noqa import resolve_unused
 
@@ -223,8 +236,14 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
     if not active:
         errors = [] if tree is not None else syntax_errors(display, source, imports_ready)
         return FileResult(display, errors, summary=summary)
+    blank: tuple[tuple[int, int], ...] = ()
+    if tree is not None and all(s.function_local for s in active):
+        from memlint.pruning import blank_ranges
+
+        blank = blank_ranges(tree, source, active)
     return FileResult(display, active=tuple(s.code for s in active), summary=summary,
-                      statements=None if tree is None else statement_lines(tree.body))
+                      statements=None if tree is None else statement_lines(tree.body),
+                      blank=blank)
 
 
 def lint_task(task: Task, rules: Sequence[RuleSpec], *,
@@ -258,7 +277,8 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
         else:
             result = lint_bytes(task.display, source, rules, task.ignored,
                                 imports_ready=imports_ready, view=task.view,
-                                active_codes=task.active, statements=task.statements)
+                                active_codes=task.active, statements=task.statements,
+                                blank=task.blank)
         if notebook is not None:
             result.diagnostics = [notebook.to_cells(d) for d in result.diagnostics] + [
                 replace(file_diagnostic(task.display, PARSE_ERROR,

@@ -48,12 +48,50 @@ def search(pattern: bytes, data: bytes) -> bool:
     ten times faster. So the pattern is split into its alternatives once, and it matches
     where any of them does.
     """
-    return any(part.search(data) for part in _alternatives(pattern))
+    for prefix, parts in _alternatives(pattern):
+        if prefix in data and any(part.search(data) for part in parts):
+            return True
+    return False
 
 
 @cache
-def _alternatives(pattern: bytes) -> tuple[re.Pattern[bytes], ...]:
-    return tuple(re.compile(part) for part in split_alternatives(pattern))
+def _alternatives(pattern: bytes) -> tuple[tuple[bytes, tuple[re.Pattern[bytes], ...]], ...]:
+    """The pattern's alternatives, grouped by the literal text each must start with: a file
+    without ``zeros(`` is not searched by the three alternatives that open with it."""
+    groups: dict[bytes, list[re.Pattern[bytes]]] = {}
+    for part in split_alternatives(pattern):
+        groups.setdefault(literal_prefix(part), []).append(re.compile(part))
+    return tuple((prefix, tuple(parts)) for prefix, parts in groups.items())
+
+
+# Characters with a meaning of their own in a pattern; any other byte (and any escaped
+# punctuation) matches itself.
+_SPECIAL = frozenset(b".^$*+?{}[]()|\\")
+_QUANTIFIERS = frozenset(b"*+?{")
+
+
+def literal_prefix(pattern: bytes) -> bytes:
+    """The text every match of ``pattern`` starts with (``b""`` when none is certain):
+    ``rand\\w*\\(`` -> ``rand``, ``\\.eval\\(`` -> ``.eval(``, ``ab?c`` -> ``a``."""
+    if pattern.startswith(b"(?"):
+        return b""  # inline flags or a group: nothing certain without reading further
+    out = bytearray()
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == ord("\\"):
+            if i + 1 >= len(pattern) or pattern[i + 1:i + 2].isalnum():
+                break  # a class (\\w, \\d), an anchor (\\b) or a reference (\\1)
+            char, width = pattern[i + 1], 2
+        elif c in _SPECIAL:
+            break
+        else:
+            char, width = c, 1
+        if pattern[i + width:i + width + 1] and pattern[i + width] in _QUANTIFIERS:
+            break  # `b?`: the character may be absent (or repeated)
+        out.append(char)
+        i += width
+    return bytes(out)
 
 
 def split_alternatives(pattern: bytes) -> list[bytes]:

@@ -166,6 +166,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     active: dict[str, tuple[str, ...]] = {}
     summaries: dict[str, ModuleSummary] = {}
     statements: dict[str, tuple[tuple[int, int], ...]] = {}  # from the scan, for the lint
+    # From the scan: bodies the lint may leave out, for the rules the scan found.
+    blanks: dict[str, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
 
     def keep_summary(key: str, digest: str | None) -> bool:
         """Use the stored summary of an unchanged file; False when it must be scanned."""
@@ -219,6 +221,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             active[key] = result.active
         if result.statements is not None:
             statements[key] = result.statements
+        if result.blank and result.active:
+            blanks[key] = (result.active, result.blank)
 
     from memlint.cache import content_digest
     from memlint.gates import for_path
@@ -313,8 +317,10 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             results[key].active = ()  # no rule passed its code gate: the scan's result stands
             continue
         results.pop(key, None)
+        scanned_for, blank = blanks.get(key, ((), ()))
         tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes,
-                          statements=statements.get(key)))
+                          statements=statements.get(key),
+                          blank=blank if scanned_for == codes else ()))
     linting = {task.display: task.path for task in tasks}
     tasks.sort(key=lambda task: _size(stats.get(task.path)), reverse=True)
     for result in work.run(tasks, enabled, jobs, file_timeout, _failed, keep=pool is not None):

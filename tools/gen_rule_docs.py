@@ -70,7 +70,7 @@ def render_index(specs: list[RuleSpec]) -> str:
         lines.append("    RuleSpec(")
         for key in ("code", "name", "module", "qualname", "default_enabled", "fix_safety",
                     "triggers", "requires", "trigger_pattern", "code_gate",
-                    "code_requires", "skips_test_code"):
+                    "code_requires", "skips_test_code", "function_local"):
             prefix = f"        {key}="
             text = (safety if key == "fix_safety"
                     else pprint.pformat(getattr(spec, key), width=99 - len(prefix), compact=True))

@@ -88,6 +88,11 @@ class Rule(cst.BatchableCSTVisitor):
     # The rule never reports in test code (`memlint.vocabulary.is_test_code`, judged from the
     # path): such a file is not parsed for it at all.
     skips_test_code: ClassVar[bool] = False
+    # The rule reads only the function it reports in, the module's top-level code and
+    # imports, and the file's bindings of the names its moves go to: in a file linted only
+    # for such rules, the bodies of functions its prefilter rejects are not parsed
+    # (memlint.pruning).
+    function_local: ClassVar[bool] = False
     # The best fix this rule can offer, for `memlint rule` and the README table.
     fix_safety: ClassVar[FixSafety | None] = None
     valid: ClassVar[Sequence[Valid]] = ()

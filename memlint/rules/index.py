@@ -19,6 +19,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('call:backward', 'call:manual_backward', 'fact:optimizer-step'),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM002',
@@ -38,6 +39,7 @@ RULES: tuple[RuleSpec, ...] = (
                    'call:backward', 'call:manual_backward'),
         code_requires=(('fact:forward-call',),),
         skips_test_code=True,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM003',
@@ -52,6 +54,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('fact:loader-name',),
         code_requires=(),
         skips_test_code=True,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM004',
@@ -66,6 +69,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('call:backward', 'call:manual_backward'),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM005',
@@ -83,6 +87,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('fact:eval-collection', 'fact:loader-collection'),
         code_requires=(('fact:graph-source',),),
         skips_test_code=True,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM006',
@@ -97,6 +102,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('fact:oom-handler',),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM007',
@@ -111,6 +117,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('call:backward', 'call:manual_backward', 'fact:optimizer-step'),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM008',
@@ -125,6 +132,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('call:backward', 'call:manual_backward'),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM009',
@@ -139,6 +147,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=(),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM010',
@@ -170,6 +179,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,
+        function_local=True,
     ),
     RuleSpec(
         code='MEM011',
@@ -184,6 +194,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=(),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM012',
@@ -198,6 +209,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=(),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM013',
@@ -212,6 +224,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('call:backward', 'call:manual_backward', 'call:step'),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM014',
@@ -227,6 +240,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=(),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM015',
@@ -241,6 +255,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=(),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM016',
@@ -258,6 +273,7 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=('fact:eval-collection', 'fact:loader-collection'),
         code_requires=(),
         skips_test_code=True,
+        function_local=False,
     ),
     RuleSpec(
         code='MEM998',
@@ -272,5 +288,6 @@ RULES: tuple[RuleSpec, ...] = (
         code_gate=(),
         code_requires=(),
         skips_test_code=False,
+        function_local=False,
     ),
 )

@@ -307,6 +307,7 @@ class FactoryThenMove(Rule):
     # A factory call (parentheses nested up to two deep), maybe dtype casts, maybe closed by
     # a wrapper's other arguments (`nn.Parameter(torch.zeros(n), requires_grad=False)`), then
     # a move.
+    function_local = True
     trigger_pattern = (
         rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"

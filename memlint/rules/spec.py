@@ -35,6 +35,7 @@ class RuleSpec:
     code_gate: tuple[str, ...] = ()
     code_requires: tuple[tuple[str, ...], ...] = ()
     skips_test_code: bool = False
+    function_local: bool = False
     # The class itself, when the spec was taken from one (rules a test or plugin injects,
     # which cannot be imported by name); None for the generated index.
     rule_class: type[Rule] | None = field(default=None, compare=False, repr=False)
@@ -45,7 +46,7 @@ class RuleSpec:
                    rule.default_enabled, rule.fix_safety, tuple(rule.triggers),
                    tuple(tuple(group) for group in rule.requires), rule.trigger_pattern,
                    tuple(rule.code_gate), tuple(tuple(group) for group in rule.code_requires),
-                   rule.skips_test_code, rule)
+                   rule.skips_test_code, rule.function_local, rule)
 
     @property
     def ident(self) -> str:

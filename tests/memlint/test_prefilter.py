@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlint.prefilter import search, split_alternatives
+from memlint.prefilter import literal_prefix, search, split_alternatives
 from memlint.project.summary import _PROJECT_FACTS
 from memlint.rules.index import RULES
 
@@ -33,6 +33,26 @@ PATTERNS = [r.trigger_pattern for r in RULES if r.trigger_pattern is not None] +
 ])
 def test_split_alternatives(pattern: bytes, parts: list[bytes]) -> None:
     assert split_alternatives(pattern) == parts
+
+
+@pytest.mark.parametrize(("pattern", "prefix"), [
+    (rb"zeros\(x", b"zeros(x"),
+    (rb"rand\w*\(", b"rand"),  # \w is a class, not a literal
+    (rb"\.eval\(", b".eval("),
+    (rb"ab?c", b"a"),  # b may be absent
+    (rb"ab*", b"a"),
+    (rb"ab{2}", b"a"),
+    (rb"def _?(?:eval|test)", b"def "),
+    (rb"x\\y", b"x\\y"),  # an escaped backslash is a literal one
+    (rb"\bfoo", b""),
+    (rb"(?i)oom", b""),
+    (rb"(?:a|b)c", b""),
+    (rb"[ab]c", b""),
+])
+def test_literal_prefix(pattern: bytes, prefix: bytes) -> None:
+    assert literal_prefix(pattern) == prefix
+    assert all(m.group().startswith(prefix) for m in re.finditer(
+        pattern, b"zeros(x rand( randn( .eval( abc ac abbb aab def eval x\\y foo oom bc"))
 
 
 def test_every_rule_pattern_opens_with_literals_once_split() -> None:
