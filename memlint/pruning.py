@@ -14,9 +14,9 @@ code that is parsed stays where it was, and so does every finding's position.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
-from memlint.astwalk import walk
+from memlint.astwalk import fields_of
 from memlint.prefilter import Triggered, applicable_rules
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -31,13 +31,12 @@ def blank_ranges(tree: ast.Module, source: bytes, rules: Sequence[Triggered]) ->
     units = [u for u in _units(tree.body) if _blankable(u, lines)]
     if not units:
         return ()
-    kept = [bool(applicable_rules(b"".join(lines[_first(u) - 1:_last(u)]), rules))
-            or any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in walk(u))
-            for u in units]
-    inside = {id(n) for u in units for n in walk(u)}
-    targets = _move_targets(n for n in walk(tree) if id(n) not in inside)
-    moves = [_move_targets(walk(u)) for u in units]
-    bound = [_bound(u) for u in units]
+    facts = [_Facts(u) for u in units]
+    kept = [f.imports or bool(applicable_rules(b"".join(lines[_first(u) - 1:_last(u)]), rules))
+            for u, f in zip(units, facts, strict=True)]
+    targets = _Facts(tree, skip={id(u) for u in units}).moves
+    moves = [f.moves for f in facts]
+    bound = [f.bound for f in facts]
     while True:
         for keep, moved in zip(kept, moves, strict=True):
             if keep:
@@ -112,30 +111,50 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _move_targets(nodes: Iterable[ast.AST]) -> set[str]:
-    """The dotted names given to ``.to()``/``.cuda()``/``.type_as()`` calls."""
-    found: set[str] = set()
-    for node in nodes:
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in _MOVES):
-            for value in [*node.args, *(k.value for k in node.keywords)]:
-                name = _dotted(value.value if isinstance(value, ast.Starred) else value)
-                if name is not None:
-                    found.add(name)
-    return found
+class _Facts:
+    """What one walk of a function (or of the module around the functions in ``skip``)
+    shows: whether it imports, the dotted names its moves are given, the names it binds."""
+
+    def __init__(self, node: ast.AST, skip: frozenset[int] | set[int] = frozenset()) -> None:
+        self.imports = False
+        self.moves: set[str] = set()
+        targets: list[ast.AST] = []
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            kind = type(current)
+            if kind is ast.Call:
+                call: ast.Call = current  # type: ignore[assignment]  # by the type test
+                func = call.func
+                if type(func) is ast.Attribute and func.attr in _MOVES:
+                    for value in [*call.args, *(k.value for k in call.keywords)]:
+                        name = _dotted(value.value if isinstance(value, ast.Starred) else value)
+                        if name is not None:
+                            self.moves.add(name)
+            elif kind is ast.Assign:
+                targets.extend(current.targets)  # type: ignore[attr-defined]  # an Assign
+            elif kind in _ONE_TARGET:
+                targets.append(current.target)  # type: ignore[attr-defined]  # by the type
+            elif kind is ast.withitem and current.optional_vars is not None:  # type: ignore[attr-defined]
+                targets.append(current.optional_vars)  # type: ignore[attr-defined]
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                self.imports = True
+            for field in fields_of(kind):
+                value = getattr(current, field)
+                if type(value) is list:
+                    stack.extend(v for v in value
+                                 if isinstance(v, ast.AST) and id(v) not in skip)
+                elif isinstance(value, ast.AST) and id(value) not in skip:
+                    stack.append(value)
+        self.bound = _names(targets)
 
 
-def _bound(unit: ast.AST) -> set[str]:
-    """The dotted names a function binds: assignment, loop, ``with`` and walrus targets."""
-    targets: list[ast.AST] = []
-    for node in walk(unit):
-        if isinstance(node, ast.Assign):
-            targets.extend(node.targets)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor,
-                               ast.NamedExpr, ast.comprehension)):
-            targets.append(node.target)
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            targets.append(node.optional_vars)
+_ONE_TARGET = (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr,
+               ast.comprehension)
+
+
+def _names(targets: list[ast.AST]) -> set[str]:
+    """The dotted names assignment targets bind (``a, (b, self.c)``)."""
     found: set[str] = set()
     while targets:
         target = targets.pop()
