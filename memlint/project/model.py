@@ -476,13 +476,29 @@ class ProjectModel:
     def unsummarised_callees(self) -> set[str]:
         """Absolute names called after ``.eval()`` or from a training loop whose module has
         no summary: inference code no prefilter saw, or a helper a training loop relies on
-        (one that clears gradients)."""
+        (one that clears gradients). For ``self.model(x)`` in a method, the class the object
+        assigned to ``self.model`` (``self.model = Net()``, ``Net`` from a sibling module):
+        whether it is an ``nn.Module`` shows only in its own module's summary."""
         wanted: set[str] = set()
         for module, function, site in self._call_index()[1]:
-            name = self.resolve(module, site.callee, function.qualname if function else "")
-            if "#" not in name and name not in wanted and self.definition(name) is None:
-                wanted.add(name)
+            scope = function.qualname if function else ""
+            names = [self.resolve(module, site.callee, scope)]
+            if site.callee.startswith("self.") and function is not None:
+                ctor = self._attribute_ctor(module, scope, site.callee.split(".")[1])
+                if ctor is not None:
+                    names.append(self.resolve(module, ctor))
+            for name in names:
+                if "#" not in name and name not in wanted and self.definition(name) is None:
+                    wanted.add(name)
         return wanted
+
+    def _attribute_ctor(self, module: str, method: str, attribute: str) -> str | None:
+        """The class, as written, that the method's class assigns to ``self.attribute``."""
+        owner = method.rpartition(".")[0]
+        klass = self._classes.get(module, {}).get(owner)
+        if klass is None:
+            return None
+        return next((ctor for name, ctor in klass.attributes if name == attribute), None)
 
     def undefined_names(self, module: str) -> set[str]:
         """Absolute names the module's view looks up (what it calls and imports) that no
@@ -731,6 +747,8 @@ class ProjectModel:
                 if self.definition(absolute) is not None:
                     attributes[attribute] = absolute
                     referenced.add(absolute)
+                    if self.is_module_class(absolute):  # `self.model = Net()`, Net elsewhere
+                        view.module_classes = view.module_classes | {absolute}
             if attributes:
                 view.attributes[klass.qualname] = attributes
             for base in klass.bases:

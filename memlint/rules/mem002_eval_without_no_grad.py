@@ -146,7 +146,10 @@ class EvalWithoutNoGrad(Rule):
     function is also evaluation code when a caller in another module switched a model to
     ``.eval()`` before calling it (a decoder run from ``__main__``), or when it is only ever
     called as a statement from training loops and trains nothing itself (sampling images
-    every N steps). On a model class, ``predict()``-style methods count only when the model
+    every N steps). A module that imports no torch itself is torch code when it keeps one
+    of the project's ``nn.Module`` classes on its objects (``from .net import Scorer``
+    inside ``fit``, then ``self.model = Scorer(n)``: a wrapper of a package that supports
+    several backends). On a model class, ``predict()``-style methods count only when the model
     switches itself to eval and runs itself (``self.eval(); self(x)``); on other classes, an
     evaluation-named method needs a DataLoader loop of its own or an eval switch in its
     class. A helper that switches a model to eval and returns its output leaves the grad
@@ -668,16 +671,19 @@ class EvalWithoutNoGrad(Rule):
     def _active(self) -> bool:
         if self._enabled is None:
             self._enabled = (
-                (_uses_torch(self.context) or self._called_as_inference())
+                (_uses_torch(self.context) or self._torch_through_project())
                 and not self._grad_off_globally()
             )
         return self._enabled
 
-    def _called_as_inference(self) -> bool:
-        """The project calls functions of this module as inference code: a helper module
-        need not import torch itself to run a model."""
+    def _torch_through_project(self) -> bool:
+        """The project shows torch code here though the file imports no torch: it calls
+        functions of this module as inference code, or the module uses the project's
+        ``nn.Module`` classes (``self.model = Net(...)``, ``Net`` imported from a sibling
+        inside a method)."""
         project = self.context.project
-        if project is None or not (project.eval_called or project.side_jobs):
+        if project is None or not (project.eval_called or project.side_jobs
+                                   or project.module_classes):
             return False
         # Not a module of another framework (d2l ships the same book code for MXNet).
         return not any(

@@ -697,3 +697,29 @@ def test_torch_names_a_star_import_binds_resolve_in_the_file() -> None:
     assert analysis.imports.qualified_name(cst.parse_expression("helper")) == "helper"
     plain = ModuleAnalysis(cst.parse_module("support = t.linspace(0, 1, 5)\n"), view)
     assert plain.imports.qualified_name(call) == "t.linspace"
+
+
+def test_a_model_kept_on_the_object_is_a_module_class_of_the_view() -> None:
+    """``self.model = Scorer(n)`` with ``Scorer`` imported from a sibling inside the method:
+    the view knows an ``nn.Module`` class is used here (the file imports no torch itself);
+    before the sibling is summarised, the run is asked to summarise it."""
+    wrapper = """
+        class Recommender:
+            def fit(self, n):
+                from .net import Scorer
+                self.model = Scorer(n)
+            def score(self, history):
+                self.model.eval()
+                return self.model(history).detach()
+    """
+    alone = model(rec__init__="", rec__neural=wrapper)
+    assert "rec.net.Scorer" in alone.unsummarised_callees()
+    assert alone.view("rec.neural").module_classes == frozenset()
+    full = model(rec__init__="", rec__neural=wrapper, rec__net="""
+        from torch import nn
+        class Scorer(nn.Module):
+            def forward(self, x):
+                return x
+    """)
+    assert "rec.net.Scorer" not in full.unsummarised_callees()
+    assert full.view("rec.neural").module_classes == frozenset({"rec.net.Scorer"})

@@ -1,0 +1,2 @@
+"""Recommenders for several backends: the wrapper modules import no torch themselves and
+build their models from sibling modules inside ``fit``."""
