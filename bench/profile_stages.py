@@ -5,7 +5,8 @@ worker does the work, with the worker's own functions: read, text prefilter, std
 module summary (files some rule's text admits, and files that may hold cross-file facts;
 a possible copy helper's file is summarised only when a caller needs it, in the parent),
 code gates, the syntax check of files left with no rule (skipped when the stdlib parse
-already succeeded), libcst parse, tree index, rule visits, positions of findings. It prints
+already succeeded), the function bodies a file linted only for function-local rules leaves
+out (``memlint.pruning``), libcst parse, tree index, rule visits, positions of findings. It prints
 each stage's CPU seconds and share.
 
     python bench/profile_stages.py bench/.work/transformers
@@ -39,13 +40,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memlint.gates import code_facts, for_path, gated
     from memlint.prefilter import applicable_rules
     from memlint.project.summary import needs_summary, parse_source, summary_of
+    from memlint.pruning import blank_ranges, blanked
     from memlint.rules import all_rules
 
     wanted = {c.strip() for c in args.select.split(",") if c.strip()}
     rules = [r for r in all_rules()
              if (r.code in wanted if wanted else r.default_enabled)]
     stages = dict.fromkeys(("read", "prefilter", "syntax check", "stdlib parse", "summary",
-                            "code gates", "libcst parse", "tree index", "rules", "positions"),
+                            "code gates", "pruning", "libcst parse", "tree index", "rules",
+                            "positions"),
                            0.0)
     files = sorted(args.folder.rglob("*.py"))
     lines = linted = findings = 0
@@ -77,6 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 syntax_errors(str(path), source)
             lap("syntax check", t)
             continue
+        if tree is not None and all(r.function_local for r in active):
+            source = blanked(source, blank_ranges(tree, source, active))
+        t = lap("pruning", t)
         try:
             module = parse(source)
         except Exception:  # reported as MEM999 by memlint; nothing more to time
