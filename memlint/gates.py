@@ -25,6 +25,7 @@ from memlint.vocabulary import (
     BROAD_ERROR_TYPES,
     DETERMINISTIC_FACTORIES,
     DTYPE_NAME,
+    ELEMENTWISE_FUNCTION_NAMES,
     EVAL_FUNCTION,
     EVAL_LOADER,
     EVAL_WORDS,
@@ -95,6 +96,10 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _FACTORIES = DETERMINISTIC_FACTORIES | RANDOM_FACTORIES | LEGACY_TENSOR_TYPES
 _OOM_BYTES = re.compile(OOM_TEXT.pattern.encode(), re.IGNORECASE)
+
+
+# What a chain under a move may pass through on its way down to a factory.
+_CHAIN_LINKS = frozenset({ast.Call, ast.Subscript, ast.Compare, ast.BinOp})
 
 
 def may_move(call: ast.Call) -> bool:
@@ -409,11 +414,19 @@ class _Structure:
         """The callees of the calls chained under a move (``torch.arange(t).view(1, t)``),
         but not one given a keyword that already places its result (``device=``, ``out=``,
         ``pin_memory=``, ``generator=``) or ``**`` options that may hold one."""
-        while type(value) is ast.Call or type(value) is ast.Subscript:
+        while type(value) in _CHAIN_LINKS:
             if isinstance(value, ast.Subscript):
                 value = value.value  # `torch.arange(n)[None, :].to(device)`: a view
                 continue
-            call: ast.Call = value
+            if isinstance(value, ast.Compare):
+                value = value.left  # `(torch.ones(n) == 1).to(device)`
+                continue
+            if isinstance(value, ast.BinOp):  # `(1 - torch.eye(n)).cuda()`
+                value = value.right if isinstance(value.left, ast.Constant) else value.left
+                continue
+            if not isinstance(value, ast.Call):
+                return
+            call = value
             if not any(k.arg is None or k.arg in STAGING_KEYWORDS for k in call.keywords):
                 callee = call.func
                 if type(callee) is ast.Attribute:
@@ -429,6 +442,10 @@ class _Structure:
             if last in MASK_FUNCTION_NAMES and call.args and (type(func) is ast.Name or (
                     type(func) is ast.Attribute and type(func.value) is ast.Name)):
                 value = call.args[0]  # `torch.triu(torch.ones(n, n), 1).to(device)`
+                continue
+            if last in ELEMENTWISE_FUNCTION_NAMES and call.args and type(
+                    func) is ast.Attribute and type(func.value) is ast.Name:
+                value = call.args[0]  # `torch.log2(torch.arange(2, k).float()).to(device)`
                 continue
             if type(call.func) is not ast.Attribute:
                 return

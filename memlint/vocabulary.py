@@ -214,6 +214,11 @@ HOST_WRAPPER_NAMES = frozenset({"Parameter", "Variable"})
 # Functions that build a mask from the tensor they are given (`torch.triu(torch.ones(n, n), 1)`):
 # on the host when it is, and the same values on a device.
 MASK_FUNCTION_NAMES = frozenset({"triu", "tril"})
+# torch functions applied elementwise to one tensor: given a host factory's result and only
+# constants besides (`torch.log2(torch.arange(2, k + 2).float())`), their result could as
+# well be computed on the device (MEM010, and its code gate).
+ELEMENTWISE_FUNCTION_NAMES = frozenset({
+    "log", "log2", "log10", "exp", "sqrt", "abs", "neg", "sin", "cos", "sigmoid", "tanh"})
 
 
 # Test code, judged from a file's path alone (see :mod:`memlint.analysis.testcode`): pytest's

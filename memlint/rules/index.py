@@ -164,18 +164,20 @@ RULES: tuple[RuleSpec, ...] = (
                          b'\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.(?:float|double|half|bfloat'
                          b'16|long|int|short|bool|byte|char|contiguous|detach|view|reshape|unsq'
                          b'ueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type|triu|tr'
-                         b'il|requires_grad_)\\((?:[^()]|\\([^()]*\\))*\\)|\\[[^\\[\\]\\n]*\\])*'
-                         b'(?:\\s*(?:,[^()]*)?\\))?\\s*\\.(?:cuda|to|type_as)\\(|(?:zeros|ones|f'
-                         b'ull|empty|arange|eye|linspace|logspace|rand\\w*|normal|FloatTensor|Do'
-                         b'ubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTenso'
-                         b'r|CharTensor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^'
-                         b'()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?['
-                         b' \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]'
-                         b'*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty'
-                         b'|arange|eye|linspace|logspace|rand\\w*|normal)\\((?:[^()]|\\((?:[^('
-                         b')]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*['
-                         b' \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.'
-                         b'(?:cuda|to|type_as)\\('),
+                         b'il|requires_grad_|eq|ne|lt|le|gt|ge|add|sub|mul|div|pow|neg|abs|log|'
+                         b'log2|exp|sqrt|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random_|'
+                         b'exponential_|add_|sub_|mul_|div_|clamp_)\\((?:[^()]|\\([^()]*\\))*\\'
+                         b')|\\[[^\\[\\]\\n]*\\])*(?:\\s*(?:[,=!<>*/+-][^()]*)?\\))?\\s*\\.(?:cu'
+                         b'da|to|type_as)\\(|(?:zeros|ones|full|empty|arange|eye|linspace|logspa'
+                         b'ce|rand\\w*|normal|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor'
+                         b'|LongTensor|IntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|T'
+                         b'ensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\(('
+                         b'?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*i'
+                         b'f\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cud'
+                         b'a|to)\\(|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w'
+                         b'*|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+'
+                         b'\\((?:[^()]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*('
+                         b'?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|type_as)\\('),
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,

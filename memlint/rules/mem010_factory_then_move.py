@@ -19,6 +19,7 @@ from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 from memlint.vocabulary import (
     DETERMINISTIC_FACTORIES,
+    ELEMENTWISE_FUNCTION_NAMES,
     LEGACY_TENSOR_TYPES,
     MASK_FUNCTION_NAMES,
     RANDOM_FACTORIES,
@@ -113,6 +114,63 @@ def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
     if method == "requires_grad_":  # `torch.ones(n).requires_grad_(True).to(device)`
         return len(call.args) <= 1 and not any(a.star for a in call.args)
     return method in _SHAPE_OPS and not any(a.star for a in call.args)
+
+
+# Elementwise methods and torch functions whose result, given only constants besides the
+# tensor, is fixed by the factory: `torch.zeros(b, 1).eq(1)`, `torch.zeros(n).normal_(0,
+# 0.01)`, `torch.log2(torch.arange(2, k + 2).float())`. Computed on the host and then
+# copied, they could as well run on the device; no fix is offered (the line changes shape).
+_CONSTANT_METHODS = frozenset({
+    "eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "div", "pow", "neg", "abs",
+    "log", "log2", "exp", "sqrt", "clamp", "fill_", "zero_", "normal_", "uniform_",
+    "bernoulli_", "random_", "exponential_", "add_", "sub_", "mul_", "div_", "clamp_",
+})
+_CONSTANT_FUNCTIONS = frozenset(f"torch.{name}" for name in ELEMENTWISE_FUNCTION_NAMES)
+_CONSTANT_NAMES = frozenset({"True", "False", "None"})
+_CONSTANT_ATTRIBUTES = frozenset({"inf", "nan", "pi", "e"})
+
+
+def _constant(expr: cst.BaseExpression) -> bool:
+    """A number, a boolean, ``-1``, ``float("-inf")``, ``np.inf``, ``math.pi``."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return _constant(expr.expression)
+    if isinstance(expr, cst.Name):
+        return expr.value in _CONSTANT_NAMES
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value in _CONSTANT_ATTRIBUTES and isinstance(expr.value, cst.Name)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
+        return (expr.func.value == "float" and len(expr.args) == 1
+                and isinstance(expr.args[0].value, cst.SimpleString))
+    return False
+
+
+def _constant_transform_input(expr: cst.BaseExpression,
+                              imports: ImportTable) -> cst.BaseExpression | None:
+    """The tensor an elementwise operation with only constants besides it is applied to
+    (``t == 1``, ``t.eq(1)``, ``t.normal_(0, 0.01)``, ``torch.log2(t)``)."""
+    if isinstance(expr, cst.Comparison):
+        if len(expr.comparisons) == 1 and _constant(expr.comparisons[0].comparator):
+            return expr.left
+        return None
+    if isinstance(expr, cst.BinaryOperation):
+        if _constant(expr.right):
+            return expr.left
+        return expr.right if _constant(expr.left) else None
+    if not isinstance(expr, cst.Call) or any(a.star for a in expr.args):
+        return None
+    if imports.qualified_name(expr.func) in _CONSTANT_FUNCTIONS:
+        if not expr.args:
+            return None
+        first, *rest = expr.args
+        if first.keyword is None and all(_constant(a.value) for a in rest):
+            return first.value
+        return None
+    if _method(expr) in _CONSTANT_METHODS:
+        assert isinstance(expr.func, cst.Attribute)
+        return expr.func.value if all(_constant(a.value) for a in expr.args) else None
+    return None
 
 
 def _mask_input(call: cst.Call, imports: ImportTable) -> cst.Call | None:
@@ -224,7 +282,14 @@ class FactoryThenMove(Rule):
     that only adds dimensions, made of ``None``, ``:`` and ``...`` (``torch.arange(n)[None,
     :].to(device)``, a view like ``unsqueeze``). A ``.requires_grad_()`` on the way is reported
     too (``torch.ones(n).requires_grad_(True).to(device)``: the moved tensor is not even the
-    leaf that was meant to collect gradients).
+    leaf that was meant to collect gradients). So are elementwise steps given only constants
+    on the way, without a fix: a comparison or arithmetic with a number (``(torch.ones(b,
+    n) == 1).to(device)``, ``(1 - torch.eye(n)).cuda()``), such a method
+    (``torch.zeros(b, 1).eq(1)``, an in-place fill ``torch.zeros(d, k).normal_(0,
+    0.01)``) or a torch function of the tensor (``torch.log2(torch.arange(2, k +
+    2).float()).to(device)``): the values are the factory's alone, so they can be computed
+    where they are used. A step that reads other data (``torch.arange(k) < lengths``) is
+    left alone.
 
     Also flagged, without a fix: a factory bound to a name that the very next statement
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
@@ -315,9 +380,13 @@ class FactoryThenMove(Rule):
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
         rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
-        rb"|triu|tril|requires_grad_)"
+        rb"|triu|tril|requires_grad_|eq|ne|lt|le|gt|ge|add|sub|mul|div|pow|neg|abs|log|log2"
+        rb"|exp|sqrt|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random_|exponential_|add_"
+        rb"|sub_|mul_|div_|clamp_)"
         rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
-        rb"(?:\s*(?:,[^()]*)?\))?"
+        # Closed by a wrapper's other arguments, or by a comparison or arithmetic with a
+        # constant inside parentheses: `(torch.ones(n) == 1).to(device)`.
+        rb"(?:\s*(?:[,=!<>*/+-][^()]*)?\))?"
         rb"\s*\.(?:cuda|to|type_as)\("
         # Or the statement that built it ends there and the next one (maybe under an `if`)
         # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
@@ -420,8 +489,30 @@ class FactoryThenMove(Rule):
             sized = torch.FloatTensor(n).cuda()
             shaped = torch.Tensor(b, n, **factory_kwargs).cuda()
         """),
+        # An elementwise step that reads other data (a host tensor, a variable) between the
+        # factory and the move: the values are not the factory's alone.
+        Valid("""
+            import torch
+            lengths_mask = (torch.arange(k) < lengths).to(device)
+            shifted = torch.zeros(k).add(offsets).to(device)
+            scaled = (torch.ones(n) * scale).cuda()
+        """),
     )
     invalid = (
+        # Elementwise steps given only constants (a comparison, arithmetic, an in-place
+        # random fill, a torch function of the tensor) between the factory and the move:
+        # the result is the factory's alone and could be computed on the device. No fix.
+        Invalid(
+            """
+            import torch
+            x = torch.zeros(size=(b, 1)).eq(1).to(device)
+            mask = (torch.ones(b, *shape) == 1).to(device)
+            tp = 1.0 / torch.log2(torch.arange(2, k + 2).type(torch.FloatTensor)).to(device)
+            w = torch.zeros(3, 4).normal_(0, 0.01).to(device).requires_grad_()
+            inverse = (1 - torch.eye(n)).cuda()
+            """,
+            lines=(3, 4, 5, 6, 7),
+        ),
         # `.type_as(tensor)` moves, on the chain or where the next statement uses the factory
         # bound just before (its only use).
         Invalid(
@@ -691,7 +782,16 @@ class FactoryThenMove(Rule):
         factory = expr
         casts: list[cst.Call | cst.Subscript] = []  # outermost first
         wrapped = False
-        while isinstance(factory, (cst.Call, cst.Subscript)):
+        while isinstance(factory, (cst.Call, cst.Subscript, cst.Comparison,
+                                   cst.BinaryOperation)):
+            transformed = _constant_transform_input(factory, imports)
+            if transformed is not None and not (
+                    isinstance(factory, cst.Call) and _is_cast_or_reshape(factory, imports)):
+                wrapped = True  # no fix: the factory is not the last link before the move
+                factory = transformed
+                continue
+            if isinstance(factory, (cst.Comparison, cst.BinaryOperation)):
+                break
             if isinstance(factory, cst.Subscript):
                 if not _adds_dimensions(factory):
                     break
