@@ -28,6 +28,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind7        # the seventh blind set (bench/blind7_labels.csv)
     python bench/ecosystem.py --set blind8        # the eighth blind set (bench/blind8_labels.csv)
     python bench/ecosystem.py --set blind9        # the ninth blind set (bench/blind9_labels.csv)
+    python bench/ecosystem.py --set blind10       # the tenth blind set (bench/blind10_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -257,6 +258,24 @@ BLIND9_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A tenth blind set: molecular property prediction (chemprop 1.x, its own train and predict
+# loops), physics-informed nets (deepxde), face detection and recognition with a training
+# helper (facenet-pytorch), imitation and inverse RL (imitation), experimental RL algorithms
+# (sb3-contrib), survival analysis on a small fit/predict framework (pycox, torchtuples) and
+# a metric's feature-extraction loop (pytorch-fid), labelled by reading their training,
+# evaluation and data-loading code before memlint's findings on it were read.
+BLIND10_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("chemprop", "1.6.1"),
+    ("deepxde", "1.15.0"),
+    ("facenet-pytorch", "2.5.3"),
+    ("imitation", "1.0.1"),
+    ("pycox", "0.3.0"),
+    ("pytorch-fid", "0.3.0"),
+    ("sb3-contrib", "2.9.2"),
+    ("torchtuples", "0.2.2"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -275,6 +294,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind7": _blind("blind7", BLIND7_PACKAGES),
     "blind8": _blind("blind8", BLIND8_PACKAGES),
     "blind9": _blind("blind9", BLIND9_PACKAGES),
+    "blind10": _blind("blind10", BLIND10_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
