@@ -371,13 +371,14 @@ def fetch(name: str, version: str, work: Path = WORK) -> Path:
 
 def lint(roots: dict[str, Path], select_all: bool, select: str | None = None,
          packages: Sequence[tuple[str, str]] = PACKAGES,
-         work: Path = WORK) -> tuple[list[Finding], float]:
+         work: Path = WORK, jobs: int | None = None) -> tuple[list[Finding], float]:
     """Every finding in the packages, and the wall time of the one memlint run."""
     versions = {name: version for name, version in packages}
     args = [sys.executable, "-m", "memlint", "--no-cache", "--isolated", "--exit-zero",
             "--no-respect-gitignore",  # the tree sits under this repository's bench/.work/
             "--output-format", "json", *(["--select", "ALL"] if select_all else []),
             *(["--select", select] if select else []),
+            *(["--jobs", str(jobs)] if jobs else []),
             *(str(p) for p in roots.values())]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     start = time.perf_counter()
@@ -499,6 +500,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="which packages: the labelled ecosystem or a blind set")
     parser.add_argument("--labels", type=Path,
                         help="labels CSV (default: the set's own, e.g. bench/blind_labels.csv)")
+    parser.add_argument("--jobs", "-j", type=int,
+                        help="memlint's worker processes (default: memlint's, one per core)")
     opts = parser.parse_args(argv)
     packages, work, default_labels = SETS[opts.set]
     chosen = [(n, v) for n, v in packages if not opts.packages or n in opts.packages]
@@ -508,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = read_labels(opts.labels or default_labels)
 
     def run(select_all: bool, select: str | None = None) -> tuple[list[Finding], float]:
-        return lint(roots, select_all, select, packages, work)
+        return lint(roots, select_all, select, packages, work, opts.jobs)
 
     from memlint.diagnostics import ENGINE_CODES
     from memlint.rules import rule_specs
