@@ -220,7 +220,7 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='LoadWithoutMapLocation',
         default_enabled=False,
         fix_safety=FixSafety.UNSAFE,
-        triggers=('torch.load', 'import load'),
+        triggers=('torch.load', 'import load', 'import torch as'),
         requires=(),
         trigger_pattern=(b'load\\((?:(?!map_location|\\*\\*)(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\(('
                          b'?:[^()]|\\([^()]*\\))*\\))*\\))*\\)))*\\)'),
