@@ -385,4 +385,23 @@ class CallClassifier:
         if isinstance(func, cst.Name) and name in self.tree.functions_by_name:
             # `evaluate_model(model, loader)`: a helper defined in this file, not a module call.
             return False
+        if self._own_method(call, name):
+            # `self.predict_net(x)` where the class defines `predict_net`: its method, not a
+            # sub-network it holds.
+            return False
         return forward_by_name(name)
+
+    def _own_method(self, call: cst.Call, name: str) -> bool:
+        """``self.<name>(...)`` inside a class of this file that defines ``name`` itself."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.value.value == "self"):
+            return False
+        defs = self.tree.functions_by_name.get(name, ())
+        if not defs:
+            return False
+        cls = self.tree.enclosing_class(call)
+        return cls is not None and any(
+            self.tree.enclosing_class(f) is cls and self.tree.enclosing_function(f) is None
+            for f in defs
+        )

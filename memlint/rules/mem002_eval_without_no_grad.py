@@ -490,6 +490,21 @@ class EvalWithoutNoGrad(Rule):
                 module.eval()  # fixed batch-norm statistics; gradients still flow to the caller
                 return module(patches)
         """),
+        Valid(
+            # `self.predict_net(...)` is the class's own method (its loop sets the grad mode),
+            # not a sub-network held on `self`, whatever its name says.
+            """
+            import torch
+            class Model:
+                def predict_net(self, loader, grads=False):
+                    self.net.eval()
+                    with torch.set_grad_enabled(grads):
+                        return [self.net(x) for x in loader]
+
+                def predict(self, loader):
+                    return self.predict_net(loader)
+            """
+        ),
     )
     invalid = (
         Invalid("""
