@@ -38,6 +38,37 @@ def _reads(expr: cst.BaseExpression, container: str) -> bool:
     return False
 
 
+def _elementwise_terms(
+    expr: cst.BaseExpression, name: str,
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """``[s + l for s, l in zip(name, losses)]``: a list of running totals rebuilt from itself
+    and the sequences zipped beside it; the element's terms drawn from those sequences (``l``,
+    the new terms, where a fix detaches them) are returned beside the sequence each is drawn
+    from (``losses``, whose graph decides). None for any other value."""
+    if not (isinstance(expr, cst.ListComp) and expr.for_in.inner_for_in is None
+            and isinstance(expr.elt, cst.BinaryOperation)
+            and isinstance(expr.elt.operator, (cst.Add, cst.Subtract))):
+        return None
+    zipped = expr.for_in.iter
+    if not (isinstance(zipped, cst.Call) and isinstance(zipped.func, cst.Name)
+            and zipped.func.value == "zip"
+            and isinstance(expr.for_in.target, (cst.Tuple, cst.List))):
+        return None
+    sequences = [a.value for a in zipped.args if a.keyword is None and not a.star]
+    if not any(dotted_name(seq) == name for seq in sequences):
+        return None
+    names = [dotted_name(e.value) for e in expr.for_in.target.elements]
+    if len(names) != len(sequences) or None in names:
+        return None
+    operands = _operands(expr.elt)
+    used = {dotted_name(o) for o in operands}
+    # Each zipped sequence must reach the element through its own loop name.
+    if not all(n in used for n in names):
+        return None
+    drawn = {n: seq for n, seq in zip(names, sequences, strict=True) if dotted_name(seq) != name}
+    return [(drawn[n], o) for o in operands if (n := dotted_name(o)) is not None and n in drawn]
+
+
 # Statements whose body may not run in an iteration: a reset under one (`if i % 100 == 0:
 # running = 0.0`) leaves the total to grow until it runs.
 _CONDITIONAL = (cst.If, cst.Try, cst.TryStar, cst.For, cst.While, cst.Match)
@@ -334,8 +365,42 @@ class LossKeptWithGraph(Rule):
                 optimizer.step()
                 loss_avg.add(cost)
         """),
+        Valid(
+            # Per-task running totals of host numbers.
+            """
+            sums = [0.0] * n_tasks
+            for x, ys in loader:
+                optimizer.zero_grad()
+                losses = [criterion(p, y) for p, y in zip(model(x), ys)]
+                sum(losses).backward()
+                optimizer.step()
+                sums = [s + l.item() for s, l in zip(sums, losses)]
+            """
+        ),
     )
     invalid = (
+        Invalid(
+            # Per-task running totals rebuilt from the step's losses, graphs and all.
+            """
+            sums = [0.0] * n_tasks
+            for x, ys in loader:
+                optimizer.zero_grad()
+                losses = [criterion(p, y) for p, y in zip(model(x), ys)]
+                sums = [s + l for s, l in zip(sums, losses)]
+                sum(losses).backward()
+                optimizer.step()
+            """,
+            lines=(6,),
+            fixed="""
+            sums = [0.0] * n_tasks
+            for x, ys in loader:
+                optimizer.zero_grad()
+                losses = [criterion(p, y) for p, y in zip(model(x), ys)]
+                sums = [s + l.detach() for s, l in zip(sums, losses)]
+                sum(losses).backward()
+                optimizer.step()
+            """,
+        ),
         Invalid(
             """
             for epoch in range(epochs):
@@ -560,6 +625,10 @@ class LossKeptWithGraph(Rule):
             if len(others) < len(operands) and isinstance(node.value, cst.BinaryOperation):
                 for value in others:
                     self._check(node, name, value, accumulates=True)
+            elif (terms := _elementwise_terms(node.value, name)) is not None:
+                # `sums = [s + l for s, l in zip(sums, losses)]`: one running total per task.
+                for sequence, term in terms:
+                    self._check(node, name, sequence, accumulates=True, shown=term)
             elif _self_attribute(name):
                 self._check(node, name, node.value, replaces=True)
 
@@ -573,7 +642,10 @@ class LossKeptWithGraph(Rule):
         *,
         accumulates: bool = False,
         replaces: bool = False,
+        shown: cst.BaseExpression | None = None,
     ) -> None:
+        """``shown``: what the finding names and its fix detaches, when that is not ``value``
+        itself (an element drawn from the sequence ``value`` in a comprehension)."""
         # Cheap structural checks first: graph inference runs only in training code.
         analysis = self.context.analysis
         tree = analysis.tree
@@ -609,7 +681,7 @@ class LossKeptWithGraph(Rule):
                 return
             if graph.flows_into_backward(container, [scope]):
                 return
-        self._report(node, container, carried)
+        self._report(node, container, carried if shown is None else [shown])
 
     def _graph_part(self, value: cst.BaseExpression) -> list[cst.BaseExpression]:
         """The sub-expressions that carry the graph: elements of ``[loss, out]``, dict values.
