@@ -126,7 +126,8 @@ class LossKeptWithGraph(Rule):
 
     Running totals include per-key ones fed from a loss dict: ``totals[name] += value``
     in a loop over ``losses.items()``, ``meters[k] = meters.get(k, 0) + v``, and
-    ``defaultdict(float)`` accumulators.
+    ``defaultdict(float)`` accumulators, and per-task ones kept in a list rebuilt from
+    itself: ``sums = [s + l for s, l in zip(sums, losses)]``.
 
     What it resolves to stay quiet on correct code:
     - Host numbers: sizes and counts (``x.size(0)``, ``t.numel()``, ``len(batch)``,
