@@ -77,7 +77,10 @@ class BlockingHostToDevice(Rule):
     parameter), loaders over a dataset built from device tensors (``X = X.to(device)`` then
     ``DataLoader(TensorDataset(X, y))``; one device tensor is enough to stay silent), values
     moved earlier in the same iteration or helper (``batch.x = batch.x.to(device)`` then
-    ``batch.x.to(device)``), batches a wrapper already moved (a prefetcher class or
+    ``batch.x.to(device)``), values rebuilt earlier in the iteration as new host tensors
+    (``masks = torch.tensor(masks)``, ``[torch.tensor(w) for w in weights]``: pageable
+    memory the loader's pinning never reaches, like ``torch.tensor(part).to(device)``),
+    batches a wrapper already moved (a prefetcher class or
     generator that calls ``.cuda()`` itself), and helper calls that pass a host device
     (``to_device(batch, "cpu")``), and loops over a collection of loaders (``for dl in
     loaders:`` hands on loaders, whose ``to()`` copies nothing). A loader built only when the
@@ -326,6 +329,20 @@ class BlockingHostToDevice(Rule):
                 for part in [train_x, val_loader]:
                     for row in part:
                         model(row.to(device))
+        """),
+        # Tensors the loop builds on the host from the batch's Python lists: pageable, out of
+        # the loader's reach, like `torch.tensor(part).to(device)` in one expression.
+        Valid("""
+            import torch
+            from torch.utils.data import DataLoader
+            def train(model, dataset, device):
+                loader = DataLoader(dataset, batch_size=32, collate_fn=collate)
+                for batch in loader:
+                    masks = batch.masks()
+                    weights = batch.weights()
+                    masks = torch.tensor(masks, dtype=torch.bool)
+                    weights = [torch.tensor(w).unsqueeze(1) for w in weights]
+                    model(batch, masks.to(device), [w.to(device) for w in weights])
         """),
     )
     invalid = (
