@@ -261,18 +261,22 @@ BLIND9_PACKAGES: tuple[tuple[str, str], ...] = (
 # A tenth blind set: molecular property prediction (chemprop 1.x, its own train and predict
 # loops), physics-informed nets (deepxde), face detection and recognition with a training
 # helper (facenet-pytorch), imitation and inverse RL (imitation), experimental RL algorithms
-# (sb3-contrib), survival analysis on a small fit/predict framework (pycox, torchtuples) and
-# a metric's feature-extraction loop (pytorch-fid), labelled by reading their training,
-# evaluation and data-loading code before memlint's findings on it were read.
+# (sb3-contrib), survival analysis on a small fit/predict framework (pycox, torchtuples), a
+# metric's feature-extraction loop (pytorch-fid), diffusion samplers and training scripts
+# (k-diffusion) and a multilingual NLP pipeline with its own trainers (trankit), labelled by
+# reading their training, evaluation and data-loading code before memlint's findings on it
+# were read (k-diffusion and trankit in a second round, after the first fixes).
 BLIND10_PACKAGES: tuple[tuple[str, str], ...] = (
     ("chemprop", "1.6.1"),
     ("deepxde", "1.15.0"),
     ("facenet-pytorch", "2.5.3"),
     ("imitation", "1.0.1"),
+    ("k-diffusion", "0.1.1.post1"),
     ("pycox", "0.3.0"),
     ("pytorch-fid", "0.3.0"),
     ("sb3-contrib", "2.9.2"),
     ("torchtuples", "0.2.2"),
+    ("trankit", "1.1.2"),
 )
 
 
