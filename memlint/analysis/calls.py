@@ -203,6 +203,15 @@ def is_generate_call(call: cst.Call) -> bool:
     )
 
 
+def _held_key(expr: cst.BaseExpression) -> str | None:
+    """``self.model`` -> ``self.model``; ``self.heads[lang]`` -> ``self.heads[]``: a network
+    an object holds, whatever key picks it from a collection."""
+    if isinstance(expr, cst.Subscript):
+        inner = dotted_name(expr.value)
+        return None if inner is None else f"{inner}[]"
+    return dotted_name(expr)
+
+
 def is_model_collection_name(name: str) -> bool:
     """A name for several models: ``models``, ``text_encoders``, ``self.nets``."""
     low = name.lower()
@@ -216,6 +225,7 @@ class CallClassifier:
         self.tree = tree
         self.project = project
         self._module_class_cache: dict[cst.ClassDef, bool] = {}
+        self._held_eval_cache: dict[cst.ClassDef, frozenset[str]] = {}
 
     def is_module_class(self, cls: cst.ClassDef) -> bool:
         """Model code: the class defines ``forward``, or a base is named like a module
@@ -354,7 +364,10 @@ class CallClassifier:
             return False
         recv = dotted_name(func.value)
         if recv is None:
-            return False
+            # `self._tokenizer[lang].predict(batch, reprs)`: one of the networks a class holds
+            # by key, each switched to eval where it was loaded.
+            held = _held_key(func.value)
+            return held is not None and held in self._held_in_eval(call)
         if (in_batch_loop and _PREDICT_METHOD.match(method)
                 and is_model_word(recv.rsplit(".", 1)[-1])):
             return True
@@ -363,7 +376,33 @@ class CallClassifier:
             isinstance(switch.func, cst.Attribute) and not switch.args
             and dotted_name(switch.func.value) == recv
             and self.tree.enclosing_function(switch) is scope
-            for switch in self.tree.calls_by_name.get("eval", ()))
+            for switch in self.tree.calls_by_name.get("eval", ())) or (
+                _held_key(func.value) in self._held_in_eval(call))
+
+    def _held_in_eval(self, call: cst.Call) -> frozenset[str]:
+        cls = self.tree.enclosing_class(call)
+        return frozenset() if cls is None else self.held_in_eval(cls)
+
+    def held_in_eval(self, cls: cst.ClassDef) -> frozenset[str]:
+        """The networks (``self.x``, ``self.x[...]`` as ``self.x[]``) that a plain class
+        switches to eval (in ``__init__`` or any method) and never back to training, in a
+        class that trains nothing: an inference wrapper's models."""
+        cached = self._held_eval_cache.get(cls)
+        if cached is None:
+            cached = frozenset()
+            if not self.is_module_class(cls) and not any(
+                    self.tree.enclosing_class(call) is cls and not (name == "train" and call.args)
+                    for name in ("backward", "step", "train")
+                    for call in self.tree.calls_by_name.get(name, ())):
+                # (a class that trains, or switches a network back to training, has phases)
+                cached = frozenset(
+                    key for call in self.tree.calls_by_name.get("eval", ())
+                    if not call.args and isinstance(call.func, cst.Attribute)
+                    and self.tree.enclosing_class(call) is cls
+                    and (key := _held_key(call.func.value)) is not None
+                    and key.startswith("self."))
+            self._held_eval_cache[cls] = cached
+        return cached
 
     def is_model_forward(self, call: cst.Call, *, include_generate: bool = False) -> bool:
         """A module call: ``model(x)``, ``self.net(x)``, ``netG(z)``, ``encoder(x)``,
