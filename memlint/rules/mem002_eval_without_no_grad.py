@@ -153,8 +153,9 @@ class EvalWithoutNoGrad(Rule):
     any method, never back to training) and trains nothing is an inference wrapper: any
     method of it with a DataLoader loop of its own is evaluation code, and an inference
     method of a network it holds so is a forward, also one picked from a collection
-    (``self._heads[lang].predict(batch, reprs)``). A helper that switches a model to eval and returns its output leaves the grad
-    mode to its caller, and so does a model's method not named for evaluation
+    (``self._heads[lang].predict(batch, reprs)``). A helper that switches a model to eval
+    and returns its output leaves the grad mode to its caller, and so does a model's method
+    not named for evaluation
     (``self.eval(); dist = self(x); return Posterior(dist)``: callers may differentiate it
     with respect to the input). An ``nn.Module`` subclass with no ``forward`` whose
     methods train is a trainer, not a model: its ``net.eval(); net(x)`` sampling blocks
