@@ -203,6 +203,33 @@ def is_generate_call(call: cst.Call) -> bool:
     )
 
 
+_GRAD_SWITCHES = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"})
+
+
+def _switches_grad(func: cst.FunctionDef, tree: TreeIndex, depth: int = 0) -> bool:
+    """The method sets the grad mode itself: a grad switch as a decorator or around a
+    ``with`` block of its body, or in a method of its class it hands the work to
+    (``self._predict_func(...)``, a few calls deep)."""
+    if any(last_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+           in _GRAD_SWITCHES for d in func.decorators):
+        return True
+    cls = tree.enclosing_class(func)
+    for node in tree.walk(func.body):
+        if isinstance(node, cst.With) and any(
+                isinstance(item.item, cst.Call) and last_name(item.item.func) in _GRAD_SWITCHES
+                for item in node.items):
+            return True
+        if (depth < 3 and cls is not None and isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and isinstance(node.func.value, cst.Name) and node.func.value.value == "self"
+                and any(tree.enclosing_class(f) is cls and f is not func
+                        and tree.enclosing_function(f) is None
+                        and _switches_grad(f, tree, depth + 1)
+                        for f in tree.functions_by_name.get(node.func.attr.value, ()))):
+            return True
+    return False
+
+
 def _held_key(expr: cst.BaseExpression) -> str | None:
     """``self.model`` -> ``self.model``; ``self.heads[lang]`` -> ``self.heads[]``: a network
     an object holds, whatever key picks it from a collection."""
@@ -424,23 +451,26 @@ class CallClassifier:
         if isinstance(func, cst.Name) and name in self.tree.functions_by_name:
             # `evaluate_model(model, loader)`: a helper defined in this file, not a module call.
             return False
-        if self._own_method(call, name):
-            # `self.predict_net(x)` where the class defines `predict_net`: its method, not a
-            # sub-network it holds.
+        if self._own_method_sets_grad(call, name):
+            # `self.predict_net(x)` where the class defines `predict_net` and it chooses its
+            # own grad mode: the class's method, not a sub-network it holds.
             return False
         return forward_by_name(name)
 
-    def _own_method(self, call: cst.Call, name: str) -> bool:
-        """``self.<name>(...)`` inside a class of this file that defines ``name`` itself."""
+    def _own_method_sets_grad(self, call: cst.Call, name: str) -> bool:
+        """``self.<name>(...)`` inside a class of this file whose own ``def <name>`` switches
+        the grad mode itself (``with torch.set_grad_enabled(grads):``, a no-grad decorator).
+        One that does not (``self.forward_model(data)``) runs the network in the caller's
+        mode, a forward like any other."""
         func = call.func
         if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
                 and func.value.value == "self"):
             return False
-        defs = self.tree.functions_by_name.get(name, ())
-        if not defs:
-            return False
         cls = self.tree.enclosing_class(call)
-        return cls is not None and any(
+        if cls is None:
+            return False
+        return any(
             self.tree.enclosing_class(f) is cls and self.tree.enclosing_function(f) is None
-            for f in defs
+            and _switches_grad(f, self.tree)
+            for f in self.tree.functions_by_name.get(name, ())
         )

@@ -496,8 +496,8 @@ class EvalWithoutNoGrad(Rule):
                 return module(patches)
         """),
         Valid(
-            # `self.predict_net(...)` is the class's own method (its loop sets the grad mode),
-            # not a sub-network held on `self`, whatever its name says.
+            # `self.predict_net(...)` is the class's own method, which sets the grad mode itself
+            # (its loop under `set_grad_enabled`), not a sub-network held on `self`.
             """
             import torch
             class Model:
@@ -530,6 +530,21 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        Invalid(
+            # The class's own method runs the network in its caller's mode: a forward, unlike
+            # one that sets the grad mode itself (`predict_net` among the valid examples).
+            """
+            import torch
+            class Detector:
+                def forward_model(self, data):
+                    return self.model(data.x)
+                def decision_function(self, data):
+                    self.model.eval()
+                    score = self.forward_model(data)
+                    return score.detach().cpu()
+            """,
+            lines=(8,),
+        ),
         Invalid(
             # An inference wrapper: networks switched to eval where they are loaded, never
             # trained here; its methods' loader loops are inference whatever their names.
