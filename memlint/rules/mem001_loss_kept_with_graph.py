@@ -140,7 +140,9 @@ class LossKeptWithGraph(Rule):
     - Kept on purpose for a later backward: a list of outputs a pipeline schedule pops and
       backpropagates (``output.backward(grad)``, ``torch.autograd.backward(tensors=...)``),
       in another method of the class or through a same-file helper such as
-      ``backward_step(outputs.pop(0), grad)``; a per-step list backpropagated in its step.
+      ``backward_step(outputs.pop(0), grad)``; a per-step list backpropagated in its step;
+      and gradients asked to keep their graph (``grads = torch.autograd.grad(loss, weights,
+      create_graph=True)``), whose unrolled updates a meta-gradient differentiates through.
     - Same-file callees: ``loss, items = criterion(pred, y)`` reads what ``criterion``'s
       ``__call__`` (or the function) returns at each position, so ``items.detach()`` there is
       no graph; ``meter.add(loss)`` on a same-file class is judged in ``add``'s own body.
@@ -376,6 +378,29 @@ class LossKeptWithGraph(Rule):
                 sum(losses).backward()
                 optimizer.step()
                 sums = [s + l.item() for s, l in zip(sums, losses)]
+            """
+        ),
+        Valid(
+            # An unrolled inner optimisation kept differentiable on purpose (a meta-gradient
+            # differentiates through every step).
+            """
+            import torch
+            class MetaAttack:
+                def inner_train(self, features, labels):
+                    for _ in range(self.train_iters):
+                        loss = criterion(forward(features, self.weights), labels)
+                        grads = torch.autograd.grad(loss, self.weights, create_graph=True)
+                        self.velocities = [
+                            self.momentum * v + g for v, g in zip(self.velocities, grads)]
+                        self.weights = [w - self.lr * v
+                                        for w, v in zip(self.weights, self.velocities)]
+                def attack(self, features, labels):
+                    for _ in range(self.steps):
+                        self.adj_optimizer.zero_grad()
+                        self.inner_train(features, labels)
+                        meta = meta_loss(self.weights)
+                        self.adj.grad = torch.autograd.grad(meta, self.adj)[0]
+                        self.adj_optimizer.step()
             """
         ),
     )
@@ -666,6 +691,11 @@ class LossKeptWithGraph(Rule):
             return
         graph = analysis.graph
         scope: Scope = func if func is not None else self.context.module
+        if all(self._differentiable_gradients(part, scope) for part in carried):
+            # `velocities = [m * v + g for v, g in zip(velocities, grads)]` where `grads =
+            # torch.autograd.grad(loss, weights, create_graph=True)`: an unrolled optimisation
+            # kept differentiable on purpose, to differentiate through it (meta-gradients).
+            return
         if on_self:
             if replaces and graph.backward_follows(node, scope):
                 return  # this step's own backward still needs it and then frees the graph
@@ -683,6 +713,21 @@ class LossKeptWithGraph(Rule):
             if graph.flows_into_backward(container, [scope]):
                 return
         self._report(node, container, carried if shown is None else [shown])
+
+    def _differentiable_gradients(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """A name bound, every time in this function, to ``torch.autograd.grad(...,
+        create_graph=True)``: gradients asked to keep their graph."""
+        if not isinstance(expr, cst.Name):
+            return False
+        graph = self.context.analysis.graph
+        bindings = graph.facts(scope).bindings.get(expr.value, ())
+        qualified = self.context.analysis.imports.qualified_name
+        return bool(bindings) and all(
+            isinstance(b.value, cst.Call) and qualified(b.value.func) == "torch.autograd.grad"
+            and any(a.keyword is not None and a.keyword.value == "create_graph"
+                    and not (isinstance(a.value, cst.Name) and a.value.value == "False")
+                    for a in b.value.args)
+            for b in bindings)
 
     def _graph_part(self, value: cst.BaseExpression) -> list[cst.BaseExpression]:
         """The sub-expressions that carry the graph: elements of ``[loss, out]``, dict values.
