@@ -23,7 +23,13 @@ from pathlib import Path
 from memlint.project.layout import ModuleName
 from memlint.project.summary import Class, Function, ModuleSummary, Site, Switch
 from memlint.project.view import ModuleView, ReturnFact
-from memlint.vocabulary import MODEL_MACHINERY, GradMode, grad_switch, is_test_code
+from memlint.vocabulary import (
+    LOADER_NAME,
+    MODEL_MACHINERY,
+    GradMode,
+    grad_switch,
+    is_test_code,
+)
 
 _MAX_DEPTH = 6
 # Bases that make a class model code, named as nn.Module subclasses usually are.
@@ -666,9 +672,10 @@ class ProjectModel:
 
     def is_plain_loader(self, absolute: str, depth: int = 0) -> bool:
         """A project class named like a DataLoader (``LemmaDataLoader``) that is none: no
-        base reaches a ``DataLoader`` from outside the project and none of its methods
-        builds one. It batches the data itself, so no loader worker pins its batches and its
-        constructor takes no ``pin_memory``."""
+        base reaches a ``DataLoader`` from outside the project and none of its methods calls
+        anything named like a loader (``DataLoader(...)``, ``_make_data_loader(...)``). It
+        batches the data itself, so no loader worker pins its batches and its constructor
+        takes no ``pin_memory``."""
         if depth > _MAX_DEPTH or not absolute.endswith("DataLoader"):
             return False
         found = self.definition(absolute)
@@ -687,8 +694,10 @@ class ProjectModel:
             if depth >= _MAX_DEPTH or not self._builds_no_loader(found[0], found[1], depth + 1):
                 return False
         prefix = f"{klass.qualname}."
+        # A call named like a loader (`DataLoader(...)`, `_make_data_loader(...)`, a helper
+        # that builds one) in any of its methods: it wraps real loaders.
         return not any(
-            site.callee.rsplit(".", 1)[-1].endswith("DataLoader")
+            LOADER_NAME.search(site.callee.rsplit(".", 1)[-1])
             for function in self.summaries[module].functions
             if function.qualname.startswith(prefix)
             for site in function.sites

@@ -81,7 +81,8 @@ class BlockingHostToDevice(Rule):
     (``masks = torch.tensor(masks)``, ``[torch.tensor(w) for w in weights]``: pageable
     memory the loader's pinning never reaches, like ``torch.tensor(part).to(device)``),
     batches of a project class named like a loader that is none (no ``DataLoader`` base,
-    none built inside, as ``LemmaDataLoader``: it assembles pageable batches itself and
+    nothing named like a loader called inside, as ``LemmaDataLoader``: it assembles
+    pageable batches itself and
     takes no ``pin_memory``, so neither report applies), batches a wrapper already moved (a
     prefetcher class or
     generator that calls ``.cuda()`` itself), and helper calls that pass a host device

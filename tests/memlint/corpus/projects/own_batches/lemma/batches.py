@@ -30,3 +30,18 @@ class PaddedDataLoader(DataLoader):
 
 def pad(items):
     return torch.stack(items)
+
+
+def _make_data_loader(dataset, **kwargs):
+    return DataLoader(dataset, **kwargs)
+
+
+class ReplayDataLoader:
+    """Not a DataLoader subclass, but it wraps two: its options reach them."""
+
+    def __init__(self, data, buffer, **kwargs):
+        self.loaders = [_make_data_loader(data, **kwargs), _make_data_loader(buffer, **kwargs)]
+
+    def __iter__(self):
+        for new, old in zip(*self.loaders):
+            yield torch.cat([new, old])

@@ -1,4 +1,4 @@
-from .batches import LemmaDataLoader, PaddedDataLoader
+from .batches import LemmaDataLoader, PaddedDataLoader, ReplayDataLoader
 
 
 def train_lemmatizer(model, doc, optimizer):
@@ -11,6 +11,13 @@ def train_lemmatizer(model, doc, optimizer):
 def train_tagger(model, dataset, optimizer):
     loader = PaddedDataLoader(dataset, 32)  # expect: MEM003
     for batch in loader:
+        optimizer.zero_grad()
+        model(batch.cuda()).backward()  # expect: MEM003
+        optimizer.step()
+
+
+def train_replay(model, data, buffer, optimizer):
+    for batch in ReplayDataLoader(data, buffer, batch_size=32):  # expect: MEM003
         optimizer.zero_grad()
         model(batch.cuda()).backward()  # expect: MEM003
         optimizer.step()
