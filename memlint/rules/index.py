@@ -163,10 +163,16 @@ RULES: tuple[RuleSpec, ...] = (
                          b'()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?['
                          b' \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]'
                          b'*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty'
-                         b'|arange|eye|linspace|logspace|rand\\w*|normal)\\((?:[^()]|\\((?:[^('
-                         b')]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*['
-                         b' \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.'
-                         b'(?:cuda|to|type_as)\\('),
+                         b'|arange|eye|linspace|logspace|rand\\w*|normal|FloatTensor|DoubleTenso'
+                         b'r|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTensor|CharTen'
+                         b'sor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\'
+                         b'))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#'
+                         b'[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n){1,2}[ \\t]*retu'
+                         b'rn\\b[^\\n]*\\w\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|'
+                         b'linspace|logspace|rand\\w*|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\'
+                         b'))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^\\'
+                         b'n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|t'
+                         b'ype_as)\\('),
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,
