@@ -28,6 +28,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind7        # the seventh blind set (bench/blind7_labels.csv)
     python bench/ecosystem.py --set blind8        # the eighth blind set (bench/blind8_labels.csv)
     python bench/ecosystem.py --set blind9        # the ninth blind set (bench/blind9_labels.csv)
+    python bench/ecosystem.py --set blind10       # the tenth blind set (bench/blind10_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -257,6 +258,28 @@ BLIND9_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A tenth blind set: molecular property prediction (chemprop 1.x, its own train and predict
+# loops), physics-informed nets (deepxde), face detection and recognition with a training
+# helper (facenet-pytorch), imitation and inverse RL (imitation), experimental RL algorithms
+# (sb3-contrib), survival analysis on a small fit/predict framework (pycox, torchtuples), a
+# metric's feature-extraction loop (pytorch-fid), diffusion samplers and training scripts
+# (k-diffusion) and a multilingual NLP pipeline with its own trainers (trankit), labelled by
+# reading their training, evaluation and data-loading code before memlint's findings on it
+# were read (k-diffusion and trankit in a second round, after the first fixes).
+BLIND10_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("chemprop", "1.6.1"),
+    ("deepxde", "1.15.0"),
+    ("facenet-pytorch", "2.5.3"),
+    ("imitation", "1.0.1"),
+    ("k-diffusion", "0.1.1.post1"),
+    ("pycox", "0.3.0"),
+    ("pytorch-fid", "0.3.0"),
+    ("sb3-contrib", "2.9.2"),
+    ("torchtuples", "0.2.2"),
+    ("trankit", "1.1.2"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -275,6 +298,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind7": _blind("blind7", BLIND7_PACKAGES),
     "blind8": _blind("blind8", BLIND8_PACKAGES),
     "blind9": _blind("blind9", BLIND9_PACKAGES),
+    "blind10": _blind("blind10", BLIND10_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
@@ -351,13 +375,14 @@ def fetch(name: str, version: str, work: Path = WORK) -> Path:
 
 def lint(roots: dict[str, Path], select_all: bool, select: str | None = None,
          packages: Sequence[tuple[str, str]] = PACKAGES,
-         work: Path = WORK) -> tuple[list[Finding], float]:
+         work: Path = WORK, jobs: int | None = None) -> tuple[list[Finding], float]:
     """Every finding in the packages, and the wall time of the one memlint run."""
     versions = {name: version for name, version in packages}
     args = [sys.executable, "-m", "memlint", "--no-cache", "--isolated", "--exit-zero",
             "--no-respect-gitignore",  # the tree sits under this repository's bench/.work/
             "--output-format", "json", *(["--select", "ALL"] if select_all else []),
             *(["--select", select] if select else []),
+            *(["--jobs", str(jobs)] if jobs else []),
             *(str(p) for p in roots.values())]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     start = time.perf_counter()
@@ -479,6 +504,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="which packages: the labelled ecosystem or a blind set")
     parser.add_argument("--labels", type=Path,
                         help="labels CSV (default: the set's own, e.g. bench/blind_labels.csv)")
+    parser.add_argument("--jobs", "-j", type=int,
+                        help="memlint's worker processes (default: memlint's, one per core)")
     opts = parser.parse_args(argv)
     packages, work, default_labels = SETS[opts.set]
     chosen = [(n, v) for n, v in packages if not opts.packages or n in opts.packages]
@@ -488,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = read_labels(opts.labels or default_labels)
 
     def run(select_all: bool, select: str | None = None) -> tuple[list[Finding], float]:
-        return lint(roots, select_all, select, packages, work)
+        return lint(roots, select_all, select, packages, work, opts.jobs)
 
     from memlint.diagnostics import ENGINE_CODES
     from memlint.rules import rule_specs

@@ -197,7 +197,8 @@ class _Structure:
       (``test_loader``, ``val_dl``: :data:`~memlint.vocabulary.EVAL_LOADER`).
     - ``fact:eval-function``: a function named like evaluation code (MEM002's names), outside
       a class, or a method of that name looping in a file with a loader name or in a class
-      with an eval switch.
+      with an eval switch; or, in a file with a loader name, a class with an eval switch and
+      a ``for`` loop in a method (an inference wrapper holding its networks in eval mode).
     - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
       handler whose lines (with the comments that follow them) mention running out of memory.
     - ``fact:foreign-framework``: the module imports another framework (JAX, Warp, ...:
@@ -237,6 +238,9 @@ class _Structure:
         self.class_bases: dict[int, list[str]] = {}  # class -> its bases' plain names
         self.classes_named: dict[str, list[int]] = {}
         self.method_loops = False
+        # Classes with a ``for`` loop in one of their methods (an inference wrapper's loader
+        # loop, evaluation code when the class holds its networks in eval mode).
+        self.loop_classes: set[int] = set()
         self.comprehension = False
         self.switches: set[int] = set()  # the eval switch calls
         self.switch_classes: set[int] = set()
@@ -289,6 +293,8 @@ class _Structure:
                 if kind is not ast.While:
                     if scope in self.eval_methods:
                         self.method_loops = True
+                    if scope in self.scope_class:
+                        self.loop_classes.add(self.scope_class[scope])
                     if not self.eval_loader_loop and _names_eval_loader(
                             node.iter):  # type: ignore[attr-defined]  # a for loop
                         self.eval_loader_loop = True
@@ -485,7 +491,8 @@ class _Structure:
         if self.switches and self.tree is not None and _opens_block(self.tree, self.switches):
             found.append("fact:eval-block")
         if self.eval_function or (self.method_loops and loader) or any(
-                klass in self.switch_classes for klass in self.eval_methods.values()):
+                klass in self.switch_classes for klass in self.eval_methods.values()) or (
+                loader and not self.switch_classes.isdisjoint(self.loop_classes)):
             found.append("fact:eval-function")
         if self.eval_loader_loop:
             found.append("fact:eval-loader-loop")

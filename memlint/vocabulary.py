@@ -122,6 +122,10 @@ LEGACY_TENSOR_TYPES = frozenset({
     "Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
     "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
 })
+# `torch.tensor(data)`, `torch.from_numpy(array)`, `torch.FloatTensor(values)` (one argument):
+# a new host tensor in pageable memory, whatever it is built from. A DataLoader's pin_memory
+# never reaches it, so an asynchronous copy of it overlaps with nothing (MEM003).
+COPYING_CONSTRUCTORS = frozenset({"tensor", "from_numpy"}) | LEGACY_TENSOR_TYPES
 # On a CUDA device these draw from the CUDA generator, so the numbers change: unsafe fix.
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm", "normal"})
 # `out=` writes into an existing tensor, `pin_memory=True` and `generator=` (a CPU generator)

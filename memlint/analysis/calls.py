@@ -203,6 +203,42 @@ def is_generate_call(call: cst.Call) -> bool:
     )
 
 
+_GRAD_SWITCHES = frozenset({"no_grad", "inference_mode", "set_grad_enabled", "enable_grad"})
+
+
+def _switches_grad(func: cst.FunctionDef, tree: TreeIndex, depth: int = 0) -> bool:
+    """The method sets the grad mode itself: a grad switch as a decorator or around a
+    ``with`` block of its body, or in a method of its class it hands the work to
+    (``self._predict_func(...)``, a few calls deep)."""
+    if any(last_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+           in _GRAD_SWITCHES for d in func.decorators):
+        return True
+    cls = tree.enclosing_class(func)
+    for node in tree.walk(func.body):
+        if isinstance(node, cst.With) and any(
+                isinstance(item.item, cst.Call) and last_name(item.item.func) in _GRAD_SWITCHES
+                for item in node.items):
+            return True
+        if (depth < 3 and cls is not None and isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and isinstance(node.func.value, cst.Name) and node.func.value.value == "self"
+                and any(tree.enclosing_class(f) is cls and f is not func
+                        and tree.enclosing_function(f) is None
+                        and _switches_grad(f, tree, depth + 1)
+                        for f in tree.functions_by_name.get(node.func.attr.value, ()))):
+            return True
+    return False
+
+
+def _held_key(expr: cst.BaseExpression) -> str | None:
+    """``self.model`` -> ``self.model``; ``self.heads[lang]`` -> ``self.heads[]``: a network
+    an object holds, whatever key picks it from a collection."""
+    if isinstance(expr, cst.Subscript):
+        inner = dotted_name(expr.value)
+        return None if inner is None else f"{inner}[]"
+    return dotted_name(expr)
+
+
 def is_model_collection_name(name: str) -> bool:
     """A name for several models: ``models``, ``text_encoders``, ``self.nets``."""
     low = name.lower()
@@ -216,6 +252,7 @@ class CallClassifier:
         self.tree = tree
         self.project = project
         self._module_class_cache: dict[cst.ClassDef, bool] = {}
+        self._held_eval_cache: dict[cst.ClassDef, frozenset[str]] = {}
 
     def is_module_class(self, cls: cst.ClassDef) -> bool:
         """Model code: the class defines ``forward``, or a base is named like a module
@@ -354,7 +391,10 @@ class CallClassifier:
             return False
         recv = dotted_name(func.value)
         if recv is None:
-            return False
+            # `self._tokenizer[lang].predict(batch, reprs)`: one of the networks a class holds
+            # by key, each switched to eval where it was loaded.
+            held = _held_key(func.value)
+            return held is not None and held in self._held_in_eval(call)
         if (in_batch_loop and _PREDICT_METHOD.match(method)
                 and is_model_word(recv.rsplit(".", 1)[-1])):
             return True
@@ -363,7 +403,33 @@ class CallClassifier:
             isinstance(switch.func, cst.Attribute) and not switch.args
             and dotted_name(switch.func.value) == recv
             and self.tree.enclosing_function(switch) is scope
-            for switch in self.tree.calls_by_name.get("eval", ()))
+            for switch in self.tree.calls_by_name.get("eval", ())) or (
+                _held_key(func.value) in self._held_in_eval(call))
+
+    def _held_in_eval(self, call: cst.Call) -> frozenset[str]:
+        cls = self.tree.enclosing_class(call)
+        return frozenset() if cls is None else self.held_in_eval(cls)
+
+    def held_in_eval(self, cls: cst.ClassDef) -> frozenset[str]:
+        """The networks (``self.x``, ``self.x[...]`` as ``self.x[]``) that a plain class
+        switches to eval (in ``__init__`` or any method) and never back to training, in a
+        class that trains nothing: an inference wrapper's models."""
+        cached = self._held_eval_cache.get(cls)
+        if cached is None:
+            cached = frozenset()
+            if not self.is_module_class(cls) and not any(
+                    self.tree.enclosing_class(call) is cls and not (name == "train" and call.args)
+                    for name in ("backward", "step", "train")
+                    for call in self.tree.calls_by_name.get(name, ())):
+                # (a class that trains, or switches a network back to training, has phases)
+                cached = frozenset(
+                    key for call in self.tree.calls_by_name.get("eval", ())
+                    if not call.args and isinstance(call.func, cst.Attribute)
+                    and self.tree.enclosing_class(call) is cls
+                    and (key := _held_key(call.func.value)) is not None
+                    and key.startswith("self."))
+            self._held_eval_cache[cls] = cached
+        return cached
 
     def is_model_forward(self, call: cst.Call, *, include_generate: bool = False) -> bool:
         """A module call: ``model(x)``, ``self.net(x)``, ``netG(z)``, ``encoder(x)``,
@@ -385,4 +451,26 @@ class CallClassifier:
         if isinstance(func, cst.Name) and name in self.tree.functions_by_name:
             # `evaluate_model(model, loader)`: a helper defined in this file, not a module call.
             return False
+        if self._own_method_sets_grad(call, name):
+            # `self.predict_net(x)` where the class defines `predict_net` and it chooses its
+            # own grad mode: the class's method, not a sub-network it holds.
+            return False
         return forward_by_name(name)
+
+    def _own_method_sets_grad(self, call: cst.Call, name: str) -> bool:
+        """``self.<name>(...)`` inside a class of this file whose own ``def <name>`` switches
+        the grad mode itself (``with torch.set_grad_enabled(grads):``, a no-grad decorator).
+        One that does not (``self.forward_model(data)``) runs the network in the caller's
+        mode, a forward like any other."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.value.value == "self"):
+            return False
+        cls = self.tree.enclosing_class(call)
+        if cls is None:
+            return False
+        return any(
+            self.tree.enclosing_class(f) is cls and self.tree.enclosing_function(f) is None
+            and _switches_grad(f, self.tree)
+            for f in self.tree.functions_by_name.get(name, ())
+        )

@@ -41,7 +41,13 @@ import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.tree import Loop, TreeIndex
-from memlint.vocabulary import DTYPE_NAME, LOADER_NAME, TORCH_DTYPES
+from memlint.vocabulary import (
+    COPYING_CONSTRUCTORS,
+    DTYPE_NAME,
+    LEGACY_TENSOR_TYPES,
+    LOADER_NAME,
+    TORCH_DTYPES,
+)
 
 if TYPE_CHECKING:
     from memlint.project.view import ModuleView
@@ -450,6 +456,48 @@ _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _DATA_BUILDERS = frozenset({"tuple", "list", "dict", "map"})
 _Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
 _Function = cst.FunctionDef | cst.Lambda
+
+
+def _fresh_host_copy(expr: cst.BaseExpression) -> bool:
+    """``torch.tensor(mask_batch)``, ``[torch.tensor(x).unsqueeze(1) for x in weights]``: a
+    tensor (or a list of them) the code builds on the host from the batch's Python data. A
+    DataLoader's ``pin_memory`` never reaches it and an asynchronous copy of it overlaps with
+    nothing, as with ``torch.tensor(part).to(device)``, which is no loader batch either."""
+    if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        return _fresh_host_copy(expr.elt)
+    while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+           and expr.func.attr.value not in TRANSFER_METHODS
+           and isinstance(expr.func.value, cst.Call)):
+        expr = expr.func.value  # `.unsqueeze(1)`, `.float()` on the new tensor
+    return (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in COPYING_CONSTRUCTORS
+        and dotted_name(expr.func.value) == "torch"
+        and len(expr.args) >= 1
+        and (expr.func.attr.value not in LEGACY_TENSOR_TYPES
+             or sum(1 for a in expr.args if a.keyword is None) == 1)
+    )
+
+
+def _comprehension_sources(
+    expr: cst.BaseExpression, comprehensions: list[_Comprehension],
+) -> list[cst.BaseExpression]:
+    """What the comprehensions around ``expr`` iterate to bind its root name: ``masks`` for
+    ``x`` in ``[x.to(device) for x in masks]``."""
+    root = expr
+    while isinstance(root, (cst.Attribute, cst.Subscript)):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return []
+    out: list[cst.BaseExpression] = []
+    for comprehension in comprehensions:
+        for_in: cst.CompFor | None = comprehension.for_in
+        while for_in is not None:
+            if root.value in names_in(for_in.target):
+                out.append(for_in.iter)
+            for_in = for_in.inner_for_in
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1407,7 +1455,10 @@ class DataflowAnalysis:
             self._add_comprehension_names(comprehensions, names, next_ok)
             if not self._derives(expr, names, next_ok):
                 continue
-            if self._moved_earlier(loop, at, expr):
+            if self._moved_earlier(loop, at, expr) or any(
+                self._moved_earlier(loop, at, iterated)
+                for iterated in _comprehension_sources(expr, comprehensions)
+            ):
                 return []
             return self._host_origin(loop, source)
         return None
@@ -1556,7 +1607,7 @@ class DataflowAnalysis:
                     key = value_key(target)
                     if key is None:
                         continue
-                    if self.places_on_device(value):
+                    if self.places_on_device(value) or _fresh_host_copy(value):
                         moves.append((key, position, node))
                         continue
                     # `mix = sources[:, 0]` or `mix = sources.sum(1)` after `sources` was

@@ -23,7 +23,13 @@ from pathlib import Path
 from memlint.project.layout import ModuleName
 from memlint.project.summary import Class, Function, ModuleSummary, Site, Switch
 from memlint.project.view import ModuleView, ReturnFact
-from memlint.vocabulary import MODEL_MACHINERY, GradMode, grad_switch, is_test_code
+from memlint.vocabulary import (
+    LOADER_NAME,
+    MODEL_MACHINERY,
+    GradMode,
+    grad_switch,
+    is_test_code,
+)
 
 _MAX_DEPTH = 6
 # Bases that make a class model code, named as nn.Module subclasses usually are.
@@ -680,6 +686,39 @@ class ProjectModel:
                 yield where, base_class
             yield from self._bases_elsewhere(where, base_class, depth + 1)
 
+    def is_plain_loader(self, absolute: str, depth: int = 0) -> bool:
+        """A project class named like a DataLoader (``LemmaDataLoader``) that is none: no
+        base reaches a ``DataLoader`` from outside the project and none of its methods calls
+        anything named like a loader (``DataLoader(...)``, ``_make_data_loader(...)``). It
+        batches the data itself, so no loader worker pins its batches and its constructor
+        takes no ``pin_memory``."""
+        if depth > _MAX_DEPTH or not absolute.endswith("DataLoader"):
+            return False
+        found = self.definition(absolute)
+        if found is None or not isinstance(found[1], Class):
+            return False
+        return self._builds_no_loader(found[0], found[1], depth)
+
+    def _builds_no_loader(self, module: str, klass: Class, depth: int) -> bool:
+        for base in klass.bases:
+            absolute = self.resolve(module, base)
+            found = self.definition(absolute)
+            if found is None or not isinstance(found[1], Class):
+                if absolute.rsplit(".", 1)[-1].endswith("DataLoader"):
+                    return False  # `class MoleculeDataLoader(DataLoader)`
+                continue
+            if depth >= _MAX_DEPTH or not self._builds_no_loader(found[0], found[1], depth + 1):
+                return False
+        prefix = f"{klass.qualname}."
+        # A call named like a loader (`DataLoader(...)`, `_make_data_loader(...)`, a helper
+        # that builds one) in any of its methods: it wraps real loaders.
+        return not any(
+            LOADER_NAME.search(site.callee.rsplit(".", 1)[-1])
+            for function in self.summaries[module].functions
+            if function.qualname.startswith(prefix)
+            for site in function.sites
+        )
+
     def _module_base(self, absolute: str, depth: int) -> bool:
         """A base class that makes its subclasses modules. A class the project defines is
         judged by its own bases and methods, not by its name: ``class BaseModel(ABC)`` is a
@@ -740,6 +779,9 @@ class ProjectModel:
                 self._data_helper(view, module, local, absolute)
                 view.wrappers.pop(local, None)
         view.grad_clearers = frozenset(clearers)
+        view.plain_loaders = frozenset(
+            absolute for local, absolute in self.imports(module).items()
+            if local.endswith("DataLoader") and self.is_plain_loader(absolute))
         for klass in summary.classes:
             attributes: dict[str, str] = {}
             for attribute, ctor in klass.attributes:

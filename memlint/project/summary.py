@@ -19,15 +19,17 @@ from memlint.astwalk import fields_of, walk
 from memlint.gates import may_move
 from memlint.prefilter import search
 from memlint.vocabulary import (
+    COPYING_CONSTRUCTORS,
     DETACHED_ATTRIBUTES,
     DETACHING_METHODS,
     HOST_BUILTINS,
+    LEGACY_TENSOR_TYPES,
     LOADER_NAME,
     SAME_GRAPH_METHODS,
     returns_indices,
 )
 
-SCHEMA = 10
+SCHEMA = 11
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -723,6 +725,23 @@ def _root_name(node: ast.expr) -> str | None:
             return None
 
 
+def _fresh_host_copy(value: ast.expr) -> bool:
+    """``torch.tensor(x)``, ``torch.tensor(x).unsqueeze(1)``, ``[torch.tensor(m) for m in
+    ms]``: a new host tensor (or a list of them) built from whatever data (see
+    ``memlint.analysis.dataflow``, which judges the file's own loops the same way)."""
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        value = value.elt
+    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+           and value.func.attr not in ("to", "cuda", "cpu")
+           and isinstance(value.func.value, ast.Call)):
+        value = value.func.value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and value.func.attr in COPYING_CONSTRUCTORS and value.args
+            and isinstance(value.func.value, ast.Name) and value.func.value.id == "torch"):
+        return False
+    return value.func.attr not in LEGACY_TENSOR_TYPES or len(value.args) == 1
+
+
 def _wrapped_root(iterable: ast.expr) -> str | None:
     """The name under the first arguments of nested calls (``enumerate(tqdm(loader))``)."""
     while isinstance(iterable, ast.Call) and iterable.args:
@@ -752,8 +771,20 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
     yielded: set[str] = set()
     loops: dict[str, str] = {}  # loop variable -> parameter it iterates
     moved: set[str] = set()
+    # Lines where a name is rebound to a fresh host tensor (`masks = torch.tensor(masks)`):
+    # a later copy of it is no copy of the parameter's data (as in the file analysis).
+    fresh: dict[str, list[int]] = {}
+    iterated: dict[str, str] = {}  # comprehension variable -> the name it iterates
     nodes = list(walk(node))
     for sub in nodes:
+        if isinstance(sub, ast.Assign) and _fresh_host_copy(sub.value):
+            for bound in sub.targets:
+                if isinstance(bound, ast.Name):
+                    fresh.setdefault(bound.id, []).append(sub.lineno)
+        if isinstance(sub, ast.comprehension) and isinstance(sub.iter, ast.Name):
+            for target in walk(sub.target):
+                if isinstance(target, ast.Name):
+                    iterated[target.id] = sub.iter.id
         if isinstance(sub, ast.Assign):
             # `inputs, targets = batch`, `images = batch["image"]`: parts of it too.
             root = _root_name(sub.value)
@@ -797,7 +828,9 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
             if isinstance(first, ast.Constant) and first.value == "cpu":
                 continue  # `.to("cpu")`, `.to(device="cpu")`: a copy to the host
             root = _root_name(sub.func.value)
-            if root in parts:
+            if root in parts and not any(
+                    line < sub.lineno for name in (root, iterated.get(root))
+                    if name is not None for line in fresh.get(name, ())):
                 moved.add(parts[root])
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and (
                 sub.func.id == node.name):

@@ -45,6 +45,9 @@ class ModuleView:
     # absolute names of project classes used as bases here that are not: a base named like
     # a model (``TabModel``, ``BaseModel``) that the project defines as a plain class
     plain_classes: frozenset[str] = frozenset()
+    # absolute names of project classes named like a DataLoader that are none (no DataLoader
+    # base, none built inside): they batch the data themselves (``LemmaDataLoader``)
+    plain_loaders: frozenset[str] = frozenset()
     # callees as written here that clear gradients (themselves or through project callees)
     grad_clearers: frozenset[str] = frozenset()
     # callees as written here, defined in another module, that hand on the items of one
@@ -86,6 +89,10 @@ class ModuleView:
         """A project class, known not to derive from ``nn.Module`` whatever its name."""
         return self.qualify(dotted) in self.plain_classes
 
+    def is_plain_loader(self, dotted: str) -> bool:
+        """``LemmaDataLoader`` as written here: a project class that is no DataLoader."""
+        return self.qualify(dotted) in self.plain_loaders
+
     def fed_by_bases(self) -> bool:
         """Does a base class in another module hand batches or loaders to methods here?"""
         return bool(self.batch_params or self.loader_params)
@@ -98,6 +105,7 @@ class ModuleView:
              sorted((k, v.detached, v.is_tuple) for k, v in self.returns.items()),
              sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
              sorted(self.module_classes), sorted(self.plain_classes),
+             sorted(self.plain_loaders),
              sorted(self.grad_clearers),
              sorted(self.wrappers.items()), sorted(self.movers.items()),
              sorted(self.batch_params.items()), sorted(self.loader_params.items())],

@@ -175,9 +175,15 @@ RULES: tuple[RuleSpec, ...] = (
                          b'?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*i'
                          b'f\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cud'
                          b'a|to)\\(|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w'
-                         b'*|normal)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+'
-                         b'\\((?:[^()]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*('
-                         b'?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|type_as)\\('),
+                         b'*|normal|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTens'
+                         b'or|IntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)\\(('
+                         b'?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\'
+                         b'([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*'
+                         b':[ \\t]*\\r?\\n){1,2}[ \\t]*return\\b[^\\n]*\\w\\.(?:cuda|to)\\(|(?:z'
+                         b'eros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal)\\(('
+                         b'?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\'
+                         b'([^()]*\\))*\\))*[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]*)?\\'
+                         b'r?\\n)*[^\\n]*\\w\\.(?:cuda|to|type_as)\\('),
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,
@@ -235,7 +241,7 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='LoadWithoutMapLocation',
         default_enabled=False,
         fix_safety=FixSafety.UNSAFE,
-        triggers=('torch.load', 'import load'),
+        triggers=('torch.load', 'import load', 'import torch as'),
         requires=(),
         trigger_pattern=(b'load\\((?:(?!map_location|\\*\\*)(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\(('
                          b'?:[^()]|\\([^()]*\\))*\\))*\\))*\\)))*\\)'),

@@ -38,6 +38,37 @@ def _reads(expr: cst.BaseExpression, container: str) -> bool:
     return False
 
 
+def _elementwise_terms(
+    expr: cst.BaseExpression, name: str,
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """``[s + l for s, l in zip(name, losses)]``: a list of running totals rebuilt from itself
+    and the sequences zipped beside it; the element's terms drawn from those sequences (``l``,
+    the new terms, where a fix detaches them) are returned beside the sequence each is drawn
+    from (``losses``, whose graph decides). None for any other value."""
+    if not (isinstance(expr, cst.ListComp) and expr.for_in.inner_for_in is None
+            and isinstance(expr.elt, cst.BinaryOperation)
+            and isinstance(expr.elt.operator, (cst.Add, cst.Subtract))):
+        return None
+    zipped = expr.for_in.iter
+    if not (isinstance(zipped, cst.Call) and isinstance(zipped.func, cst.Name)
+            and zipped.func.value == "zip"
+            and isinstance(expr.for_in.target, (cst.Tuple, cst.List))):
+        return None
+    sequences = [a.value for a in zipped.args if a.keyword is None and not a.star]
+    if not any(dotted_name(seq) == name for seq in sequences):
+        return None
+    names = [dotted_name(e.value) for e in expr.for_in.target.elements]
+    if len(names) != len(sequences) or None in names:
+        return None
+    operands = _operands(expr.elt)
+    used = {dotted_name(o) for o in operands}
+    # Each zipped sequence must reach the element through its own loop name.
+    if not all(n in used for n in names):
+        return None
+    drawn = {n: seq for n, seq in zip(names, sequences, strict=True) if dotted_name(seq) != name}
+    return [(drawn[n], o) for o in operands if (n := dotted_name(o)) is not None and n in drawn]
+
+
 # Statements whose body may not run in an iteration: a reset under one (`if i % 100 == 0:
 # running = 0.0`) leaves the total to grow until it runs.
 _CONDITIONAL = (cst.If, cst.Try, cst.TryStar, cst.For, cst.While, cst.Match)
@@ -95,7 +126,8 @@ class LossKeptWithGraph(Rule):
 
     Running totals include per-key ones fed from a loss dict: ``totals[name] += value``
     in a loop over ``losses.items()``, ``meters[k] = meters.get(k, 0) + v``, and
-    ``defaultdict(float)`` accumulators.
+    ``defaultdict(float)`` accumulators, and per-task ones kept in a list rebuilt from
+    itself: ``sums = [s + l for s, l in zip(sums, losses)]``.
 
     What it resolves to stay quiet on correct code:
     - Host numbers: sizes and counts (``x.size(0)``, ``t.numel()``, ``len(batch)``,
@@ -108,7 +140,9 @@ class LossKeptWithGraph(Rule):
     - Kept on purpose for a later backward: a list of outputs a pipeline schedule pops and
       backpropagates (``output.backward(grad)``, ``torch.autograd.backward(tensors=...)``),
       in another method of the class or through a same-file helper such as
-      ``backward_step(outputs.pop(0), grad)``; a per-step list backpropagated in its step.
+      ``backward_step(outputs.pop(0), grad)``; a per-step list backpropagated in its step;
+      and gradients asked to keep their graph (``grads = torch.autograd.grad(loss, weights,
+      create_graph=True)``), whose unrolled updates a meta-gradient differentiates through.
     - Same-file callees: ``loss, items = criterion(pred, y)`` reads what ``criterion``'s
       ``__call__`` (or the function) returns at each position, so ``items.detach()`` there is
       no graph; ``meter.add(loss)`` on a same-file class is judged in ``add``'s own body.
@@ -334,8 +368,65 @@ class LossKeptWithGraph(Rule):
                 optimizer.step()
                 loss_avg.add(cost)
         """),
+        Valid(
+            # Per-task running totals of host numbers.
+            """
+            sums = [0.0] * n_tasks
+            for x, ys in loader:
+                optimizer.zero_grad()
+                losses = [criterion(p, y) for p, y in zip(model(x), ys)]
+                sum(losses).backward()
+                optimizer.step()
+                sums = [s + l.item() for s, l in zip(sums, losses)]
+            """
+        ),
+        Valid(
+            # An unrolled inner optimisation kept differentiable on purpose (a meta-gradient
+            # differentiates through every step).
+            """
+            import torch
+            class MetaAttack:
+                def inner_train(self, features, labels):
+                    for _ in range(self.train_iters):
+                        loss = criterion(forward(features, self.weights), labels)
+                        grads = torch.autograd.grad(loss, self.weights, create_graph=True)
+                        self.velocities = [
+                            self.momentum * v + g for v, g in zip(self.velocities, grads)]
+                        self.weights = [w - self.lr * v
+                                        for w, v in zip(self.weights, self.velocities)]
+                def attack(self, features, labels):
+                    for _ in range(self.steps):
+                        self.adj_optimizer.zero_grad()
+                        self.inner_train(features, labels)
+                        meta = meta_loss(self.weights)
+                        self.adj.grad = torch.autograd.grad(meta, self.adj)[0]
+                        self.adj_optimizer.step()
+            """
+        ),
     )
     invalid = (
+        Invalid(
+            # Per-task running totals rebuilt from the step's losses, graphs and all.
+            """
+            sums = [0.0] * n_tasks
+            for x, ys in loader:
+                optimizer.zero_grad()
+                losses = [criterion(p, y) for p, y in zip(model(x), ys)]
+                sums = [s + l for s, l in zip(sums, losses)]
+                sum(losses).backward()
+                optimizer.step()
+            """,
+            lines=(6,),
+            fixed="""
+            sums = [0.0] * n_tasks
+            for x, ys in loader:
+                optimizer.zero_grad()
+                losses = [criterion(p, y) for p, y in zip(model(x), ys)]
+                sums = [s + l.detach() for s, l in zip(sums, losses)]
+                sum(losses).backward()
+                optimizer.step()
+            """,
+        ),
         Invalid(
             """
             for epoch in range(epochs):
@@ -560,6 +651,10 @@ class LossKeptWithGraph(Rule):
             if len(others) < len(operands) and isinstance(node.value, cst.BinaryOperation):
                 for value in others:
                     self._check(node, name, value, accumulates=True)
+            elif (terms := _elementwise_terms(node.value, name)) is not None:
+                # `sums = [s + l for s, l in zip(sums, losses)]`: one running total per task.
+                for sequence, term in terms:
+                    self._check(node, name, sequence, accumulates=True, shown=term)
             elif _self_attribute(name):
                 self._check(node, name, node.value, replaces=True)
 
@@ -573,7 +668,10 @@ class LossKeptWithGraph(Rule):
         *,
         accumulates: bool = False,
         replaces: bool = False,
+        shown: cst.BaseExpression | None = None,
     ) -> None:
+        """``shown``: what the finding names and its fix detaches, when that is not ``value``
+        itself (an element drawn from the sequence ``value`` in a comprehension)."""
         # Cheap structural checks first: graph inference runs only in training code.
         analysis = self.context.analysis
         tree = analysis.tree
@@ -593,6 +691,11 @@ class LossKeptWithGraph(Rule):
             return
         graph = analysis.graph
         scope: Scope = func if func is not None else self.context.module
+        if all(self._differentiable_gradients(part, scope) for part in carried):
+            # `velocities = [m * v + g for v, g in zip(velocities, grads)]` where `grads =
+            # torch.autograd.grad(loss, weights, create_graph=True)`: an unrolled optimisation
+            # kept differentiable on purpose, to differentiate through it (meta-gradients).
+            return
         if on_self:
             if replaces and graph.backward_follows(node, scope):
                 return  # this step's own backward still needs it and then frees the graph
@@ -609,7 +712,22 @@ class LossKeptWithGraph(Rule):
                 return
             if graph.flows_into_backward(container, [scope]):
                 return
-        self._report(node, container, carried)
+        self._report(node, container, carried if shown is None else [shown])
+
+    def _differentiable_gradients(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """A name bound, every time in this function, to ``torch.autograd.grad(...,
+        create_graph=True)``: gradients asked to keep their graph."""
+        if not isinstance(expr, cst.Name):
+            return False
+        graph = self.context.analysis.graph
+        bindings = graph.facts(scope).bindings.get(expr.value, ())
+        qualified = self.context.analysis.imports.qualified_name
+        return bool(bindings) and all(
+            isinstance(b.value, cst.Call) and qualified(b.value.func) == "torch.autograd.grad"
+            and any(a.keyword is not None and a.keyword.value == "create_graph"
+                    and not (isinstance(a.value, cst.Name) and a.value.value == "False")
+                    for a in b.value.args)
+            for b in bindings)
 
     def _graph_part(self, value: cst.BaseExpression) -> list[cst.BaseExpression]:
         """The sub-expressions that carry the graph: elements of ``[loss, out]``, dict values.

@@ -152,8 +152,13 @@ class EvalWithoutNoGrad(Rule):
     several backends). On a model class, ``predict()``-style methods count only when the model
     switches itself to eval and runs itself (``self.eval(); self(x)``); on other classes, an
     evaluation-named method needs a DataLoader loop of its own or an eval switch in its
-    class. A helper that switches a model to eval and returns its output leaves the grad
-    mode to its caller, and so does a model's method not named for evaluation
+    class. A plain class that holds its networks in eval mode (switched in ``__init__`` or
+    any method, never back to training) and trains nothing is an inference wrapper: any
+    method of it with a DataLoader loop of its own is evaluation code, and an inference
+    method of a network it holds so is a forward, also one picked from a collection
+    (``self._heads[lang].predict(batch, reprs)``). A helper that switches a model to eval
+    and returns its output leaves the grad mode to its caller, and so does a model's method
+    not named for evaluation
     (``self.eval(); dist = self(x); return Posterior(dist)``: callers may differentiate it
     with respect to the input). An ``nn.Module`` subclass with no ``forward`` whose
     methods train is a trainer, not a model: its ``net.eval(); net(x)`` sampling blocks
@@ -493,8 +498,77 @@ class EvalWithoutNoGrad(Rule):
                 module.eval()  # fixed batch-norm statistics; gradients still flow to the caller
                 return module(patches)
         """),
+        Valid(
+            # `self.predict_net(...)` is the class's own method, which sets the grad mode itself
+            # (its loop under `set_grad_enabled`), not a sub-network held on `self`.
+            """
+            import torch
+            class Model:
+                def predict_net(self, loader, grads=False):
+                    self.net.eval()
+                    with torch.set_grad_enabled(grads):
+                        return [self.net(x) for x in loader]
+
+                def predict(self, loader):
+                    return self.predict_net(loader)
+            """
+        ),
+        Valid(
+            # The class trains its networks too: its eval switches are phases, not a mode.
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            class Tagger:
+                def __init__(self, encoder):
+                    self.encoder = encoder
+                    self.encoder.eval()
+                def fit(self, data, optimizer):
+                    self.encoder.train()
+                    for batch in DataLoader(data):
+                        self.encoder.predict(batch).sum().backward()
+                        optimizer.step()
+                def tag(self, data):
+                    return [self.encoder.predict(batch) for batch in DataLoader(data)]
+            """
+        ),
     )
     invalid = (
+        Invalid(
+            # The class's own method runs the network in its caller's mode: a forward, unlike
+            # one that sets the grad mode itself (`predict_net` among the valid examples).
+            """
+            import torch
+            class Detector:
+                def forward_model(self, data):
+                    return self.model(data.x)
+                def decision_function(self, data):
+                    self.model.eval()
+                    score = self.forward_model(data)
+                    return score.detach().cpu()
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            # An inference wrapper: networks switched to eval where they are loaded, never
+            # trained here; its methods' loader loops are inference whatever their names.
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            class Pipeline:
+                def __init__(self, embedder, heads, lang):
+                    self.embedder = embedder.eval()
+                    self._heads = {lang: heads[lang]}
+                    self._heads[lang].eval()
+                    self.lang = lang
+                def _tokenize_doc(self, test_set):
+                    labels = []
+                    for batch in DataLoader(test_set, batch_size=32):
+                        reprs = self.embedder.get_inputs(batch)
+                        labels.extend(self._heads[self.lang].predict(batch, reprs).tolist())
+                    return labels
+            """,
+            lines=(14,),
+        ),
         Invalid("""
             import torch
             class Trainer:
@@ -804,6 +878,8 @@ class EvalWithoutNoGrad(Rule):
         cls = self.context.analysis.tree.enclosing_class(function)
         if cls is not None and self.context.analysis.calls.is_module_class(cls):
             return False  # a model's helper runs in whatever mode its caller chose
+        if cls is not None and self._inference_class_loop(function, cls):
+            return True
         project = self.context.project
         qualname = self.context.analysis.tree.qualname(function)
         if project is not None and (qualname in project.eval_called
@@ -825,6 +901,17 @@ class EvalWithoutNoGrad(Rule):
             and any(loops.runs_backward(loop) for loop in tree.enclosing_loops(call))
             for call in calls
         )
+
+    def _inference_class_loop(self, function: cst.FunctionDef, cls: cst.ClassDef) -> bool:
+        """A method with a DataLoader loop of its own in a plain class that holds its networks
+        in eval mode (switched in ``__init__`` or any method, never back) and trains nothing:
+        a pipeline's ``_tokenize_doc`` runs inference whatever its name."""
+        if not self.context.analysis.calls.held_in_eval(cls):
+            return False
+        tree = self.context.analysis.tree
+        flow = self.context.analysis.dataflow
+        return any(isinstance(node, cst.For) and flow.is_dataloader_loop(node)
+                   for node in tree.walk(function.body))
 
     def _in_block(self, call: cst.Call, blocks: dict[cst.CSTNode, Region]) -> bool:
         for anc in self.context.analysis.tree.ancestors(call):

@@ -77,7 +77,14 @@ class BlockingHostToDevice(Rule):
     parameter), loaders over a dataset built from device tensors (``X = X.to(device)`` then
     ``DataLoader(TensorDataset(X, y))``; one device tensor is enough to stay silent), values
     moved earlier in the same iteration or helper (``batch.x = batch.x.to(device)`` then
-    ``batch.x.to(device)``), batches a wrapper already moved (a prefetcher class or
+    ``batch.x.to(device)``), values rebuilt earlier in the iteration as new host tensors
+    (``masks = torch.tensor(masks)``, ``[torch.tensor(w) for w in weights]``: pageable
+    memory the loader's pinning never reaches, like ``torch.tensor(part).to(device)``),
+    batches of a project class named like a loader that is none (no ``DataLoader`` base,
+    nothing named like a loader called inside, as ``LemmaDataLoader``: it assembles
+    pageable batches itself and
+    takes no ``pin_memory``, so neither report applies), batches a wrapper already moved (a
+    prefetcher class or
     generator that calls ``.cuda()`` itself), and helper calls that pass a host device
     (``to_device(batch, "cpu")``), and loops over a collection of loaders (``for dl in
     loaders:`` hands on loaders, whose ``to()`` copies nothing). A loader built only when the
@@ -326,6 +333,20 @@ class BlockingHostToDevice(Rule):
                 for part in [train_x, val_loader]:
                     for row in part:
                         model(row.to(device))
+        """),
+        # Tensors the loop builds on the host from the batch's Python lists: pageable, out of
+        # the loader's reach, like `torch.tensor(part).to(device)` in one expression.
+        Valid("""
+            import torch
+            from torch.utils.data import DataLoader
+            def train(model, dataset, device):
+                loader = DataLoader(dataset, batch_size=32, collate_fn=collate)
+                for batch in loader:
+                    masks = batch.masks()
+                    weights = batch.weights()
+                    masks = torch.tensor(masks, dtype=torch.bool)
+                    weights = [torch.tensor(w).unsqueeze(1) for w in weights]
+                    model(batch, masks.to(device), [w.to(device) for w in weights])
         """),
     )
     invalid = (
@@ -663,7 +684,7 @@ class BlockingHostToDevice(Rule):
             return
         flow = analysis.dataflow
         origins = [o for o in flow.host_batch_origins(node) if flow.is_steady(o)]
-        if not origins or self._optional_move(node):
+        if not origins or self._optional_move(node) or self._plain_batches(origins):
             return
         target = flow.device_target(node)
         if not target.to_accelerator:
@@ -698,6 +719,8 @@ class BlockingHostToDevice(Rule):
             if arg is None:
                 continue
             origins = [o for o in flow.batch_origins(arg) if flow.is_steady(o)]
+            if origins and self._plain_batches(origins):
+                return
             if origins:
                 for origin in origins:
                     self._origins[origin] = None
@@ -708,6 +731,20 @@ class BlockingHostToDevice(Rule):
             # loader's missing pin_memory here.
             for loader in flow.loaders_passed(arg):
                 self._handed[loader] = None
+
+    def _plain_loader(self, call: cst.Call) -> bool:
+        """``LemmaDataLoader(...)``: a project class named like a DataLoader that is none (no
+        DataLoader base, none built inside). It takes no ``pin_memory``, and no loader worker
+        pins the batches it assembles itself."""
+        project = self.context.project
+        written = dotted_name(call.func)
+        return project is not None and written is not None and project.is_plain_loader(written)
+
+    def _plain_batches(self, origins: list[BatchOrigin]) -> bool:
+        """Every loader behind ``origins`` is such a class: its batches are built by the
+        class itself in pageable memory, nothing an asynchronous copy could overlap."""
+        loaders = self.context.analysis.dataflow.loaders_feeding_origins(dict.fromkeys(origins))
+        return bool(loaders) and all(self._plain_loader(call) for call in loaders)
 
     def _optional_move(self, call: cst.Call) -> bool:
         """``if device is not None: x = x.to(device)`` where ``device=None`` is the
@@ -742,6 +779,7 @@ class BlockingHostToDevice(Rule):
         for call in loaders:
             if (
                 has_keyword(call, "pin_memory")
+                or self._plain_loader(call)
                 or has_star_args(call)
                 or positional_count(call) >= _PIN_MEMORY_POSITION
                 or in_ci_branch(call, self.context.analysis.tree)

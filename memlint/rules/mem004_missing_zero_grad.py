@@ -188,6 +188,24 @@ class MissingZeroGrad(Rule):
                 optimizer.step()
                 optimizer.zero_grad()
         """),
+        Valid(
+            # Accumulation over minibatches: cleared once per epoch before the loader loop
+            # and after each step; the epoch's guarded step flushes the last partial batch.
+            """
+            for epoch in range(epochs):
+                optimizer.zero_grad()
+                accumulated = 0
+                for x, y in loader:
+                    criterion(model(x), y).backward()
+                    accumulated += len(x)
+                    if accumulated >= batch_size:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        accumulated = 0
+                if accumulated != 0:
+                    optimizer.step()
+            """
+        ),
     )
     invalid = (
         Invalid(
@@ -360,7 +378,7 @@ class MissingZeroGrad(Rule):
     # ------------------------------------------------------------------ misplaced
 
     def _check_microstep(self, step: cst.Call, loop: Loop, optimizer: str | None) -> None:
-        if not self._accumulation_guard(step, loop):
+        if not self._accumulation_guard(step, loop) or self._steps_after_inner_loop(step, loop):
             return
         tree = self.context.analysis.tree
         for call in self.context.analysis.loops.loop_calls(loop):
@@ -380,6 +398,24 @@ class MissingZeroGrad(Rule):
                 "`zero_grad()` runs on every micro-step but `step()` only every N steps, so "
                 "gradient accumulation keeps only the last micro-batch; clear after `step()`",
             )
+
+    def _steps_after_inner_loop(self, step: cst.Call, loop: Loop) -> bool:
+        """The backward passes run in a loop nested in ``loop`` that ``step`` is not part of:
+        ``loop``'s iterations are epochs, not micro-steps, and a guarded step after the inner
+        loop flushes what is left (``if accumulated != 0: optimizer.step()``)."""
+        tree = self.context.analysis.tree
+        loops = self.context.analysis.loops
+        for call in loops.loop_calls(loop):
+            inner = tree.enclosing_loops(call)
+            if (
+                inner
+                and inner[0] is not loop
+                and tree.is_inside(inner[0], loop)
+                and not tree.is_inside(step, inner[0])
+                and loops.runs_backward(inner[0])
+            ):
+                return True
+        return False
 
     def _accumulation_guard(self, step: cst.Call, loop: Loop) -> bool:
         module = self.context.module
@@ -517,6 +553,7 @@ class MissingZeroGrad(Rule):
             return False
         return (
             self._accumulation_guard(step, loop)
+            and not self._steps_after_inner_loop(step, loop)
             and not self._conditional_within(zero, loop)
             and not self._in_accumulate_context(zero)
         )

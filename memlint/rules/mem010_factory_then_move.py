@@ -239,14 +239,43 @@ def _self_move(statement: cst.BaseStatement) -> tuple[str, cst.Call] | None:
     return key, move
 
 
+def _returned_move(statement: cst.BaseStatement, key: str) -> cst.Call | None:
+    """The move of ``key`` in ``return h.cuda(), c.cuda()`` (a dtype cast may follow it:
+    ``h.cuda().half()``), when every element of what is returned is such a move."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Return)
+            and statement.body[0].value is not None):
+        return None
+    value = statement.body[0].value
+    elements = ([e.value for e in value.elements] if isinstance(value, cst.Tuple)
+                else [value])
+    found: cst.Call | None = None
+    for element in elements:
+        while (isinstance(element, cst.Call) and isinstance(element.func, cst.Attribute)
+               and element.func.attr.value in _RETURN_CASTS and not element.args):
+            element = element.func.value  # `.half()`, `.float()` after the move
+        if not (isinstance(element, cst.Call) and isinstance(element.func, cst.Attribute)
+                and element.func.attr.value in ("cuda", "to")):
+            return None
+        if dotted_name(element.func.value) == key:
+            found = element
+    return found
+
+
 def _rebinding_move(statement: cst.BaseStatement, key: str) -> cst.Call | None:
     """The move in ``key = key.cuda(...)`` / ``key = key.to(...)``, written as the statement
     itself or in the leading run of such moves of an ``if`` without ``else`` (``if use_cuda:
-    a = a.cuda(); b = b.cuda()``)."""
+    a = a.cuda(); b = b.cuda()``); or, under such an ``if``, a ``return`` of moves only
+    (``if self.use_cuda: return h.cuda(), c.cuda()``), also one per branch of an ``if``
+    nested there (``.cuda()`` in one, ``.cuda().half()`` in the other)."""
     body: Sequence[cst.BaseStatement] = (statement,)
     if isinstance(statement, cst.If) and statement.orelse is None and isinstance(
             statement.body, cst.IndentedBlock):
         body = statement.body.body
+        if body and (returned := _returned_move(body[0], key)) is not None:
+            return returned
+        if len(body) == 1 and (nested := _branch_returns(body[0], key)) is not None:
+            return nested
     for inner in body:
         moved = _self_move(inner)
         if moved is None:
@@ -256,6 +285,21 @@ def _rebinding_move(statement: cst.BaseStatement, key: str) -> cst.Call | None:
     return None
 
 
+def _branch_returns(statement: cst.BaseStatement, key: str) -> cst.Call | None:
+    """``if training: return h.cuda(), c.cuda()`` / ``else: return h.cuda().half(), ...``:
+    the move of ``key`` when both branches return moves of it."""
+    if not (isinstance(statement, cst.If) and isinstance(statement.orelse, cst.Else)
+            and isinstance(statement.body, cst.IndentedBlock)
+            and isinstance(statement.orelse.body, cst.IndentedBlock)
+            and statement.body.body and statement.orelse.body.body):
+        return None
+    first = _returned_move(statement.body.body[0], key)
+    second = _returned_move(statement.orelse.body.body[0], key)
+    return first if first is not None and second is not None else None
+
+
+# Casts that may follow a move in a returned value: `h.cuda().half()`.
+_RETURN_CASTS = frozenset({"half", "float", "double", "bfloat16", "long", "int", "bool"})
 # The moves off the host: `.cuda()`, `.to(device)`, `.type_as(tensor)`.
 _MOVES = ("cuda", "to", "type_as")
 
@@ -295,9 +339,11 @@ class FactoryThenMove(Rule):
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
     ``if use_cuda: h = h.cuda()``), and a run of such bindings moved together by the
     statements after them (``a = torch.rand(n, 1)``, ``b = torch.rand(1, m)``, then ``if
-    use_cuda: a = a.cuda(); b = b.cuda()``). A statement in between that is not another
-    factory binding (a fill such as ``h[0] = 1``), a move bound to another name, or an
-    ``else`` branch leaves it alone. So is a factory bound to a name that the very next
+    use_cuda: a = a.cuda(); b = b.cuda()``), also when that ``if`` returns them moved
+    (``if self.use_cuda: return h.cuda(), c.cuda()``, also from both branches of an ``if``
+    nested there, a cast such as ``.half()`` after the move). A statement in between that
+    is not another factory binding (a fill such as ``h[0] = 1``), a move bound to another
+    name, or an ``else`` branch leaves it alone. So is a factory bound to a name that the very next
     statement of a function moves where it uses it, when that is the tensor's only use there
     (``support = torch.linspace(a, b, n).view(1, -1)`` then ``q = (support.type_as(dist) *
     dist).sum(-1)``); a name read anywhere else in the function is left alone. A
@@ -396,6 +442,14 @@ class FactoryThenMove(Rule):
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*\)?[ \t]*(?:#[^\n]*)?\r?\n"
         rb"(?:[ \t]*if\b[^\n]*:[ \t]*\r?\n)?[ \t]*([\w.]+)[ \t]*=[ \t]*\1\.(?:cuda|to)\("
+        # Or returned moved under one or two `if`s: `if self.use_cuda:` / `return h.cuda(),
+        # c.cuda()`.
+        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
+        rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
+        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*\)?[ \t]*(?:#[^\n]*)?\r?\n"
+        rb"(?:[ \t]*if\b[^\n]*:[ \t]*\r?\n){1,2}[ \t]*return\b[^\n]*\w\.(?:cuda|to)\("
         # Or a name bound to a factory that the next statement (after blank or comment lines)
         # moves where it uses it: `support = torch.linspace(a, b, n)` / `q =
         # (support.type_as(dist) * dist).sum()`.
@@ -497,6 +551,19 @@ class FactoryThenMove(Rule):
             shifted = torch.zeros(k).add(offsets).to(device)
             scaled = (torch.ones(n) * scale).cuda()
         """),
+        Valid(
+            # The host tensor is returned beside a value computed from it: it is kept.
+            """
+            import torch
+
+
+            def init_hidden(self, bsz):
+                h = torch.zeros(1, bsz, self.hidden)
+                if self.use_cuda:
+                    return h.cuda(), h.sum()
+                return h
+            """
+        ),
     )
     invalid = (
         # Elementwise steps given only constants (a comparison, arithmetic, an in-place
@@ -732,6 +799,25 @@ class FactoryThenMove(Rule):
                 return eps_out, eps_in, onehot
             """,
             lines=(6, 7, 11),
+        ),
+        # An RNN's initial state built on the host and returned moved (both branches of the
+        # nested `if` move it); no fix either.
+        Invalid(
+            """
+            import torch
+
+
+            def zero_state(self, inputs):
+                h0 = torch.zeros(2, inputs.size(0), self.hidden, requires_grad=False)
+                c0 = torch.zeros(2, inputs.size(0), self.hidden, requires_grad=False)
+                if self.use_cuda:
+                    if self.training_mode:
+                        return h0.cuda(), c0.cuda()
+                    else:
+                        return h0.cuda().half(), c0.cuda().half()
+                return h0, c0
+            """,
+            lines=(6, 7),
         ),
     )
 

@@ -42,7 +42,8 @@ class LoadWithoutMapLocation(Rule):
     """
     ## What it does
     Flags `torch.load(...)` calls that do not say where the loaded tensors should go
-    (`map_location`, as a keyword or the second positional argument).
+    (`map_location`, as a keyword or the second positional argument), also through an
+    aliased module (`import torch as th; th.load(path)`).
 
     Where the saved device cannot matter, or the code already chose a placement, it stays
     silent:
@@ -106,9 +107,10 @@ class LoadWithoutMapLocation(Rule):
         "`torch.load` without `map_location` restores tensors onto the device they were saved from"
     )
     default_enabled = False
-    # `torch.load(...)` and `from torch import load` spell one of these; an aliased module
-    # (`import torch as th; th.load(...)`) is left out to keep `json.load`-heavy files cheap.
-    triggers = ("torch.load", "import load")
+    # `torch.load(...)`, `from torch import load` and an aliased module (`import torch as
+    # th; th.load(...)`) spell one of these; a file that merely mentions `torch` and calls
+    # `json.load` is not parsed for this rule.
+    triggers = ("torch.load", "import load", "import torch as")
     # And a `load(...)` call with neither `map_location` nor `**` among its top-level
     # arguments (parentheses nested up to four deep), so files that always pass a location
     # are not parsed for this rule.
@@ -202,6 +204,18 @@ class LoadWithoutMapLocation(Rule):
             fixed="""
             import torch
             state = torch.load(path, map_location="cpu")
+            """,
+        ),
+        Invalid(
+            # The module under the alias many RL codebases use.
+            """
+            import torch as th
+            net = th.load(str(path))
+            """,
+            lines=(3,),
+            fixed="""
+            import torch as th
+            net = th.load(str(path), map_location="cpu")
             """,
         ),
         Invalid(

@@ -524,6 +524,22 @@ def casts(net_output, gt):
     # a metric helper: the target only changes dtype (nnU-Net's get_tp_fp_fn_tn shape)
     y_onehot = gt.to(torch.float32)
     return net_output.to(dtype=torch.half) * y_onehot.to(net_output.dtype)
+
+def rebuilt(data_loader, device):
+    # each batch's lists become fresh host tensors before the copy (chemprop's train loop)
+    for batch in data_loader:
+        masks = batch.masks()
+        weights = batch.weights()
+        masks = torch.tensor(masks, dtype=torch.bool)
+        weights = [torch.tensor(w).unsqueeze(1) for w in weights]
+        model(masks.to(device), [w.to(device) for w in weights])
+
+def rebuilt_later(data_loader, device):
+    # the copy comes before the rebinding: the batch's own tensor
+    for batch in data_loader:
+        masks = batch.masks()
+        model(masks.to(device))
+        masks = torch.tensor(masks)
 '''
 
 
@@ -556,6 +572,8 @@ def test_data_facts_are_looked_for_only_where_they_can_be() -> None:
     assert by_name["picked"].moves_params == ("batch",)
     assert by_name["sized"].moves_params == ()
     assert by_name["casts"].moves_params == ()
+    assert by_name["rebuilt"].moves_params == ()
+    assert by_name["rebuilt_later"].moves_params == ("data_loader",)
 
 
 def test_returned_accuracies_built_from_indices_and_comparisons_are_detached() -> None:
