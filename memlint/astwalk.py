@@ -75,3 +75,15 @@ def statement_lines(body: list[ast.stmt]) -> tuple[tuple[int, int], ...]:
             first = min([first, *(d.lineno for d in statement.decorator_list)])
         spans.append((first, statement.end_lineno or statement.lineno))
     return tuple(spans)
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a name or a chain of attributes on one; None for anything else."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator, Sequence
 
-from memlint.astwalk import fields_of
+from memlint.astwalk import dotted, fields_of
 from memlint.prefilter import Triggered, applicable_rules
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -100,17 +100,6 @@ def _ending(line: bytes) -> bytes:
     return line[-1:] if line[-1:] in (b"\n", b"\r") else b""
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 class _Facts:
     """What one walk of a function (or of the module around the functions in ``skip``)
     shows: whether it imports, the dotted names its moves are given, the names it binds."""
@@ -128,7 +117,7 @@ class _Facts:
                 func = call.func
                 if type(func) is ast.Attribute and func.attr in _MOVES:
                     for value in [*call.args, *(k.value for k in call.keywords)]:
-                        name = _dotted(value.value if isinstance(value, ast.Starred) else value)
+                        name = dotted(value.value if isinstance(value, ast.Starred) else value)
                         if name is not None:
                             self.moves.add(name)
             elif kind is ast.Assign:
@@ -163,7 +152,7 @@ def _names(targets: list[ast.AST]) -> set[str]:
         elif isinstance(target, ast.Starred):
             targets.append(target.value)
         else:
-            name = _dotted(target)
+            name = dotted(target)
             if name is not None:
                 found.add(name)
     return found

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from memlint.astwalk import fields_of, walk
+from memlint.astwalk import dotted, fields_of, walk
 from memlint.gates import may_move
 from memlint.prefilter import search
 from memlint.vocabulary import (
@@ -233,17 +233,6 @@ def _split_top(text: str) -> list[str]:
 
 
 # ---------------------------------------------------------------- building
-
-def dotted(node: ast.expr) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
 
 def _literal_flag(node: ast.expr) -> bool | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, bool):
