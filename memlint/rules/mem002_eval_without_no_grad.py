@@ -36,6 +36,14 @@ _NEEDS_INPUT_GRAD = re.compile(
     r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain",
     re.IGNORECASE,
 )
+# Methods of a collection or a tensor: `explanations.append(m)` adds to a list named for
+# explanations and `m_explain.cpu()` copies one; neither computes an attribution, whatever
+# its receiver is called.
+_VALUE_METHODS = frozenset({
+    "append", "extend", "insert", "add", "update", "pop", "clear", "setdefault", "items",
+    "keys", "values", "get", "copy", "cpu", "cuda", "to", "detach", "numpy", "item",
+    "tolist", "float", "double", "long", "int", "half", "clone", "view", "reshape",
+    "squeeze", "unsqueeze", "sum", "mean", "max", "min", "argmax", "softmax", "size"})
 # `load_model(...)`, `self._wrap_model(model)`, `accelerator.unwrap_model(m)`: helpers named
 # after a model, not forwards.
 # What a shape probe reads of a forward's output.
@@ -533,6 +541,22 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        Invalid(
+            # Values named for explanations (mask-based, no gradients taken): copying them or
+            # collecting them is no attribution method that needs input gradients.
+            """
+            import torch
+            class TabModel:
+                def explain(self, loader):
+                    self.network.eval()
+                    res_explain = []
+                    for data in loader:
+                        m_explain, masks = self.network.forward_masks(data)
+                        res_explain.append(m_explain.cpu().detach().numpy())
+                    return res_explain
+            """,
+            lines=(8,),
+        ),
         Invalid(
             # The class's own method runs the network in its caller's mode: a forward, unlike
             # one that sets the grad mode itself (`predict_net` among the valid examples).
@@ -1140,7 +1164,8 @@ class EvalWithoutNoGrad(Rule):
         name = last_name(node.func) or ""
         if name in ("grad", "requires_grad_", "enable_grad", "vjp", "jvp", "vmap_grad"):
             return name != "grad" or self._is_autograd_grad(node)
-        if _NEEDS_INPUT_GRAD.search(dotted_name(node.func) or name):
+        if _NEEDS_INPUT_GRAD.search(name if name in _VALUE_METHODS
+                                    else dotted_name(node.func) or name):
             return True  # `attack.generate(x, y)`, `saliency(model, x)`
         if any(
             a.keyword is not None
