@@ -23,7 +23,7 @@ from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, is_timeout, rare_collections
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from memlint.config import Settings
     from memlint.project.store import SummaryStore
@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 _EVALUATION_RULES = frozenset({"MEM002"})
 # Rules that follow DataLoader batches into the methods a project base class feeds them to.
 _BATCH_RULES = frozenset({"MEM003"})
+# Rules whose files get the summaries of the helpers they call from other modules, fetched on
+# demand: MEM003 follows the copies, MEM002 judges the statements before a forward by what
+# those helpers return (its findings must not depend on whether MEM003 runs too).
+_FOLLOWS_HELPERS = _BATCH_RULES | _EVALUATION_RULES
 
 
 # Scan tasks sent to a worker ahead of its answers: most files take a millisecond or two
@@ -232,18 +236,19 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     unworthy: set[str] = set()
 
     def summarise_now(paths: Sequence[str], worth: Callable[[bytes], bool] | None = None,
-                      ) -> dict[str, ModuleSummary]:
+                      always: Collection[str] = ()) -> dict[str, ModuleSummary]:
         """Summaries of files the scan did not summarise, made now in this process (and
-        kept); ``worth`` picks the files by their bytes."""
+        kept); ``worth`` picks the files by their bytes, except those in ``always``."""
         made: dict[str, ModuleSummary] = {}
         for key in sorted(paths):
-            if key in summaries or (worth is not None and key in unworthy):
+            if key in summaries or (worth is not None and key in unworthy
+                                    and key not in always):
                 continue  # summarised earlier in this run, or read and not worth it
             try:
                 source = Path(key).read_bytes()
             except OSError:
                 continue
-            if worth is not None and not worth(source):
+            if worth is not None and key not in always and not worth(source):
                 unworthy.add(key)
                 continue
             summary = summarise_source(source, key)
@@ -261,9 +266,10 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         helpers in modules they call, which no gate selected, are summarised on the way."""
         ruled = [k for k, codes in active.items() if codes]
         bare = [*(k for k, codes in active.items() if not codes), *extra_candidates]
-        copying = [k for k in ruled if _BATCH_RULES & set(active[k])]
+        copying = [k for k in ruled if _FOLLOWS_HELPERS & set(active[k])]
         return build_views(summaries, ruled, known, bare, hooks, copying,
-                           fetch=lambda paths: summarise_now(paths, may_define_mover),
+                           fetch=lambda paths, hubs: summarise_now(paths, may_define_mover,
+                                                                   hubs),
                            search_hooks=search_hooks)
 
     # Files the scan finished (no rule's prefilter selected them) that have a summary: a

@@ -841,7 +841,11 @@ def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
         yield from site.switches
 
 
-Fetch = Callable[[list[str]], Mapping[str, ModuleSummary]]
+# (paths, hubs) -> summaries: of the paths, those worth one (a file that may define a copy
+# helper), and every hub (a module others star-import: the names they look up live on in it).
+Fetch = Callable[[list[str], frozenset[str]], Mapping[str, ModuleSummary]]
+# Rounds of fetching: a star-import hub fetched in one round names modules of its own.
+_FETCH_ROUNDS = 3
 
 
 def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
@@ -876,24 +880,32 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
 
     wanted, known, bare, hooks = list(wanted), list(known), list(bare), list(hooks)
     copying = set(copying)
-    fetched: Mapping[str, ModuleSummary] = {}
+    fetched: dict[str, ModuleSummary] = {}
     packages: dict[str, bool] = {}  # folder -> holds an __init__.py, for every located()
     roots, where = _by_root(summaries, packages)
     models = {root: ProjectModel(modules) for root, modules in roots.items()}
-    if fetch is not None:
+    hubs: set[str] = set()  # star-import hubs fetched: what they import is looked up too
+    for _ in range(_FETCH_ROUNDS if fetch is not None else 0):
+        assert fetch is not None
         # The names the copying modules look up in vain, by root.
         undefined: dict[Path, set[str]] = defaultdict(set)
-        for path in (*wanted, *bare, *hooks):
+        for path in (*wanted, *bare, *hooks, *sorted(hubs)):
             found = where.get(path)
-            if found is not None and (path in copying
+            if found is not None and (path in copying or path in hubs
                                       or models[found[0]].fed_by_bases(found[1])):
                 undefined[found[0]] |= models[found[0]].undefined_names(found[1])
         named = _modules_of(undefined, known, summaries, packages)
-        fetched = fetch(sorted(named)) if named else {}
-        if fetched:
-            summaries = {**summaries, **fetched}
-            roots, where = _by_root(summaries, packages)
-            models = {root: ProjectModel(modules) for root, modules in roots.items()}
+        # `from .utils import *` of an unsummarised `utils`: its names are looked up there.
+        starred = _modules_of({root: {n for n in names if n.endswith(".*")}
+                               for root, names in undefined.items()}, known, summaries, packages)
+        new = fetch(sorted(named), frozenset(starred)) if named else {}
+        if not new:
+            break
+        hubs |= starred & set(new)
+        fetched = {**fetched, **new}
+        summaries = {**summaries, **new}
+        roots, where = _by_root(summaries, packages)
+        models = {root: ProjectModel(modules) for root, modules in roots.items()}
     views: dict[str, ModuleView] = {}
     for path in wanted:
         found = where.get(path)

@@ -57,6 +57,21 @@ def test_project_matches_labels(root: Path, capsys: pytest.CaptureFixture[str],
     assert want - got == set(), "missed findings"
 
 
+@pytest.mark.parametrize("root", ROOTS, ids=[p.name for p in ROOTS])
+def test_a_rule_selected_alone_finds_what_it_finds_beside_the_others(
+        root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which summaries the project model reads must not depend on which other rules run: a
+    rule alone reports exactly its findings of a run with every rule."""
+    every = actual(root, capsys, monkeypatch)
+    for code in sorted({label[2] for label in every}):
+        monkeypatch.chdir(root)
+        capsys.readouterr()
+        main(["--no-cache", "--isolated", "--select", code, "--output-format", "json", "."])
+        alone = {(Path(d["path"]).as_posix(), d["line"], d["code"])
+                 for d in json.loads(capsys.readouterr().out)}
+        assert alone == {label for label in every if label[2] == code}, code
+
+
 def test_one_file_resolves_facts_from_its_package(capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     root = PROJECTS / "vision_app"

@@ -322,7 +322,7 @@ def test_copy_helpers_no_gate_selected_are_summarised_when_a_copying_module_call
     summaries = {paths[n]: summary(sources[n]) for n in ("__init__.py", "train.py")}
     asked: list[list[str]] = []
 
-    def fetch(wanted: list[str]) -> dict[str, ModuleSummary]:
+    def fetch(wanted: list[str], hubs: frozenset[str]) -> dict[str, ModuleSummary]:
         asked.append(wanted)
         return {p: summary(Path(p).read_text(encoding="utf-8")) for p in wanted}
 
@@ -336,6 +336,42 @@ def test_copy_helpers_no_gate_selected_are_summarised_when_a_copying_module_call
     views, _ = build_views(summaries, [paths["train.py"]], known, fetch=fetch)
     assert asked == []  # train's copies are not followed (no rule that does applies to it)
     assert not views[paths["train.py"]].movers
+
+
+def test_star_import_hubs_are_summarised_on_demand_round_after_round(tmp_path: Path) -> None:
+    """``from .hub import *`` where ``hub`` re-exports ``helpers`` by another star import, no
+    file of the two selected by the scan: the hub is summarised though it copies nothing (the
+    name lives on in it), then the module it names, where the copy helper is."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    sources = {
+        "__init__.py": "",
+        "loop.py": """
+            from .hub import *
+            def fit(loader, device):
+                for batch in loader:
+                    to_device(batch, device)
+            """,
+        "hub.py": "from .helpers import *\n",
+        "helpers.py": "def to_device(batch, device):\n    return batch.to(device)\n",
+    }
+    paths = {}
+    for name, source in sources.items():
+        paths[name] = str(pkg / name)
+        (pkg / name).write_text(textwrap.dedent(source), encoding="utf-8")
+    summaries = {paths[n]: summary(sources[n]) for n in ("__init__.py", "loop.py")}
+    asked: list[tuple[list[str], frozenset[str]]] = []
+
+    def fetch(wanted: list[str], hubs: frozenset[str]) -> dict[str, ModuleSummary]:
+        asked.append((wanted, hubs))
+        texts = {p: Path(p).read_text(encoding="utf-8") for p in wanted}
+        return {p: summary(t) for p, t in texts.items() if p in hubs or ".to(" in t}
+
+    views, _ = build_views(summaries, [paths["loop.py"]], list(paths.values()),
+                           copying=[paths["loop.py"]], fetch=fetch)
+    assert asked[0] == ([paths["hub.py"]], frozenset({paths["hub.py"]}))
+    assert asked[1] == ([paths["helpers.py"]], frozenset({paths["helpers.py"]}))
+    assert views[paths["loop.py"]].movers["to_device"] == ((0, "batch"),)
 
 
 def test_a_singledispatch_mover_moves_what_its_registered_implementations_move() -> None:
