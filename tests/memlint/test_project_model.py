@@ -291,12 +291,20 @@ def test_returns_clearing_and_data_helpers() -> None:
     assert view.movers["to_device"] == ((0, "batch"),)
 
 
+def _write_package(folder: Path, sources: dict[str, str]) -> dict[str, str]:
+    """The files of a package written out; file name -> path."""
+    folder.mkdir()
+    paths = {}
+    for name, source in sources.items():
+        paths[name] = str(folder / name)
+        (folder / name).write_text(textwrap.dedent(source), encoding="utf-8")
+    return paths
+
+
 def test_copy_helpers_no_gate_selected_are_summarised_when_a_copying_module_calls_them(
         tmp_path: Path) -> None:
     """A file that may define a copy helper but holds no rule's trigger is not summarised by
     the scan; build_views asks for it when a module whose copies are followed names it."""
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
     sources = {
         "__init__.py": "",
         "train.py": """
@@ -315,10 +323,7 @@ def test_copy_helpers_no_gate_selected_are_summarised_when_a_copying_module_call
         "sibling.py": "def push(batch, device):\n    return batch.cuda()\n",
         "unrelated.py": "def shift(x, device):\n    return x.to(device)\n",
     }
-    paths = {}
-    for name, source in sources.items():
-        paths[name] = str(pkg / name)
-        (pkg / name).write_text(textwrap.dedent(source), encoding="utf-8")
+    paths = _write_package(tmp_path / "pkg", sources)
     summaries = {paths[n]: summary(sources[n]) for n in ("__init__.py", "train.py")}
     asked: list[list[str]] = []
 
@@ -342,8 +347,6 @@ def test_star_import_hubs_are_summarised_on_demand_round_after_round(tmp_path: P
     """``from .hub import *`` where ``hub`` re-exports ``helpers`` by another star import, no
     file of the two selected by the scan: the hub is summarised though it copies nothing (the
     name lives on in it), then the module it names, where the copy helper is."""
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
     sources = {
         "__init__.py": "",
         "loop.py": """
@@ -355,10 +358,7 @@ def test_star_import_hubs_are_summarised_on_demand_round_after_round(tmp_path: P
         "hub.py": "from .helpers import *\n",
         "helpers.py": "def to_device(batch, device):\n    return batch.to(device)\n",
     }
-    paths = {}
-    for name, source in sources.items():
-        paths[name] = str(pkg / name)
-        (pkg / name).write_text(textwrap.dedent(source), encoding="utf-8")
+    paths = _write_package(tmp_path / "pkg", sources)
     summaries = {paths[n]: summary(sources[n]) for n in ("__init__.py", "loop.py")}
     asked: list[tuple[list[str], frozenset[str]]] = []
 
