@@ -48,7 +48,8 @@ class Task:
     # others it reports which rules apply and, for the project model, the module's summary.
     # "lint": the second pass, with what the project knows that this module needs.
     # "fix": compute the file's fixes (--fix, --diff); the parent writes them.
-    phase: Literal["scan", "lint", "fix"] = "lint"
+    # "check": the syntax check of each file in ``batch`` (see ``defer_check``).
+    phase: Literal["scan", "lint", "fix", "check"] = "lint"
     view: ModuleView | None = None
     # The content hash whose summary the parent already holds: not summarised again.
     summary_digest: str | None = None
@@ -62,6 +63,13 @@ class Task:
     # With phase "lint": function bodies left out of the parse (memlint.pruning), found by
     # the scan for exactly the rules in ``active``.
     blank: tuple[tuple[int, int], ...] = ()
+    # With phase "scan": a file the scan finishes without a parse is not syntax-checked there
+    # (its result says ``unchecked``); the runner checks such files in batches, while the
+    # project model is built and the workers would otherwise wait.
+    defer_check: bool = False
+    # With phase "check": (path, display) of the files to check; the result holds the
+    # diagnostics of them all.
+    batch: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -86,6 +94,8 @@ class FileResult:
     blank: tuple[tuple[int, int], ...] = ()
     # After a fix task: the fixed content and what remains (the parent writes it).
     fix: FixResult | None = None
+    # After a scan with ``defer_check``: finished, but its syntax is still to be checked.
+    unchecked: bool = False
 
 
 def file_diagnostic(path: str, code_name: tuple[str, str], message: str,
@@ -206,7 +216,8 @@ def read_source(path: str) -> bytes:
 
 def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
                ignored: frozenset[str], summary_known: bool,
-               imports_ready: Callable[[], None] | None = None) -> FileResult:
+               imports_ready: Callable[[], None] | None = None, *,
+               defer_check: bool = False) -> FileResult:
     """The first pass over a file: finished at once when no rule applies, else the rules that
     do; the module summary when the file may hold facts other modules need.
 
@@ -234,6 +245,8 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
             return FileResult(display, active=(), summary=summary,
                               statements=statement_lines(tree.body))
     if not active:
+        if tree is None and defer_check and not wanted:
+            return FileResult(display, unchecked=True)
         errors = [] if tree is not None else syntax_errors(display, source, imports_ready)
         return FileResult(display, errors, summary=summary)
     blank: tuple[tuple[int, int], ...] = ()
@@ -248,6 +261,8 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
 
 def lint_task(task: Task, rules: Sequence[RuleSpec], *,
               imports_ready: Callable[[], None] | None = None) -> FileResult:
+    if task.phase == "check":
+        return check_batch(task, imports_ready)
     try:
         source = read_source(task.path)
     except OSError as exc:
@@ -273,7 +288,8 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
             # A notebook is no importable module: the project model needs no summary of it.
             result = scan_bytes(task.display, source, rules, task.ignored,
                                 digest == task.summary_digest or notebook is not None,
-                                imports_ready)
+                                imports_ready,
+                                defer_check=task.defer_check and notebook is None)
         else:
             result = lint_bytes(task.display, source, rules, task.ignored,
                                 imports_ready=imports_ready, view=task.view,
@@ -293,6 +309,28 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
             task.display, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")])
     result.digest = digest
     return result
+
+
+def check_batch(task: Task, imports_ready: Callable[[], None] | None = None) -> FileResult:
+    """The syntax checks a scan deferred (``Task.defer_check``), for many files in one task:
+    one round trip to the parent for the lot, so that the whole batch can be sent while the
+    parent is busy with the project model."""
+    found: list[Diagnostic] = []
+    for path, display in task.batch:
+        try:
+            source = read_source(path)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            found.append(file_diagnostic(display, IO_ERROR, f"cannot read file: {reason}"))
+            continue
+        try:
+            found += syntax_errors(display, source, imports_ready)
+        except MemoryError:
+            found.append(file_diagnostic(display, INTERNAL_ERROR, OUT_OF_MEMORY))
+        except Exception as exc:  # one file's failure must not stop the run
+            found.append(file_diagnostic(display, INTERNAL_ERROR,
+                                         f"internal error: {type(exc).__name__}: {exc}"))
+    return FileResult(task.display, found)
 
 
 def fix_task(task: Task, source: bytes, rules: Sequence[RuleSpec],

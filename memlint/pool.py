@@ -296,6 +296,12 @@ class _Worker:
         self.conn.close()
 
 
+def _refill(worker: _Worker, queue: deque[Task], rules: Sequence[RuleSpec], ahead: int) -> None:
+    """Send the worker queued tasks until ``ahead`` of them are outstanding."""
+    while queue and len(worker.tasks) < max(1, ahead):
+        worker.assign(queue.popleft(), rules)
+
+
 class Pool:
     """Worker processes for one command: started early, reused by every lint pass."""
 
@@ -344,6 +350,10 @@ class Pool:
         with ``keep``, kept for the next pass (the lint pass after the scan) until
         :meth:`close`.
 
+        The first tasks are sent before this returns, so the workers start on them while
+        the caller does something else before it asks for the results (the runner builds
+        the project model while the deferred syntax checks run).
+
         ``ahead``: tasks sent to a worker before its first answer comes back. A file that
         takes a millisecond (most of a scan) costs about as much again in the round trip
         to the parent, during which the worker would wait; with the next files already in
@@ -351,18 +361,25 @@ class Pool:
         timeout is still one file's, and the files queued behind it go to another worker.
         """
         if not tasks:
-            return
+            return iter(())
         queue = deque(tasks)
-        depth = max(1, ahead)
         workers = self._take(max(1, min(jobs, len(tasks))), rules)
-
-        def refill(worker: _Worker) -> None:
-            while queue and len(worker.tasks) < depth:
-                worker.assign(queue.popleft(), rules)
-
         try:
             for worker in workers:
-                refill(worker)
+                _refill(worker, queue, rules, ahead)
+        except BaseException:
+            for worker in workers:
+                worker.stop()
+            raise
+        return self._collect(queue, workers, rules, file_timeout, failed, keep, ahead)
+
+    def _collect(self, queue: deque[Task], workers: list[_Worker], rules: Sequence[RuleSpec],
+                 file_timeout: float | None, failed: Callable[[Task, str], FileResult],
+                 keep: bool, ahead: int) -> Iterator[FileResult]:
+        def refill(worker: _Worker) -> None:
+            _refill(worker, queue, rules, ahead)
+
+        try:
             while True:
                 busy = [w for w in workers if w.tasks]
                 if not busy:

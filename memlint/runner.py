@@ -5,8 +5,10 @@ Files are linted in worker processes (``--jobs``, default the core count; see
 each changed file: a file that no rule applies to is finished there, and the others report
 which rules apply and their module summary. The project model (:mod:`memlint.project`) then
 joins the summaries, and the second pass lints each remaining file with what the project
-knows that it needs (its :class:`~memlint.project.view.ModuleView`). The runner only reads
-the linted files; the caches write into their own folder.
+knows that it needs (its :class:`~memlint.project.view.ModuleView`). The syntax checks of
+the files the scan finished without a parse run in between, in one batch per worker, while
+the parent builds the project model and the workers would otherwise wait. The runner only
+reads the linted files; the caches write into their own folder.
 """
 
 from __future__ import annotations
@@ -77,6 +79,28 @@ def _remembered(d: Diagnostic) -> Diagnostic:
 def _retry(entry: Entry, file_timeout: float | None) -> bool:
     """A file that ran out of time is tried again only with more time than it had."""
     return entry.timeout is not None and (file_timeout is None or file_timeout > entry.timeout)
+
+
+def _check_batches(keys: Sequence[str], displays: dict[str, str],
+                   stats: dict[str, os.stat_result | None], jobs: int) -> list[Task]:
+    """The deferred syntax checks as one task per worker, of about equal bytes: the parent
+    sends them all at once and does not answer the workers until the project model is
+    built."""
+    if not keys:
+        return []
+    shares: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(keys))))]
+    for number, key in enumerate(sorted(keys, key=lambda k: _size(stats.get(k)), reverse=True)):
+        shares[number % len(shares)].append(key)
+    return [Task("", f"<syntax check {number + 1} of {len(shares)}: {len(share)} files>",
+                 phase="check", batch=tuple((key, displays[key]) for key in share))
+            for number, share in enumerate(shares)]
+
+
+def _batch_timeout(batches: Sequence[Task], file_timeout: float | None) -> float | None:
+    """A batch has the time its files would have one by one."""
+    if file_timeout is None or not batches:
+        return file_timeout
+    return file_timeout * max(len(task.batch) for task in batches)
 
 
 def display_path(path: Path, cwd: Path) -> str:
@@ -200,10 +224,10 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             continue
         ignored = settings.ignored_for(Path(key))
         scans.append(Task(key, displays[key], ignored, phase="scan",
-                          summary_digest=_summarised(store, key)))
-    for key in extra:
+                          summary_digest=_summarised(store, key), defer_check=True))
+    for key in extra:  # read for the project model only: no syntax check
         if not keep_summary(key, store.known(key, stats[key])):
-            scans.append(Task(key, key, phase="scan", summary_digest=None))
+            scans.append(Task(key, key, phase="scan", summary_digest=None, defer_check=True))
     scanned = {task.display: task for task in scans}
     scans.sort(key=lambda task: _size(stats.get(task.path)), reverse=True)
     for result in work.run(scans, enabled, jobs, file_timeout, _failed, keep=True,
@@ -227,6 +251,35 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             statements[key] = result.statements
         if result.blank and result.active:
             blanks[key] = (result.active, result.blank)
+
+    # The syntax checks the scan left (files no rule applies to): sent to the workers now,
+    # collected after the project model, which the parent builds meanwhile.
+    unchecked = [key for key in keys if key in results and results[key].unchecked]
+    batches = _check_batches(unchecked, displays, stats, jobs)
+    checking = work.run(batches, enabled, jobs, _batch_timeout(batches, file_timeout), _failed,
+                        keep=True)
+
+    def collect_checks() -> None:
+        """Each unchecked file's syntax errors, into its result. A batch whose worker died or
+        ran out of time is checked again one file at a time, where that is one file's."""
+        nonlocal checking
+        failed: list[str] = []
+        for result in checking:
+            if any(d.path == result.path for d in result.diagnostics):
+                failed += [path for path, _ in scanned_batch[result.path]]
+                continue
+            for diagnostic in result.diagnostics:
+                results[by_display[diagnostic.path]].diagnostics.append(diagnostic)
+        single = [Task(key, displays[key], phase="check", batch=((key, displays[key]),))
+                  for key in failed]
+        for result in work.run(single, enabled, jobs, file_timeout, _failed, keep=True,
+                               ahead=_SCAN_AHEAD):
+            results[by_display[result.path]].diagnostics += result.diagnostics
+        for key in unchecked:
+            results[key].unchecked = False
+
+    by_display = {displays[key]: key for key in unchecked}
+    scanned_batch = {task.display: task.batch for task in batches}
 
     from memlint.cache import content_digest
     from memlint.gates import for_path
@@ -276,7 +329,10 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     # subclass overriding a per-batch hook of a base class's loader loop may sit among them.
     finished = [k for k in keys if k in results and k not in active and k in summaries
                 and not results[k].diagnostics]
-    views, missing = project_views([*keys, *extra], hooks=finished)
+    try:
+        views, missing = project_views([*keys, *extra], hooks=finished)
+    finally:
+        collect_checks()
     for key in finished:
         view = views.get(key)
         if view is not None and view.fed_by_bases():

@@ -19,6 +19,7 @@ import libcst as cst
 import pytest
 
 from memlint.diagnostics import FixSafety
+from memlint.filecheck import syntax_errors as _REAL_SYNTAX_ERRORS
 from memlint.rules.base import Fix, Rule
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -441,3 +442,69 @@ def test_files_sent_ahead_survive_a_crash_and_a_timeout(
     assert outcome["die.py"].startswith("the linter process was killed on this file")
     assert outcome["hang.py"].startswith("gave up after 1.5 s (--file-timeout)")
     assert all(outcome[n] == f"done {n}" for n in names if n not in ("die.py", "hang.py"))
+
+
+def _fragile_syntax_check(display: str, source: bytes, imports_ready: Any = None) -> Any:
+    """A worker's syntax check that dies on die.py and hangs on hang.py (the real one else)."""
+    name = os.path.basename(display)
+    if name == "die.py":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if name == "hang.py":
+        time.sleep(60)
+    return _REAL_SYNTAX_ERRORS(display, source, imports_ready)
+
+
+@pytest.mark.parametrize("trouble", ["die.py", "hang.py"])
+def test_a_deferred_syntax_check_costs_exactly_its_one_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        trouble: str) -> None:
+    """The syntax checks of files no rule applies to run in batches while the project model
+    is built; a worker that dies or hangs in a batch costs one file, found by checking the
+    batch's files again one at a time, and every other file keeps its verdict."""
+    import memlint.filecheck
+    from memlint.cli import main
+
+    for name in ("a.py", "b.py", "c.py", trouble):
+        (tmp_path / name).write_text("BATCH = 32\n", encoding="utf-8")
+    (tmp_path / "broken.py").write_text("def f(:\n", encoding="utf-8")
+    monkeypatch.setattr(memlint.filecheck, "syntax_errors", _fragile_syntax_check)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--no-cache", "--isolated", "-j", "1", "--file-timeout", "1", "."]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    reported = [(line.split(":")[0], line.split()[1]) for line in lines if ".py:" in line]
+    assert reported == [("broken.py", "MEM999"), (trouble, "MEM997")]
+    message = next(line for line in lines if line.startswith(trouble))
+    assert ("gave up after 1 s" if trouble == "hang.py" else "was killed") in message
+
+
+def _marking_lint(task: Any, rules: Any, *, imports_ready: Any = None) -> Any:
+    """A worker's lint_task that leaves a file named after the task in MEMLINT_TEST_MARKS."""
+    from memlint.filecheck import FileResult
+
+    (Path(os.environ["MEMLINT_TEST_MARKS"]) / os.path.basename(task.path)).touch()
+    return FileResult(task.display)
+
+
+def test_a_pass_starts_before_its_results_are_asked_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner sends the deferred syntax checks, then builds the project model while they
+    run: the first tasks must reach the workers when the pass is created, not when the
+    caller first asks for a result."""
+    import memlint.filecheck
+    from memlint.filecheck import FileResult, Task
+    from memlint.pool import Pool
+
+    monkeypatch.setattr(memlint.filecheck, "lint_task", _marking_lint)
+    monkeypatch.setenv("MEMLINT_TEST_MARKS", str(tmp_path))
+    names = ["a.py", "b.py", "c.py"]
+
+    def failed(task: Task, message: str) -> FileResult:
+        return FileResult(task.display, skipped=message)
+
+    with Pool() as pool:
+        running = pool.run([Task(n, n) for n in names], [], 2, 30, failed, ahead=4)
+        deadline = time.monotonic() + 10
+        while len(list(tmp_path.iterdir())) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sorted(p.name for p in tmp_path.iterdir()) == names
+        assert sorted(r.path for r in running) == names

@@ -432,3 +432,18 @@ def test_a_rule_that_skips_test_code_is_neither_parsed_for_nor_run_there(
     assert lint_source("pkg/model.py", source, [rule]), "the example must be flagged"
     assert not scan_bytes(where, source, [spec], frozenset(), True).active
     assert lint_source(where, source, [rule]) == []
+
+
+def test_a_scan_may_leave_the_syntax_check_of_a_file_no_rule_applies_to() -> None:
+    """The runner defers the syntax check of files the scan finishes without a parse (they
+    are checked in batches while the project model is built); a file the scan parses anyway
+    (a package's ``__init__``) is judged there."""
+    for defer in (False, True):
+        plain = scan_bytes("lib.py", b"def f(:\n", RULES, frozenset(), summary_known=False,
+                           defer_check=defer)
+        assert plain.unchecked is defer
+        assert [d.code for d in plain.diagnostics] == ([] if defer else ["MEM999"])
+        package = scan_bytes("pkg/__init__.py", b"def f(:\n", RULES, frozenset(),
+                             summary_known=False, defer_check=defer)
+        assert not package.unchecked
+        assert [d.code for d in package.diagnostics] == ["MEM999"]
