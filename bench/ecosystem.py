@@ -29,7 +29,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind8        # the eighth blind set (bench/blind8_labels.csv)
     python bench/ecosystem.py --set blind9        # the ninth blind set (bench/blind9_labels.csv)
     python bench/ecosystem.py --set blind10       # the tenth blind set (bench/blind10_labels.csv)
-    python bench/ecosystem.py --set blind11       # the eleventh blind set (bench/blind11_labels.csv)
+    python bench/ecosystem.py --set blind11       # the 11th blind set (bench/blind11_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
