@@ -29,6 +29,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind8        # the eighth blind set (bench/blind8_labels.csv)
     python bench/ecosystem.py --set blind9        # the ninth blind set (bench/blind9_labels.csv)
     python bench/ecosystem.py --set blind10       # the tenth blind set (bench/blind10_labels.csv)
+    python bench/ecosystem.py --set blind11       # the 11th blind set (bench/blind11_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -280,6 +281,28 @@ BLIND10_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# An eleventh blind set: model-based RL (mbrl), text generation with an executor
+# (texar-pytorch), a graph-net library with its training helpers (torch-geometric), a speech
+# trainer (coqui's trainer), time-series models with their own fit loops (salesforce-merlion),
+# self-supervised methods with k-NN and linear evaluation (solo-learn), named-entity
+# recognition training and inference (gliner), speech-recognition inference (openai-whisper),
+# a tabular foundation model's fit/predict and fine-tuning (tabpfn) and a tree-crown detector's
+# training and prediction (deepforest), labelled by reading their training, evaluation and
+# data-loading code before memlint's findings on it were read.
+BLIND11_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("deepforest", "1.5.2"),
+    ("gliner", "0.2.21"),
+    ("mbrl", "0.2.0"),
+    ("openai-whisper", "20250625"),
+    ("salesforce-merlion", "2.0.4"),
+    ("solo-learn", "1.0.2"),
+    ("tabpfn", "2.2.1"),
+    ("texar-pytorch", "0.1.4"),
+    ("torch-geometric", "2.8.1"),
+    ("trainer", "0.0.36"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -299,6 +322,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind8": _blind("blind8", BLIND8_PACKAGES),
     "blind9": _blind("blind9", BLIND9_PACKAGES),
     "blind10": _blind("blind10", BLIND10_PACKAGES),
+    "blind11": _blind("blind11", BLIND11_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -63,7 +63,8 @@ MODEL_WORDS = frozenset({
 MODEL_SUFFIXES = ("_encoder", "_decoder", "_backbone", "_classifier", "_network")
 # `get_model()`, `build_net()`: return a module rather than run one.
 NOT_A_FORWARD = re.compile(
-    r"^_*(?:get|build|create|load|make|init|setup|prepare|to|wrap|save|copy|unwrap|train|evaluate"
+    r"^_*(?:get|build|create|load|reload|restore|resume|make|init|setup|prepare|to|wrap|save|copy"
+    r"|unwrap|train|evaluate"
     r"|eval|validate|test|run|fit|export|compile|freeze|print|log|count|summari[sz]e|update)_",
     re.IGNORECASE,
 )
@@ -113,9 +114,13 @@ def forward_by_name(name: str) -> bool:
 # Data-copying constructors (`tensor`, `as_tensor`, `from_numpy`) are deliberately absent:
 # their data lives on the host, so `torch.tensor(data, device=d)` also builds a host tensor
 # and copies it; moving `device=` in saves nothing.
+# Window functions (`torch.hann_window(n_fft)`) are factories too: they take `device=`.
+WINDOW_FACTORIES = frozenset({
+    "hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window",
+})
 DETERMINISTIC_FACTORIES = frozenset({
     "zeros", "ones", "full", "empty", "arange", "eye", "linspace", "logspace",
-})
+}) | WINDOW_FACTORIES
 # Legacy typed constructors: given sizes they allocate an uninitialised host tensor, like
 # `torch.empty` (`torch.Tensor(b, n).to(device)`); given one argument it may be data.
 LEGACY_TENSOR_TYPES = frozenset({

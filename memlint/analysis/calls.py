@@ -345,10 +345,30 @@ class CallClassifier:
 
     @cached_property
     def module_instances(self) -> frozenset[str]:
-        """Names bound to instances of this file's nn.Module subclasses (``clf = MyNet()``)."""
+        """Names bound to instances of this file's nn.Module subclasses (``clf = MyNet()``),
+        also through a same-file function that returns one (``self.net =
+        self._build_model(dim).to(device)`` where ``_build_model`` returns ``Net(dim)``)."""
         if not self._module_classes:
             return frozenset()
-        return self._bound_names(self._module_classes, None)
+        return self._bound_names(self._module_classes | self._module_factories, None)
+
+    @cached_property
+    def _module_factories(self) -> frozenset[str]:
+        """Same-file functions that return a new instance of one of this file's nn.Module
+        subclasses (``return Net(dim)``, maybe moved: ``return Net(dim).to(device)``)."""
+        found: set[str] = set()
+        for name in self._module_classes:
+            for call in self.tree.calls_by_name.get(name, ()):
+                node: cst.CSTNode = call
+                parent = self.tree.parent(node)
+                while isinstance(parent, (cst.Attribute, cst.Call)):
+                    node = parent
+                    parent = self.tree.parent(node)
+                if isinstance(parent, cst.Return):
+                    func = self.tree.enclosing_function(parent)
+                    if func is not None and func.name.value not in ("forward", "__call__"):
+                        found.add(func.name.value)
+        return frozenset(found)
 
     def is_loss_call(self, call: cst.Call) -> bool:
         """``criterion(...)``, ``*loss*(...)``, ``F.*_loss(...)``, a bound ``nn.*Loss()`` instance.

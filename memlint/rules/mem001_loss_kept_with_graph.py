@@ -172,6 +172,30 @@ class LossKeptWithGraph(Rule):
     fix_safety = FixSafety.UNSAFE
 
     valid = (
+        # `restore_model(...)` hands back the objects it restores (a model, a step count), not
+        # a forward's outputs: neither the model nor what it returns beside it holds a graph.
+        Valid(
+            """
+            class Trainer:
+                def restore(self, path):
+                    (self.model, self.restore_step) = self.restore_model(path, self.model)
+
+                def train_epoch(self):
+                    for batch in self.loader:
+                        self.model(batch).backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+
+                def fit(self):
+                    self.total_steps_done = self.restore_step
+                    for epoch in range(10):
+                        self.train_epoch()
+                        self.test_loader = self.get_test_loader(self.model)
+
+                def get_test_loader(self, model):
+                    return model.get_data_loader(is_eval=True)
+            """
+        ),
         Valid("""
             import torch
             class Trainer:

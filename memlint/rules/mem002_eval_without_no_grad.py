@@ -541,6 +541,34 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        # The network is named for nothing, but a same-file builder returns one of the file's
+        # nn.Module classes: `self.lstmed` holds a module, and calling it is a forward.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class LSTMEDModule(nn.Module):
+                def forward(self, x):
+                    return x
+
+            class Detector:
+                def _build_model(self, dim):
+                    return LSTMEDModule(dim)
+
+                def _train(self, dim):
+                    self.lstmed = self._build_model(dim).to(self.device)
+
+                def _get_anomaly_score(self, windows):
+                    self.lstmed.eval()
+                    scores = []
+                    for batch in windows:
+                        output = self.lstmed(torch.as_tensor(batch, device=self.device))
+                        scores.append(output.detach().cpu().numpy())
+                    return scores
+            """,
+            lines=(20,),
+        ),
         Invalid(
             # Values named for explanations (mask-based, no gradients taken): copying them or
             # collecting them is no attribution method that needs input gradients.

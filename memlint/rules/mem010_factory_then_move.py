@@ -213,6 +213,13 @@ def _positional(call: cst.Call) -> list[cst.Arg]:
     return [a for a in call.args if a.keyword is None]
 
 
+def _normal_sized(call: cst.Call) -> bool:
+    """``torch.normal(mean, std, size)`` (or ``size=``): the form that takes numbers and
+    allocates on the host. Given tensors (``torch.normal(mu, sigma)``), it draws on their
+    device."""
+    return len(_positional(call)) >= 3 or _keyword(call, "size") is not None
+
+
 def _single_assignment(
     statement: cst.BaseStatement,
 ) -> tuple[str, cst.BaseExpression] | None:
@@ -318,7 +325,11 @@ class FactoryThenMove(Rule):
     host tensor type (``torch.zeros(k, b).type(torch.ByteTensor).to(device)``), and with
     starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``, and
     causal masks built from a factory (``torch.triu(torch.ones(n, n), 1).to(device)``, also
-    with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines). A
+    with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines).
+    Window functions are factories too (``torch.hann_window(n_fft).to(audio.device)``);
+    ``torch.normal(mean, std)`` given tensors draws on their device and is left alone,
+    unless the function built the mean with a factory on the host (``mean =
+    torch.zeros(b, d)``; reported without a fix). A
     factory wrapped in ``nn.Parameter(...)`` or ``Variable(...)`` and then moved is reported
     too (``nn.Parameter(torch.ones(1)).to(device)``), without a fix. A device kept in a
     mapping under a device key counts as a device (``.to(state["device"])``). A ``.detach()``
@@ -421,6 +432,7 @@ class FactoryThenMove(Rule):
     function_local = True
     trigger_pattern = (
         rb"(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window"
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
         rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
@@ -437,6 +449,7 @@ class FactoryThenMove(Rule):
         # Or the statement that built it ends there and the next one (maybe under an `if`)
         # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
         rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window"
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
         rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
@@ -445,6 +458,7 @@ class FactoryThenMove(Rule):
         # Or returned moved under one or two `if`s: `if self.use_cuda:` / `return h.cuda(),
         # c.cuda()`.
         rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window"
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
         rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
@@ -453,7 +467,8 @@ class FactoryThenMove(Rule):
         # Or a name bound to a factory that the next statement (after blank or comment lines)
         # moves where it uses it: `support = torch.linspace(a, b, n)` / `q =
         # (support.type_as(dist) * dist).sum()`.
-        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal)"
+        rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
+        rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*[ \t]*(?:#[^\n]*)?\r?\n"
         rb"(?:[ \t]*(?:#[^\n]*)?\r?\n)*[^\n]*\w\.(?:cuda|to|type_as)\("
@@ -463,6 +478,14 @@ class FactoryThenMove(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # `torch.normal(mean, std)` given tensors draws on their device: no host tensor.
+        Valid(
+            """
+            import torch
+            def perturb(mu, var, device):
+                return torch.normal(mu.repeat(4, 1), torch.sqrt(var)).unsqueeze(1).to(device)
+            """
+        ),
         # The host tensor is read again after the statement that moves it: it is kept.
         Valid(
             """
@@ -566,6 +589,35 @@ class FactoryThenMove(Rule):
         ),
     )
     invalid = (
+        # A window function is a factory too (it takes `device=`): an STFT window built on
+        # the host and copied on every call.
+        Invalid(
+            """
+            import torch
+            def spectrogram(audio, n_fft):
+                window = torch.hann_window(n_fft).to(audio.device)
+                return torch.stft(audio, n_fft, window=window, return_complex=True)
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+            def spectrogram(audio, n_fft):
+                window = torch.hann_window(n_fft, device=audio.device)
+                return torch.stft(audio, n_fft, window=window, return_complex=True)
+            """,
+        ),
+        # `torch.normal(mean, std)` drawn around a mean the function built on the host: a host
+        # tensor too. No fix: given tensors, `normal` takes no `device=`.
+        Invalid(
+            """
+            import torch
+            def sample(b, d, device):
+                mean = torch.zeros(b, d)
+                std = mean + 1
+                return torch.normal(mean=mean, std=std).to(device)
+            """,
+            lines=(6,),
+        ),
         # Elementwise steps given only constants (a comparison, arithmetic, an in-place
         # random fill, a torch function of the tensor) between the factory and the move:
         # the result is the factory's alone and could be computed on the device. No fix.
@@ -909,12 +961,47 @@ class FactoryThenMove(Rule):
             return factory, short, casts, True  # no `device=` to add: reported without a fix
         if short not in DETERMINISTIC_FACTORIES and short not in RANDOM_FACTORIES:
             return None
+        if short == "normal" and not (_normal_sized(factory) or self._host_mean(factory)):
+            # `torch.normal(mu, std)`: drawn on the device of the mean and std tensors; only
+            # `torch.normal(0.0, 1.0, size)`, or a mean built by a factory on the host
+            # (`torch.normal(torch.zeros(n, d), 1.0)`, `mean = torch.zeros(b, d)` just
+            # before), builds a host tensor.
+            return None
         if any(a.keyword is not None and a.keyword.value in STAGING_KEYWORDS
                for a in factory.args):
             return None
         if any(a.star == "**" for a in factory.args):
             return None  # `**kwargs` may hold `device=`, `out=` or `pin_memory=`
+        if short == "normal" and not _normal_sized(factory):
+            # Tensor arguments take no `device=`: the mean itself must be built there.
+            return factory, short, casts, True
         return factory, short, casts, wrapped
+
+    def _host_mean(self, call: cst.Call) -> bool:
+        """Is the mean given to ``torch.normal`` a host factory's tensor: a factory call, or a
+        name that the same function binds only to one?"""
+        mean = _keyword(call, "mean")
+        positional = _positional(call)
+        value = mean.value if mean is not None else (
+            positional[0].value if positional else None)
+        imports = self.context.analysis.imports
+
+        def factory(expr: cst.BaseExpression) -> bool:
+            if not isinstance(expr, cst.Call):
+                return False
+            qualified = imports.qualified_name(expr.func)
+            return qualified is not None and qualified.startswith("torch.") and (
+                qualified[len("torch."):] in DETERMINISTIC_FACTORIES | RANDOM_FACTORIES)
+
+        if value is None:
+            return False
+        if factory(value):
+            return True
+        if not isinstance(value, cst.Name):
+            return False
+        graph = self.context.analysis.graph
+        bindings = graph.facts(graph.scope_of(call)).bindings.get(value.value, ())
+        return bool(bindings) and all(b.value is not None and factory(b.value) for b in bindings)
 
     def _message(self, short: str) -> str:
         if short in LEGACY_TENSOR_TYPES:
