@@ -344,14 +344,40 @@ class ProjectModel:
         key = f"{module}.{function.qualname}"
         if key in self._modes:
             return self._modes[key]
+        mode = self.decorated_mode(module, function)
+        if mode is None:
+            mode = self._callers_mode(module, function)
+        self._modes[key] = mode
+        return mode
+
+    def decorated_mode(self, module: str, function: Function) -> GradMode | None:
+        """The grad mode a function's own decorators set (the outermost that sets one)."""
         for decorator in reversed(function.decorators):
             mode = self.switch_mode(module, decorator)
             if mode is not None:
-                self._modes[key] = mode
                 return mode
-        mode = self._callers_mode(module, function)
-        self._modes[key] = mode
-        return mode
+        return None
+
+    def methods_without_grad(self, absolute: str, depth: int = 0) -> frozenset[str]:
+        """The methods of project class ``absolute`` (its project bases' included) that a
+        decorator runs with gradients off (``@torch.no_grad() def encode(...)``)."""
+        found = self.definition(absolute)
+        if found is None or depth > _MAX_DEPTH:
+            return frozenset()
+        where, klass = found
+        if not isinstance(klass, Class):
+            return frozenset()
+        off: set[str] = set()
+        own: set[str] = set()
+        for name in klass.methods:
+            own.add(name)
+            method = self._functions[where].get(f"{klass.qualname}.{name}")
+            if method is not None and self.decorated_mode(where, method) == "off":
+                off.add(name)
+        for base_module, base in self._project_bases(where, klass):
+            inherited = self.methods_without_grad(f"{base_module}.{base.qualname}", depth + 1)
+            off |= inherited - own
+        return frozenset(off)
 
     def _callers_mode(self, module: str, function: Function) -> GradMode | None:
         """The mode every project call site of ``function`` runs it in, its decorators left
@@ -793,6 +819,10 @@ class ProjectModel:
                         view.module_classes = view.module_classes | {absolute}
             if attributes:
                 view.attributes[klass.qualname] = attributes
+                for absolute in attributes.values():
+                    off = self.methods_without_grad(absolute)
+                    if off:
+                        view.methods_without_grad[absolute] = off
             for base in klass.bases:
                 absolute = self.resolve(module, base)
                 if self.is_module_class(absolute):

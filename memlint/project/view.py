@@ -40,6 +40,8 @@ class ModuleView:
     returns: dict[str, ReturnFact] = field(default_factory=dict)
     # class qualname in this module -> attribute -> absolute name of the class assigned to it
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # absolute name of such an attribute's class -> its methods a decorator runs without grad
+    methods_without_grad: dict[str, frozenset[str]] = field(default_factory=dict)
     # absolute names of project classes (referenced here) that are nn.Module subclasses
     module_classes: frozenset[str] = frozenset()
     # absolute names of project classes used as bases here that are not: a base named like
@@ -82,6 +84,13 @@ class ModuleView:
     def attribute_class(self, class_qualname: str, attribute: str) -> str | None:
         return self.attributes.get(class_qualname, {}).get(attribute)
 
+    def attribute_method_without_grad(self, class_qualname: str, attribute: str,
+                                      method: str) -> bool:
+        """Does ``self.attribute.method(...)`` in this class run with gradients off by the
+        method's own decorator, where the attribute's project class defines it?"""
+        owner = self.attribute_class(class_qualname, attribute)
+        return owner is not None and method in self.methods_without_grad.get(owner, ())
+
     def is_module_class(self, dotted: str) -> bool:
         return self.qualify(dotted) in self.module_classes
 
@@ -104,6 +113,7 @@ class ModuleView:
              sorted(self.side_jobs),
              sorted((k, v.detached, v.is_tuple) for k, v in self.returns.items()),
              sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
+             sorted((k, sorted(v)) for k, v in self.methods_without_grad.items()),
              sorted(self.module_classes), sorted(self.plain_classes),
              sorted(self.plain_loaders),
              sorted(self.grad_clearers),
