@@ -941,19 +941,44 @@ class GraphAnalysis:
         fact = project.returns_of(name)
         if fact is not None:
             return fact
+        owner = self.project_class_of(name, call)
+        return None if owner is None else project.returns.get(owner)
+
+    def project_class_of(self, name: str, at: cst.CSTNode) -> str | None:
+        """The absolute name of the project class whose instance ``name`` holds at ``at``:
+        ``self.encoder`` assigned one in the class (the project model knows), or a local
+        name every binding of which calls the same constructor (``net = Net(d).to(dev)``
+        included)."""
+        project = self.project
+        if project is None:
+            return None
         if name.startswith("self.") and name.count(".") == 1:
-            cls = self.tree.enclosing_class(call)
-            owner = None if cls is None else project.attribute_class(
+            cls = self.tree.enclosing_class(at)
+            return None if cls is None else project.attribute_class(
                 self.tree.qualname(cls), name[len("self."):])
-            return None if owner is None else project.returns.get(owner)
-        if "." not in name:
-            bindings = self.facts(self.scope_of(call)).bindings.get(name, ())
-            values = [b.value for b in bindings]
-            if values and all(isinstance(v, cst.Call) for v in values):
-                ctors = {dotted_name(v.func) for v in values if isinstance(v, cst.Call)}
-                if len(ctors) == 1 and (ctor := ctors.pop()) is not None:
-                    return project.returns.get(project.qualify(ctor))
-        return None
+        if "." in name:
+            return None
+        values = [b.value for b in self.facts(self.scope_of(at)).bindings.get(name, ())]
+        if not values or not all(isinstance(v, cst.Call) for v in values):
+            return None
+        ctors = {_constructor(v) for v in values if isinstance(v, cst.Call)}
+        if len(ctors) != 1 or (ctor := ctors.pop()) is None:
+            return None
+        return project.qualify(ctor)
+
+
+def _constructor(call: cst.Call) -> str | None:
+    """``Net`` for ``Net(d)`` and for ``Net(d).to(device)``/``.cuda()``/``.eval()``: a module
+    moved or switched where it is built is still that class's instance."""
+    while (isinstance(call.func, cst.Attribute) and call.func.attr.value in _SAME_INSTANCE
+           and isinstance(call.func.value, cst.Call)):
+        call = call.func.value
+    return dotted_name(call.func)
+
+
+# Methods of an nn.Module that return the module itself.
+_SAME_INSTANCE = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double",
+                            "requires_grad_"})
 
 
 def class_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:

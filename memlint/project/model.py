@@ -98,6 +98,7 @@ class ProjectModel:
         self._definitions: dict[str, Definition | None] = {}
         self._clears: dict[tuple[str, int], bool] = {}
         self._resolved: dict[tuple[str, str], str] = {}
+        self._methods_without_grad: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------------ names
 
@@ -367,6 +368,8 @@ class ProjectModel:
         where, klass = found
         if not isinstance(klass, Class):
             return frozenset()
+        if absolute in self._methods_without_grad:
+            return self._methods_without_grad[absolute]
         off: set[str] = set()
         own: set[str] = set()
         for name in klass.methods:
@@ -377,7 +380,8 @@ class ProjectModel:
         for base_module, base in self._project_bases(where, klass):
             inherited = self.methods_without_grad(f"{base_module}.{base.qualname}", depth + 1)
             off |= inherited - own
-        return frozenset(off)
+        self._methods_without_grad[absolute] = frozenset(off)
+        return self._methods_without_grad[absolute]
 
     def _callers_mode(self, module: str, function: Function) -> GradMode | None:
         """The mode every project call site of ``function`` runs it in, its decorators left
@@ -805,6 +809,10 @@ class ProjectModel:
                 self._data_helper(view, module, local, absolute)
                 view.wrappers.pop(local, None)
         view.grad_clearers = frozenset(clearers)
+        for absolute in referenced:  # classes built here: `enc = Encoder(d); enc.encode(x)`
+            off = self.methods_without_grad(absolute)
+            if off:
+                view.methods_without_grad[absolute] = off
         view.plain_loaders = frozenset(
             absolute for local, absolute in self.imports(module).items()
             if local.endswith("DataLoader") and self.is_plain_loader(absolute))

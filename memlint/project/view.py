@@ -40,7 +40,8 @@ class ModuleView:
     returns: dict[str, ReturnFact] = field(default_factory=dict)
     # class qualname in this module -> attribute -> absolute name of the class assigned to it
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
-    # absolute name of such an attribute's class -> its methods a decorator runs without grad
+    # absolute name of a project class held by such an attribute or built here -> its
+    # methods a decorator runs without grad
     methods_without_grad: dict[str, frozenset[str]] = field(default_factory=dict)
     # absolute names of project classes (referenced here) that are nn.Module subclasses
     module_classes: frozenset[str] = frozenset()
@@ -84,12 +85,10 @@ class ModuleView:
     def attribute_class(self, class_qualname: str, attribute: str) -> str | None:
         return self.attributes.get(class_qualname, {}).get(attribute)
 
-    def attribute_method_without_grad(self, class_qualname: str, attribute: str,
-                                      method: str) -> bool:
-        """Does ``self.attribute.method(...)`` in this class run with gradients off by the
-        method's own decorator, where the attribute's project class defines it?"""
-        owner = self.attribute_class(class_qualname, attribute)
-        return owner is not None and method in self.methods_without_grad.get(owner, ())
+    def method_without_grad(self, owner: str, method: str) -> bool:
+        """Does the project class ``owner`` (absolute) decorate ``method`` to run with
+        gradients off, itself or in a project base?"""
+        return method in self.methods_without_grad.get(owner, ())
 
     def is_module_class(self, dotted: str) -> bool:
         return self.qualify(dotted) in self.module_classes

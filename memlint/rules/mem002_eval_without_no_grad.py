@@ -150,9 +150,10 @@ class EvalWithoutNoGrad(Rule):
     function runs under no-grad, a runner that calls a function passed to it included (a
     method that overrides a project base class's method is called where the base calls it:
     ``self.inference(im)`` in the base's decorated predict loop), and when the method called
-    on an attribute is decorated to run without gradients in the attribute's project class,
-    its own or inherited (``self.encoder.encode(texts)`` where another module defines
-    ``@torch.no_grad() def encode``). Role-named sub-networks
+    is decorated to run without gradients in the project class the receiver holds, its own
+    or inherited (``self.encoder.encode(texts)``, or ``enc = Encoder(d).to(dev)`` then
+    ``enc.encode(texts)``, where another module defines ``@torch.no_grad() def encode``).
+    Role-named sub-networks
     are forwards too (``self.model.question_encoder(ids)``, ``text_encoder(tokens)``). A
     function is also evaluation code when a caller in another module switched a model to
     ``.eval()`` before calling it (a decoder run from ``__main__``), or when it is only ever
@@ -1256,7 +1257,7 @@ class EvalWithoutNoGrad(Rule):
                 for lp in analysis.tree.enclosing_loops(call))) and not (
                     _HELPER_VERB.match(last_name(call.func) or "")
                     or self._defined_without_grad(last_name(call.func) or "")
-                    or self._attribute_method_without_grad(call))
+                    or self._project_method_without_grad(call))
         name = last_name(call.func) or ""
         if _HELPER_VERB.match(name):
             return False
@@ -1288,22 +1289,18 @@ class EvalWithoutNoGrad(Rule):
             self._grad_off_methods[method] = cached
         return cached
 
-    def _attribute_method_without_grad(self, call: cst.Call) -> bool:
-        """``self.encoder.encode(texts)`` where the attribute holds a project class from
-        another module whose ``encode`` is decorated ``@torch.no_grad()``: the method chose
-        its grad mode itself."""
+    def _project_method_without_grad(self, call: cst.Call) -> bool:
+        """``self.encoder.encode(texts)`` or ``encoder.encode(texts)`` where the receiver
+        holds a project class from another module whose ``encode`` is decorated
+        ``@torch.no_grad()``: the method chose its grad mode itself."""
         view = self.context.project
-        name = dotted_name(call.func)
-        if view is None or name is None:
+        func = call.func
+        if view is None or not isinstance(func, cst.Attribute):
             return False
-        parts = name.split(".")
-        if len(parts) != 3 or parts[0] != "self":
-            return False
-        _, attribute, method = parts
-        tree = self.context.analysis.tree
-        cls = tree.enclosing_class(call)
-        return cls is not None and view.attribute_method_without_grad(
-            tree.qualname(cls), attribute, method)
+        receiver = dotted_name(func.value)
+        owner = None if receiver is None else (
+            self.context.analysis.graph.project_class_of(receiver, call))
+        return owner is not None and view.method_without_grad(owner, func.attr.value)
 
     def _names_a_model(self, expr: cst.BaseExpression) -> bool:
         if not isinstance(expr, (cst.Name, cst.Attribute)):
