@@ -30,6 +30,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind9        # the ninth blind set (bench/blind9_labels.csv)
     python bench/ecosystem.py --set blind10       # the tenth blind set (bench/blind10_labels.csv)
     python bench/ecosystem.py --set blind11       # the 11th blind set (bench/blind11_labels.csv)
+    python bench/ecosystem.py --set blind12       # the 12th blind set (bench/blind12_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -303,6 +304,28 @@ BLIND11_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A twelfth blind set: offline RL (d3rlpy), adversarial attacks on NLP models with their
+# training and evaluation loops (textattack), tabular data synthesis with a language model
+# (be-great), a universal interatomic potential with its trainer (chgnet), audio generation solvers
+# (audiocraft), feature extraction for generative-model metrics (torch-fidelity), a forecasting
+# framework (neuralprophet), temporal graph nets (torch-geometric-temporal), recommender models
+# with their own fit loops (librecommender) and a detection transformer's training engine
+# (rfdetr), labelled by reading their training, evaluation and data-loading code before
+# memlint's findings on it were read.
+BLIND12_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("audiocraft", "1.3.0"),
+    ("be-great", "0.0.8"),
+    ("chgnet", "0.4.2"),
+    ("d3rlpy", "2.8.1"),
+    ("librecommender", "1.5.2"),
+    ("neuralprophet", "0.9.0"),
+    ("rfdetr", "1.11.2"),
+    ("textattack", "0.3.10"),
+    ("torch-fidelity", "0.4.0"),
+    ("torch-geometric-temporal", "0.56.2"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -323,6 +346,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind9": _blind("blind9", BLIND9_PACKAGES),
     "blind10": _blind("blind10", BLIND10_PACKAGES),
     "blind11": _blind("blind11", BLIND11_PACKAGES),
+    "blind12": _blind("blind12", BLIND12_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -146,8 +146,29 @@ def _constant(expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _constant_transform_input(expr: cst.BaseExpression,
-                              imports: ImportTable) -> cst.BaseExpression | None:
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
+def _variable(expr: cst.BaseExpression) -> bool:
+    """A plain name or a dotted attribute of one (``rate``, ``self.dropout_rate``)."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and expr.value not in _CONSTANT_NAMES
+
+
+def _scalar_arithmetic(expr: cst.BaseExpression) -> bool:
+    """Arithmetic of a number with a variable or a number (``1 - self.dropout_rate``): a
+    scalar such as a keep probability, never a tensor the factory could not meet."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, _ARITHMETIC)):
+        return False
+    return ((_constant(expr.left) and (_constant(expr.right) or _variable(expr.right)))
+            or (_constant(expr.right) and _variable(expr.left)))
+
+
+def _constant_transform_input(
+        expr: cst.BaseExpression, imports: ImportTable,
+        scalar: Callable[[cst.BaseExpression], bool] | None = None,
+) -> cst.BaseExpression | None:
     """The tensor an elementwise operation with only constants besides it is applied to
     (``t == 1``, ``t.eq(1)``, ``t.normal_(0, 0.01)``, ``torch.log2(t)``)."""
     if isinstance(expr, cst.Comparison):
@@ -157,7 +178,16 @@ def _constant_transform_input(expr: cst.BaseExpression,
     if isinstance(expr, cst.BinaryOperation):
         if _constant(expr.right):
             return expr.left
-        return expr.right if _constant(expr.left) else None
+        if _constant(expr.left):
+            return expr.right
+        # arithmetic with a number the function computed (`keep_prob = 1 - rate`, then
+        # `torch.rand(shape) + keep_prob`): a scalar, so the values are the factory's
+        if scalar is not None and isinstance(expr.operator, _ARITHMETIC):
+            if scalar(expr.right):
+                return expr.left
+            if scalar(expr.left):
+                return expr.right
+        return None
     if not isinstance(expr, cst.Call) or any(a.star for a in expr.args):
         return None
     if imports.qualified_name(expr.func) in _CONSTANT_FUNCTIONS:
@@ -339,7 +369,9 @@ class FactoryThenMove(Rule):
     too (``torch.ones(n).requires_grad_(True).to(device)``: the moved tensor is not even the
     leaf that was meant to collect gradients). So are elementwise steps given only constants
     on the way, without a fix: a comparison or arithmetic with a number (``(torch.ones(b,
-    n) == 1).to(device)``, ``(1 - torch.eye(n)).cuda()``), such a method
+    n) == 1).to(device)``, ``(1 - torch.eye(n)).cuda()``) or with a name the function
+    binds to arithmetic of a number (``keep_prob = 1 - self.rate`` then
+    ``(torch.rand(shape) + keep_prob).to(x.device)``), such a method
     (``torch.zeros(b, 1).eq(1)``, an in-place fill ``torch.zeros(d, k).normal_(0,
     0.01)``) or a torch function of the tensor (``torch.log2(torch.arange(2, k +
     2).float()).to(device)``): the values are the factory's alone, so they can be computed
@@ -632,6 +664,18 @@ class FactoryThenMove(Rule):
             """,
             lines=(3, 4, 5, 6, 7),
         ),
+        # Arithmetic with a number the function computed from a number (a keep
+        # probability) is the factory's alone too: a dropout mask. No fix.
+        Invalid(
+            """
+            import torch
+            def sparse_dropout(self, x, noise_shape):
+                keep_prob = 1 - self.dropout_rate
+                random_tensor = (torch.rand(noise_shape) + keep_prob).to(x.device)
+                return torch.floor(random_tensor).bool()
+            """,
+            lines=(5,),
+        ),
         # `.type_as(tensor)` moves, on the chain or where the next statement uses the factory
         # bound just before (its only use).
         Invalid(
@@ -922,7 +966,7 @@ class FactoryThenMove(Rule):
         wrapped = False
         while isinstance(factory, (cst.Call, cst.Subscript, cst.Comparison,
                                    cst.BinaryOperation)):
-            transformed = _constant_transform_input(factory, imports)
+            transformed = _constant_transform_input(factory, imports, self._scalar)
             if transformed is not None and not (
                     isinstance(factory, cst.Call) and _is_cast_or_reshape(factory, imports)):
                 wrapped = True  # no fix: the factory is not the last link before the move
@@ -976,6 +1020,16 @@ class FactoryThenMove(Rule):
             # Tensor arguments take no `device=`: the mean itself must be built there.
             return factory, short, casts, True
         return factory, short, casts, wrapped
+
+    def _scalar(self, expr: cst.BaseExpression) -> bool:
+        """Is ``expr`` a name the function binds only to arithmetic of a number
+        (``keep_prob = 1 - self.dropout_rate``)?"""
+        if not isinstance(expr, cst.Name):
+            return False
+        graph = self.context.analysis.graph
+        bindings = graph.facts(graph.scope_of(expr)).bindings.get(expr.value, ())
+        return bool(bindings) and all(
+            b.value is not None and _scalar_arithmetic(b.value) for b in bindings)
 
     def _host_mean(self, call: cst.Call) -> bool:
         """Is the mean given to ``torch.normal`` a host factory's tensor: a factory call, or a
