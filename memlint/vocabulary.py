@@ -57,6 +57,8 @@ SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 MODEL_WORDS = frozenset({
     "model", "net", "network", "module", "generator", "discriminator", "encoder", "decoder",
     "backbone", "classifier", "critic", "actor", "policy", "teacher", "student", "unet", "vae",
+    # Networks named by their kind: `self.gnn(x, edge_index)`, `self.lm(**inputs).logits`.
+    "gnn", "lm", "llm", "cnn", "rnn", "lstm", "gru", "mlp",
 })
 # Role-named sub-networks: `self.model.question_encoder(ids)`, `text_encoder(tokens)`,
 # `image_backbone(x)`. Not `_module` (`import_module`) nor `_generator` (data generators).

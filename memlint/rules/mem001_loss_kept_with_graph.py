@@ -430,6 +430,35 @@ class LossKeptWithGraph(Rule):
     )
     invalid = (
         Invalid(
+            # A network named by its kind (`gnn`, `lm`, `rnn`, ...): its training outputs,
+            # kept for the epoch, keep every step's activations.
+            """
+            class Trainer:
+                def train_gnn(self, loader, optimizer):
+                    all_out = []
+                    for batch in loader:
+                        out = self.gnn(batch.x, batch.edge_index)[:batch.batch_size]
+                        loss = self.loss(out, batch.y)
+                        loss.backward()
+                        optimizer.step()
+                        all_out.append(out)
+                    return torch.cat(all_out)
+            """,
+            lines=(10,),
+            fixed="""
+            class Trainer:
+                def train_gnn(self, loader, optimizer):
+                    all_out = []
+                    for batch in loader:
+                        out = self.gnn(batch.x, batch.edge_index)[:batch.batch_size]
+                        loss = self.loss(out, batch.y)
+                        loss.backward()
+                        optimizer.step()
+                        all_out.append(out.detach())
+                    return torch.cat(all_out)
+            """,
+        ),
+        Invalid(
             # Per-task running totals rebuilt from the step's losses, graphs and all.
             """
             sums = [0.0] * n_tasks
