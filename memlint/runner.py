@@ -96,11 +96,20 @@ def _check_batches(keys: Sequence[str], displays: dict[str, str],
             for number, share in enumerate(shares)]
 
 
-def _batch_timeout(batches: Sequence[Task], file_timeout: float | None) -> float | None:
-    """A batch has the time its files would have one by one."""
+# Seconds a batch of syntax checks gets per MB beyond --file-timeout: CPython checks about
+# 15 MB a second here, so only a stuck worker runs out of it.
+_CHECK_SECONDS_PER_MB = 1.0
+
+
+def _batch_timeout(batches: Sequence[Task], file_timeout: float | None,
+                   stats: dict[str, os.stat_result | None]) -> float | None:
+    """A batch gets ``--file-timeout`` and a second per MB of its files; one that runs out is
+    checked again file by file, each under ``--file-timeout`` alone."""
     if file_timeout is None or not batches:
         return file_timeout
-    return file_timeout * max(len(task.batch) for task in batches)
+    megabytes = max(sum(_size(stats.get(path)) for path, _ in task.batch)
+                    for task in batches) / 1e6
+    return file_timeout + _CHECK_SECONDS_PER_MB * megabytes
 
 
 def display_path(path: Path, cwd: Path) -> str:
@@ -256,8 +265,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     # collected after the project model, which the parent builds meanwhile.
     unchecked = [key for key in keys if key in results and results[key].unchecked]
     batches = _check_batches(unchecked, displays, stats, jobs)
-    checking = work.run(batches, enabled, jobs, _batch_timeout(batches, file_timeout), _failed,
-                        keep=True)
+    checking = work.run(batches, enabled, jobs, _batch_timeout(batches, file_timeout, stats),
+                        _failed, keep=True)
 
     def collect_checks() -> None:
         """Each unchecked file's syntax errors, into its result. A batch whose worker died or
