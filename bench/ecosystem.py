@@ -31,6 +31,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind10       # the tenth blind set (bench/blind10_labels.csv)
     python bench/ecosystem.py --set blind11       # the 11th blind set (bench/blind11_labels.csv)
     python bench/ecosystem.py --set blind12       # the 12th blind set (bench/blind12_labels.csv)
+    python bench/ecosystem.py --set blind13       # the 13th blind set (bench/blind13_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -326,6 +327,28 @@ BLIND12_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A 13th blind set: image restoration training (basicsr), multi-object tracking with re-id
+# models (boxmot), cell segmentation training and evaluation (cellpose), late-interaction
+# retrieval training and indexing (colbert-ai), recommenders with their own fit loops
+# (daisyRec), speech enhancement with a solver (denoiser), OCR training and recognition
+# (kraken), a perceptual metric with its trainer (lpips), interatomic potentials with
+# training modules (nequip) and a detector's trainer and evaluators (yolox), labelled by
+# reading their training, evaluation and data-loading code before memlint's findings on it
+# were read.
+BLIND13_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("basicsr", "1.4.2"),
+    ("boxmot", "25.0.0"),
+    ("cellpose", "4.2.1.1"),
+    ("colbert-ai", "0.2.22"),
+    ("daisyRec", "2.3.0"),
+    ("denoiser", "0.1.5"),
+    ("kraken", "7.1.1"),
+    ("lpips", "0.1.4"),
+    ("nequip", "0.19.1"),
+    ("yolox", "0.3.0"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -347,6 +370,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind10": _blind("blind10", BLIND10_PACKAGES),
     "blind11": _blind("blind11", BLIND11_PACKAGES),
     "blind12": _blind("blind12", BLIND12_PACKAGES),
+    "blind13": _blind("blind13", BLIND13_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
