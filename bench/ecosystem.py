@@ -423,11 +423,12 @@ def fetch(name: str, version: str, work: Path = WORK) -> Path:
     found = [p for p in downloads.iterdir() if _normalise(p.name).startswith(
         f"{_normalise(name)}-{version}.")]
     if not found:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", name,
-             "--no-deps", f"{name}=={version}", "-d", str(downloads)],
-            check=True,
-        )
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", name,
+                   "--no-deps", f"{name}=={version}", "-d", str(downloads)]
+        if subprocess.run(command, check=False).returncode != 0:
+            # A setup.py that imports torch to read its own metadata (yolox) fails in pip's
+            # isolated build environment: read it with this interpreter's packages instead.
+            subprocess.run([*command, "--no-build-isolation"], check=True)
         found = [p for p in downloads.iterdir() if _normalise(p.name).startswith(
             f"{_normalise(name)}-{version}.")]
     archive = found[0]
