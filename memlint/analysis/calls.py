@@ -321,12 +321,7 @@ class CallClassifier:
             ):
                 continue
             for call in calls:
-                node: cst.CSTNode = call
-                parent = self.tree.parent(node)
-                # `nn.MSELoss().to(device)`, `Net().cuda()`: climb the method chain.
-                while isinstance(parent, (cst.Attribute, cst.Call)):
-                    node = parent
-                    parent = self.tree.parent(node)
+                parent = self._chain_parent(call)
                 if isinstance(parent, cst.Assign):
                     for target in parent.targets:
                         name = last_name(target.target)
@@ -337,6 +332,14 @@ class CallClassifier:
                     if name is not None:
                         bound.add(name)
         return frozenset(bound)
+
+    def _chain_parent(self, call: cst.Call) -> cst.CSTNode | None:
+        """What holds the whole method chain a constructor call starts
+        (``nn.MSELoss().to(device)``, ``Net().cuda()``): an assignment, a return, ..."""
+        parent = self.tree.parent(call)
+        while isinstance(parent, (cst.Attribute, cst.Call)):
+            parent = self.tree.parent(parent)
+        return parent
 
     @cached_property
     def loss_instances(self) -> frozenset[str]:
@@ -359,11 +362,7 @@ class CallClassifier:
         found: set[str] = set()
         for name in self._module_classes:
             for call in self.tree.calls_by_name.get(name, ()):
-                node: cst.CSTNode = call
-                parent = self.tree.parent(node)
-                while isinstance(parent, (cst.Attribute, cst.Call)):
-                    node = parent
-                    parent = self.tree.parent(node)
+                parent = self._chain_parent(call)
                 if isinstance(parent, cst.Return):
                     func = self.tree.enclosing_function(parent)
                     if func is not None and func.name.value not in ("forward", "__call__"):
