@@ -266,9 +266,7 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
     try:
         source = read_source(task.path)
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        return FileResult(task.display, [file_diagnostic(task.display, IO_ERROR,
-                                                         f"cannot read file: {reason}")])
+        return FileResult(task.display, [unreadable(task.display, exc)])
     if task.phase == "fix":
         return fix_task(task, source, rules, imports_ready)
     digest = content_digest(source)
@@ -301,14 +299,23 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
                                         f"{message} (cell left out, the others linted)",
                                         line, column), cell=cell)
                 for cell, line, column, message in notebook.broken]
-    except MemoryError:
-        result = FileResult(task.display, [file_diagnostic(
-            task.display, INTERNAL_ERROR, OUT_OF_MEMORY)])
-    except Exception as exc:  # one file's failure must not stop the run
-        result = FileResult(task.display, [file_diagnostic(
-            task.display, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")])
+    except Exception as exc:  # one file's failure must not stop the run (MemoryError too)
+        result = FileResult(task.display, [failed_on(task.display, exc)])
     result.digest = digest
     return result
+
+
+def unreadable(display: str, exc: OSError) -> Diagnostic:
+    """MEM996 for a file that could not be read."""
+    return file_diagnostic(display, IO_ERROR,
+                           f"cannot read file: {exc.strerror or type(exc).__name__}")
+
+
+def failed_on(display: str, exc: Exception) -> Diagnostic:
+    """MEM997 for a file whose check raised: out of memory, or a bug of ours."""
+    message = (OUT_OF_MEMORY if isinstance(exc, MemoryError)
+               else f"internal error: {type(exc).__name__}: {exc}")
+    return file_diagnostic(display, INTERNAL_ERROR, message)
 
 
 def check_batch(task: Task, imports_ready: Callable[[], None] | None = None) -> FileResult:
@@ -320,16 +327,12 @@ def check_batch(task: Task, imports_ready: Callable[[], None] | None = None) -> 
         try:
             source = read_source(path)
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            found.append(file_diagnostic(display, IO_ERROR, f"cannot read file: {reason}"))
+            found.append(unreadable(display, exc))
             continue
         try:
             found += syntax_errors(display, source, imports_ready)
-        except MemoryError:
-            found.append(file_diagnostic(display, INTERNAL_ERROR, OUT_OF_MEMORY))
         except Exception as exc:  # one file's failure must not stop the run
-            found.append(file_diagnostic(display, INTERNAL_ERROR,
-                                         f"internal error: {type(exc).__name__}: {exc}"))
+            found.append(failed_on(display, exc))
     return FileResult(task.display, found)
 
 

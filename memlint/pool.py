@@ -376,9 +376,6 @@ class Pool:
     def _collect(self, queue: deque[Task], workers: list[_Worker], rules: Sequence[RuleSpec],
                  file_timeout: float | None, failed: Callable[[Task, str], FileResult],
                  keep: bool, ahead: int) -> Iterator[FileResult]:
-        def refill(worker: _Worker) -> None:
-            _refill(worker, queue, rules, ahead)
-
         try:
             while True:
                 busy = [w for w in workers if w.tasks]
@@ -410,10 +407,10 @@ class Pool:
                                 workers = self._spawn(1, 0)
                             continue
                         workers[index] = worker = replacement[0]
-                    refill(worker)
+                    _refill(worker, queue, rules, ahead)
                 for worker in workers:  # a replacement, or the others after a death
                     if not worker.tasks:
-                        refill(worker)
+                        _refill(worker, queue, rules, ahead)
         finally:
             for worker in workers:
                 if keep and not worker.tasks and worker.process.is_alive():

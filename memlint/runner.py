@@ -271,11 +271,10 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     def collect_checks() -> None:
         """Each unchecked file's syntax errors, into its result. A batch whose worker died or
         ran out of time is checked again one file at a time, where that is one file's."""
-        nonlocal checking
         failed: list[str] = []
         for result in checking:
-            if any(d.path == result.path for d in result.diagnostics):
-                failed += [path for path, _ in scanned_batch[result.path]]
+            if any(d.path == result.path for d in result.diagnostics):  # the batch's own
+                failed += [path for path, _ in batch_of[result.path]]
                 continue
             for diagnostic in result.diagnostics:
                 results[by_display[diagnostic.path]].diagnostics.append(diagnostic)
@@ -288,7 +287,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             results[key].unchecked = False
 
     by_display = {displays[key]: key for key in unchecked}
-    scanned_batch = {task.display: task.batch for task in batches}
+    batch_of = {task.display: task.batch for task in batches}
 
     from memlint.cache import content_digest
     from memlint.gates import for_path

@@ -370,16 +370,12 @@ class ProjectModel:
             return frozenset()
         if absolute in self._methods_without_grad:
             return self._methods_without_grad[absolute]
-        off: set[str] = set()
-        own: set[str] = set()
-        for name in klass.methods:
-            own.add(name)
-            method = self._functions[where].get(f"{klass.qualname}.{name}")
-            if method is not None and self.decorated_mode(where, method) == "off":
-                off.add(name)
+        off = {name for name in klass.methods
+               if (method := self._functions[where].get(f"{klass.qualname}.{name}")) is not None
+               and self.decorated_mode(where, method) == "off"}
         for base_module, base in self._project_bases(where, klass):
             inherited = self.methods_without_grad(f"{base_module}.{base.qualname}", depth + 1)
-            off |= inherited - own
+            off |= inherited - set(klass.methods)
         self._methods_without_grad[absolute] = frozenset(off)
         return self._methods_without_grad[absolute]
 
@@ -809,10 +805,6 @@ class ProjectModel:
                 self._data_helper(view, module, local, absolute)
                 view.wrappers.pop(local, None)
         view.grad_clearers = frozenset(clearers)
-        for absolute in referenced:  # classes built here: `enc = Encoder(d); enc.encode(x)`
-            off = self.methods_without_grad(absolute)
-            if off:
-                view.methods_without_grad[absolute] = off
         view.plain_loaders = frozenset(
             absolute for local, absolute in self.imports(module).items()
             if local.endswith("DataLoader") and self.is_plain_loader(absolute))
@@ -827,10 +819,6 @@ class ProjectModel:
                         view.module_classes = view.module_classes | {absolute}
             if attributes:
                 view.attributes[klass.qualname] = attributes
-                for absolute in attributes.values():
-                    off = self.methods_without_grad(absolute)
-                    if off:
-                        view.methods_without_grad[absolute] = off
             for base in klass.bases:
                 absolute = self.resolve(module, base)
                 if self.is_module_class(absolute):
@@ -842,6 +830,11 @@ class ProjectModel:
         view.batch_params = self.batch_params(module)
         view.loader_params = self.loader_params(module)
         for absolute in sorted(referenced):
+            # A project class built here or held by an attribute (`enc = Encoder(d)`,
+            # `self.encoder = Encoder(d)`): the methods it runs without grad.
+            off = self.methods_without_grad(absolute)
+            if off:
+                view.methods_without_grad[absolute] = off
             fact = self.returns(absolute)
             if fact is not None:
                 view.returns[absolute] = fact
