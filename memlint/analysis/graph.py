@@ -670,6 +670,13 @@ class GraphAnalysis:
             return False
         if is_backward_call(call):
             return False
+        callee = last_name(func)
+        defs = self.tree.functions_by_name.get(callee, []) if callee is not None else []
+        returned = None if defs else self.project_returns(call)
+        if returned is not None and not returned.is_tuple:
+            # A project function or method of another file that returns a detached value,
+            # whatever its name says (`self.reduce_loss_dict(losses)` returns floats).
+            return False
         if self.calls.is_loss_call(call):
             # `criterion(model(x).detach(), y)`: a loss of a prediction detached on the spot
             # has no graph either (unless another argument does). Only a detach written there:
@@ -696,11 +703,6 @@ class GraphAnalysis:
             return False
         if isinstance(func, cst.Name) and func.value in PASS_THROUGH_BUILTINS:
             return tri_or([self._eval(a.value) for a in call.args])
-        callee = last_name(func)
-        defs = self.tree.functions_by_name.get(callee, []) if callee is not None else []
-        returned = None if defs else self.project_returns(call)
-        if returned is not None and not returned.is_tuple:
-            return False  # a project function (another file) that returns a detached value
         if defs:
             return tri_or([self._returns_of(d) for d in defs])
         if mname is not None:
@@ -931,7 +933,8 @@ class GraphAnalysis:
 
     def project_returns(self, call: cst.Call) -> ReturnFact | None:
         """What the project model knows ``call`` returns: a function or class of another
-        module, an instance of one bound to a name (``criterion = Loss()``) or to ``self``."""
+        module, an instance of one bound to a name (``criterion = Loss()``) or to ``self``, or
+        a method inherited from a project base in another module (``self.reduce(losses)``)."""
         project = self.project
         if project is None:
             return None
@@ -942,7 +945,14 @@ class GraphAnalysis:
         if fact is not None:
             return fact
         owner = self.project_class_of(name, call)
-        return None if owner is None else project.returns.get(owner)
+        if owner is not None:
+            return project.returns.get(owner)
+        if name.startswith("self.") and name.count(".") == 1:
+            # A method the enclosing class inherits from a project base in another module.
+            cls = self.tree.enclosing_class(call)
+            if cls is not None:
+                return project.inherited_return(self.tree.qualname(cls), name[len("self."):])
+        return None
 
     def project_class_of(self, name: str, at: cst.CSTNode) -> str | None:
         """The absolute name of the project class whose instance ``name`` holds at ``at``:

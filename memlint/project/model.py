@@ -541,6 +541,16 @@ class ProjectModel:
         for function in summary.functions:
             names.update(self.resolve(module, site.callee, function.qualname)
                          for site in function.sites)
+        return self._undefined(module, names)
+
+    def undefined_bases(self, module: str) -> set[str]:
+        """The bases of the module's classes that no summarised module defines: a base
+        elsewhere hands its methods down (``self.reduce_loss_dict(...)``)."""
+        return self._undefined(module, {self.resolve(module, base)
+                                        for klass in self.summaries[module].classes
+                                        for base in klass.bases})
+
+    def _undefined(self, module: str, names: set[str]) -> set[str]:
         package = self._package(module)
         found: set[str] = set()
         for name in names:
@@ -578,6 +588,25 @@ class ProjectModel:
                 return None
             item = call
         return _return_fact(item)
+
+    def _inherited_returns(self, module: str, klass: Class,
+                           summary: ModuleSummary) -> dict[str, ReturnFact]:
+        """What the methods that ``klass`` calls on ``self`` and inherits from a project base
+        in another module return, where that is known to be detached
+        (``self.log = self.reduce_loss_dict(losses)``, ``BaseModel`` elsewhere)."""
+        prefix = f"{klass.qualname}."
+        called = {site.callee[len("self."):] for f in summary.functions
+                  if f.qualname.startswith(prefix) for site in f.sites
+                  if site.callee.startswith("self.") and site.callee.count(".") == 1}
+        found: dict[str, ReturnFact] = {}
+        for name in sorted(called - set(klass.methods)):
+            inherited = self._inherited(module, klass, name, 0)
+            if inherited is None or inherited[0] == module:
+                continue
+            fact = _return_fact(inherited[1])
+            if fact is not None:
+                found[name] = fact
+        return found
 
     def clears_grad(self, absolute: str, depth: int = 0) -> bool:
         """A project function that clears gradients, itself or through project callees
@@ -827,6 +856,9 @@ class ProjectModel:
                     view.plain_classes = view.plain_classes | {absolute}
             if self.is_module_class(f"{module}.{klass.qualname}"):
                 view.module_classes = view.module_classes | {f"{module}.{klass.qualname}"}
+            inherited = self._inherited_returns(module, klass, summary)
+            if inherited:
+                view.inherited_returns[klass.qualname] = inherited
         view.batch_params = self.batch_params(module)
         view.loader_params = self.loader_params(module)
         for absolute in sorted(referenced):
@@ -846,8 +878,9 @@ def _trains(function: Function) -> bool:
 
 
 def _return_fact(function: Function) -> ReturnFact | None:
-    """Per element, is every ``return`` of it detached? Tuples must agree in length."""
-    returns = [r for r in function.returns if r.kind == "value"]
+    """Per element, is every ``return`` of it detached? Tuples must agree in length. (A
+    returned name that might be a grad switch is judged as a value too.)"""
+    returns = [r for r in function.returns if r.kind in ("value", "switch")]
     if not returns or len(returns) != len(function.returns):
         return None
     widths = {len(r.detached) for r in returns}
@@ -916,6 +949,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     roots, where = _by_root(summaries, packages)
     models = {root: ProjectModel(modules) for root, modules in roots.items()}
     hubs: set[str] = set()  # star-import hubs fetched: what they import is looked up too
+    base_modules: set[str] = set()  # fetched for the bases they define
     for _ in range(_FETCH_ROUNDS if fetch is not None else 0):
         assert fetch is not None
         # The names the copying modules look up in vain, by root.
@@ -925,14 +959,23 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
             if found is not None and (path in copying or path in hubs
                                       or models[found[0]].fed_by_bases(found[1])):
                 undefined[found[0]] |= models[found[0]].undefined_names(found[1])
-        named = _modules_of(undefined, known, summaries, packages)
+        # The modules defining the bases of the classes linted here: summarised whatever
+        # they hold (a base's methods run on the subclass's object).
+        bases: dict[Path, set[str]] = defaultdict(set)
+        for path in (*wanted, *sorted(base_modules)):
+            found = where.get(path)
+            if found is not None:
+                bases[found[0]] |= models[found[0]].undefined_bases(found[1])
+        based = _modules_of(bases, known, summaries, packages)
+        named = _modules_of(undefined, known, summaries, packages) | based
         # `from .utils import *` of an unsummarised `utils`: its names are looked up there.
         starred = _modules_of({root: {n for n in names if n.endswith(".*")}
                                for root, names in undefined.items()}, known, summaries, packages)
-        new = fetch(sorted(named), frozenset(starred)) if named else {}
+        new = fetch(sorted(named), frozenset(starred | based)) if named else {}
         if not new:
             break
         hubs |= starred & set(new)
+        base_modules |= based & set(new)  # their own bases are looked up next round
         fetched = {**fetched, **new}
         summaries = {**summaries, **new}
         roots, where = _by_root(summaries, packages)

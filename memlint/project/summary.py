@@ -47,6 +47,13 @@ _DETACHES = b".detach()"
 _LOOP = (ast.For, ast.AsyncFor, ast.While)
 _FUNCTION = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DETACHING_BUILTINS = HOST_BUILTINS | {"abs"}
+# Methods that put their arguments into the container they are called on.
+_ADDING_METHODS = frozenset({
+    "append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft",
+})
+# Containers that start empty when called without arguments (``defaultdict(list)`` too).
+_EMPTY_CONTAINERS = frozenset({"dict", "list", "set", "OrderedDict", "defaultdict", "deque"})
+_ELEMENT_TYPES = frozenset({"list", "dict", "set", "int", "float"})
 
 
 @dataclass(frozen=True)
@@ -347,7 +354,7 @@ def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) ->
                 func.value, detached_names) and (func.attr in _PLACING_METHODS or all(
                     is_detached(a, detached_names) for a in node.args))
         if isinstance(func, ast.Name):
-            return func.id in _DETACHING_BUILTINS
+            return func.id in _DETACHING_BUILTINS or _empty_container(node)
         return False
     if isinstance(node, ast.BinOp):
         return is_detached(node.left, detached_names) and is_detached(node.right, detached_names)
@@ -356,6 +363,14 @@ def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) ->
     if isinstance(node, ast.Dict):
         return all(is_detached(v, detached_names) for v in node.values)
     return False
+
+
+def _empty_container(call: ast.Call) -> bool:
+    """``dict()``, ``OrderedDict()``, ``defaultdict(list)``: a new container holding nothing
+    (what is put into it later is the caller's to judge)."""
+    func = call.func
+    return (type(func) is ast.Name and func.id in _EMPTY_CONTAINERS and not call.keywords
+            and all(type(a) is ast.Name and a.id in _ELEMENT_TYPES for a in call.args))
 
 
 @dataclass
@@ -370,6 +385,10 @@ class _Scope:
     param_calls: list[tuple[str, tuple[Switch, ...]]] = field(default_factory=list)
     returns: list[tuple[ast.expr | None, tuple[Switch, ...]]] = field(default_factory=list)
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
+    # What else reaches a local name: values stored into it or added to it (``d[k] = v``,
+    # ``out.append(v)``, ``total += v``); names bound by unpacking, a loop or ``as``.
+    stored: dict[str, list[ast.expr]] = field(default_factory=dict)
+    rebound: set[str] = field(default_factory=set)
     yields: bool = False
     clears_grad: bool = False
     # Might the scope (nested scopes included) hold what :func:`_data_facts` looks for: a
@@ -502,6 +521,8 @@ class _Builder:
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             inner = switches
             for item in stmt.items:
+                if item.optional_vars is not None:
+                    scope.rebound.update(_bound_names(item.optional_vars))
                 self.expressions([item.context_expr], scope, inner, after_eval, loop_backward,
                                  stmt)
                 inner = inner + as_switches(item.context_expr)
@@ -509,6 +530,8 @@ class _Builder:
             return
         if isinstance(stmt, _LOOP):
             header = [stmt.iter] if isinstance(stmt, (ast.For, ast.AsyncFor)) else [stmt.test]
+            if isinstance(stmt, (ast.For, ast.AsyncFor)):
+                scope.rebound.update(_bound_names(stmt.target))
             self.expressions(header, scope, switches, after_eval, loop_backward, stmt)
             backward = loop_backward or _calls_backward(stmt.body)
             self._batches.append(_loader_batch_names(stmt))
@@ -542,11 +565,19 @@ class _Builder:
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     scope.assigned.setdefault(target.id, []).append(stmt.value)
+                else:
+                    _record_store(scope, target, stmt.value)
                 self._self_attribute(target, stmt.value, class_stack)
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             if isinstance(stmt.target, ast.Name):
                 scope.assigned.setdefault(stmt.target.id, []).append(stmt.value)
+            else:
+                _record_store(scope, stmt.target, stmt.value)
             self._self_attribute(stmt.target, stmt.value, class_stack)
+        elif isinstance(stmt, ast.AugAssign):
+            _record_store(scope, stmt.target, stmt.value)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            _record_mutation(scope, stmt.value)
         self.expressions([stmt], scope, switches, after_eval, loop_backward, stmt)
 
     def _self_attribute(self, target: ast.expr, value: ast.expr, class_stack: list[str]) -> None:
@@ -677,7 +708,7 @@ class _Builder:
             applied = as_switches(value.func)
             if applied and all(s.called for s in applied):
                 return Returned("apply", applied, value.args[0].id, under=under)
-        detached_names = _detached_names(scope.assigned)
+        detached_names = _detached_names(scope)
         elements = value.elts if isinstance(value, ast.Tuple) else [value]
         detached = tuple(is_detached(e, detached_names) for e in elements)
         switches = as_switches(value)
@@ -688,17 +719,47 @@ class _Builder:
 _DETACHED_ROUNDS = 6  # a longer chain of names built on one another stays unknown
 
 
-def _detached_names(assigned: dict[str, list[ast.expr]]) -> frozenset[str]:
-    """The local names every assignment of which is detached, names already known detached
-    included (``preds = out.max(1)[1]``, then ``correct = preds.eq(y).sum()``)."""
+def _detached_names(scope: _Scope) -> frozenset[str]:
+    """The local names every assignment of which is detached, and every value stored into or
+    added to them, names already known detached included (``preds = out.max(1)[1]``, then
+    ``correct = preds.eq(y).sum()``; ``log = {}`` then ``log[k] = v.item()``). A name also
+    bound by unpacking, a loop or ``as`` is not known."""
     known: frozenset[str] = frozenset()
+    stored = scope.stored
     for _ in range(_DETACHED_ROUNDS):
-        found = frozenset(name for name, values in assigned.items()
-                          if values and all(is_detached(v, known) for v in values))
+        found = frozenset(name for name, values in scope.assigned.items()
+                          if values and name not in scope.rebound
+                          and all(is_detached(v, known) for v in values)
+                          and all(is_detached(v, known) for v in stored.get(name, ())))
         if found == known:
             break
         known = found
     return known
+
+
+def _bound_names(target: ast.expr) -> Iterator[str]:
+    """The names an unpacking, loop or ``as`` target binds (``a, (b, *c)``)."""
+    return (n.id for n in walk(target) if type(n) is ast.Name)
+
+
+def _record_store(scope: _Scope, target: ast.expr, value: ast.expr) -> None:
+    """``d[k] = v``, ``obj.x = v``, ``total += v``: ``v`` reaches the target's root name;
+    ``a, b = v``: the names are bound to what is not known here."""
+    if isinstance(target, (ast.Tuple, ast.List, ast.Starred)):
+        scope.rebound.update(_bound_names(target))
+        return
+    root = _root_name(target)
+    if root is not None:
+        scope.stored.setdefault(root, []).append(value)
+
+
+def _record_mutation(scope: _Scope, call: ast.Call) -> None:
+    """``out.append(v)``, ``log.update(d)``, ``seen.add(v)``: the arguments reach ``out``."""
+    func = call.func
+    if type(func) is ast.Attribute and func.attr in _ADDING_METHODS and (
+            type(func.value) is ast.Name):
+        scope.stored.setdefault(func.value.id, []).extend(
+            [*call.args, *(k.value for k in call.keywords)])
 
 
 def _root_name(node: ast.expr) -> str | None:

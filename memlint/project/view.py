@@ -38,6 +38,9 @@ class ModuleView:
     side_jobs: frozenset[str] = frozenset()
     # absolute name of a project function or class -> what calling it returns
     returns: dict[str, ReturnFact] = field(default_factory=dict)
+    # class qualname in this module -> method it calls on ``self`` but inherits from a project
+    # base in another module -> what calling that method returns
+    inherited_returns: dict[str, dict[str, ReturnFact]] = field(default_factory=dict)
     # class qualname in this module -> attribute -> absolute name of the class assigned to it
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     # absolute name of a project class held by such an attribute or built here -> its
@@ -82,6 +85,10 @@ class ModuleView:
     def returns_of(self, dotted: str) -> ReturnFact | None:
         return self.returns.get(self.qualify(dotted))
 
+    def inherited_return(self, class_qualname: str, method: str) -> ReturnFact | None:
+        """``self.method(...)`` in the class, the method a project base elsewhere defines."""
+        return self.inherited_returns.get(class_qualname, {}).get(method)
+
     def attribute_class(self, class_qualname: str, attribute: str) -> str | None:
         return self.attributes.get(class_qualname, {}).get(attribute)
 
@@ -111,6 +118,8 @@ class ModuleView:
              sorted(self.function_modes.items()), sorted(self.eval_called),
              sorted(self.side_jobs),
              sorted((k, v.detached, v.is_tuple) for k, v in self.returns.items()),
+             sorted((k, sorted((m, f.detached, f.is_tuple) for m, f in v.items()))
+                    for k, v in self.inherited_returns.items()),
              sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
              sorted((k, sorted(v)) for k, v in self.methods_without_grad.items()),
              sorted(self.module_classes), sorted(self.plain_classes),

@@ -777,3 +777,87 @@ def test_a_model_kept_on_the_object_is_a_module_class_of_the_view() -> None:
     """)
     assert "rec.net.Scorer" not in full.unsummarised_callees()
     assert full.view("rec.neural").module_classes == frozenset({"rec.net.Scorer"})
+
+
+def test_a_returned_container_is_detached_only_if_what_goes_into_it_is() -> None:
+    found = summary('''
+        from collections import OrderedDict
+        import torch
+
+        def logged(losses):
+            with torch.no_grad():
+                log = OrderedDict()
+                for name, value in losses.items():
+                    log[name] = value.mean().item()
+                return log
+
+        def kept(losses):
+            out = {}
+            for name, value in losses.items():
+                out[name] = value
+            return out
+
+        def appended(losses):
+            out = []
+            for value in losses:
+                out.append(value)
+            return out
+
+        def summed(losses):
+            total = 0
+            for value in losses:
+                total += value
+            return total
+
+        def unpacked(model, x):
+            loss = 0
+            loss, aux = model(x)
+            return loss
+
+        def looped(outputs):
+            last = None
+            for last in outputs:
+                pass
+            return last
+    ''')
+    detached = {f.qualname: f.returns[0].detached for f in found.functions}
+    assert detached["logged"] == (True,)
+    assert detached["kept"] == (False,)
+    assert detached["appended"] == (False,)
+    assert detached["summed"] == (False,)
+    assert detached["unpacked"] == (False,)
+    assert detached["looped"] == (False,)
+
+
+def test_a_method_inherited_from_a_base_in_another_module_tells_what_it_returns() -> None:
+    m = model(
+        base="""
+            import torch
+            class BaseModel:
+                def reduce_loss_dict(self, loss_dict):
+                    with torch.no_grad():
+                        log = {}
+                        for k, v in loss_dict.items():
+                            log[k] = v.mean().item()
+                        return log
+                def keep(self, loss_dict):
+                    return loss_dict
+        """,
+        sr="""
+            from base import BaseModel
+            class SRModel(BaseModel):
+                def optimize(self, losses):
+                    self.log = self.reduce_loss_dict(losses)
+                    self.kept = self.keep(losses)
+                def reduce_loss_dict(self, losses):
+                    return losses
+            class GANModel(BaseModel):
+                def optimize(self, losses):
+                    self.log = self.reduce_loss_dict(losses)
+        """,
+    )
+    view = m.view("sr")
+    assert view.inherited_return("SRModel", "reduce_loss_dict") is None  # its own method
+    assert view.inherited_return("SRModel", "keep") is None  # a parameter handed back
+    fact = view.inherited_return("GANModel", "reduce_loss_dict")
+    assert fact is not None and fact.detached == (True,)
