@@ -172,6 +172,20 @@ class LossKeptWithGraph(Rule):
     fix_safety = FixSafety.UNSAFE
 
     valid = (
+        # In-place arithmetic on `.data` is outside autograd: the center-loss gradients are
+        # rescaled by whatever the step computed, and nothing keeps a graph.
+        Valid("""
+            for images, pids in loader:
+                optimizer.zero_grad()
+                optimizer_center.zero_grad()
+                features, scale = model(images)
+                loss = criterion(features, pids) + center_loss(features, pids) * scale
+                loss.backward()
+                optimizer.step()
+                for param in center_loss.parameters():
+                    param.grad.data *= 1.0 / (weight * scale)
+                optimizer_center.step()
+        """),
         # `restore_model(...)` hands back the objects it restores (a model, a step count), not
         # a forward's outputs: neither the model nor what it returns beside it holds a graph.
         Valid(
@@ -676,7 +690,9 @@ class LossKeptWithGraph(Rule):
             container = dotted_name(target.value)
         else:
             container = dotted_name(target)
-        if container is not None:
+        if container is not None and not container.endswith(".data"):
+            # `param.grad.data *= scale`: arithmetic on a tensor's storage, which autograd
+            # does not record, so nothing it keeps can hold a graph.
             self._check(node, container, node.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
