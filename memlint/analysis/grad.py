@@ -184,8 +184,10 @@ class GradModeAnalysis:
     def _disables_grad(self, expr: cst.BaseExpression) -> bool:
         return self.switch_mode(expr) == "off"
 
-    def grad_mode_at(self, node: cst.CSTNode) -> GradMode:
-        """Whether autograd records operations where ``node`` runs."""
+    def grad_mode_at(self, node: cst.CSTNode, *, callers: bool = True) -> GradMode:
+        """Whether autograd records operations where ``node`` runs. ``callers`` False: as a
+        caller outside the project would run it, the mode the project's call sites give a
+        module-level function or a method (not a nested function) left out."""
         child = node
         for anc in self.tree.ancestors(node):
             if type(anc) not in _MODE_TYPES:  # an exact type test: most ancestors stop here
@@ -203,10 +205,20 @@ class GradModeAnalysis:
                 if decided:
                     return decided[-1]
             elif isinstance(anc, cst.FunctionDef):
-                return self.function_mode(anc)
+                if callers or self.tree.enclosing_function(anc) is not None:
+                    return self.function_mode(anc)
+                return self.decorated_mode(anc) or "on"
             elif isinstance(anc, cst.Lambda):
                 continue
         return "on"
+
+    def decorated_mode(self, func: cst.FunctionDef) -> GradMode | None:
+        """The mode the function's own decorators set (the outermost that sets one)."""
+        for deco in reversed(func.decorators):
+            mode = self.switch_mode(deco.decorator)
+            if mode is not None:
+                return mode
+        return None
 
     def no_grad_at(self, node: cst.CSTNode) -> bool:
         """True only when autograd is certainly off at ``node``."""
@@ -217,11 +229,10 @@ class GradModeAnalysis:
         cached = self._function_modes.get(func)
         if cached is not None:
             return cached
-        for deco in reversed(func.decorators):
-            mode = self.switch_mode(deco.decorator)
-            if mode is not None:
-                self._function_modes[func] = mode
-                return mode
+        mode = self.decorated_mode(func)
+        if mode is not None:
+            self._function_modes[func] = mode
+            return mode
         if self.project is not None:
             # Every call site in the project, this file's included, already weighed.
             known = self.project.function_modes.get(self.tree.qualname(func))

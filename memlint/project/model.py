@@ -544,10 +544,12 @@ class ProjectModel:
         return self._undefined(module, names)
 
     def undefined_bases(self, module: str) -> set[str]:
-        """The bases of the module's classes that no summarised module defines: a base
-        elsewhere hands its methods down (``self.reduce_loss_dict(...)``)."""
+        """The bases that no summarised module defines of the module's classes that use
+        what an inherited method returns (``self.log = self.reduce_loss_dict(...)``)."""
+        summary = self.summaries[module]
         return self._undefined(module, {self.resolve(module, base)
-                                        for klass in self.summaries[module].classes
+                                        for klass in summary.classes
+                                        if _inherited_calls(klass, summary)
                                         for base in klass.bases})
 
     def _undefined(self, module: str, names: set[str]) -> set[str]:
@@ -594,12 +596,8 @@ class ProjectModel:
         """What the methods that ``klass`` calls on ``self`` and inherits from a project base
         in another module return, where that is known to be detached
         (``self.log = self.reduce_loss_dict(losses)``, ``BaseModel`` elsewhere)."""
-        prefix = f"{klass.qualname}."
-        called = {site.callee[len("self."):] for f in summary.functions
-                  if f.qualname.startswith(prefix) for site in f.sites
-                  if site.callee.startswith("self.") and site.callee.count(".") == 1}
         found: dict[str, ReturnFact] = {}
-        for name in sorted(called - set(klass.methods)):
+        for name in sorted(_inherited_calls(klass, summary)):
             inherited = self._inherited(module, klass, name, 0)
             if inherited is None or inherited[0] == module:
                 continue
@@ -875,6 +873,17 @@ class ProjectModel:
 
 def _trains(function: Function) -> bool:
     return any(site.callee.rsplit(".", 1)[-1] in _TRAINING_CALLS for site in function.sites)
+
+
+def _inherited_calls(klass: Class, summary: ModuleSummary) -> set[str]:
+    """The methods the class's own methods call on ``self``, using what they return, that
+    it does not define: a base class's (``self.post_init()``, result unused, is left out)."""
+    prefix = f"{klass.qualname}."
+    called = {site.callee[len("self."):] for f in summary.functions
+              if f.qualname.startswith(prefix) for site in f.sites
+              if not site.discarded and site.callee.startswith("self.")
+              and site.callee.count(".") == 1}
+    return called - set(klass.methods)
 
 
 def _return_fact(function: Function) -> ReturnFact | None:

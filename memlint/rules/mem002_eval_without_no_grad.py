@@ -64,6 +64,10 @@ _TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "
 Region = cst.CSTNode
 
 
+# Entry points users call on a fitted estimator, whatever the package's own callers do.
+_PREDICT_API = frozenset({"predict", "predict_proba"})
+
+
 def _names_eval_loader(iterable: cst.BaseExpression) -> bool:
     """``testloader``, ``enumerate(self.val_dl)``, ``tqdm(eval_dataloader)``."""
     todo: list[cst.BaseExpression] = [iterable]
@@ -233,6 +237,17 @@ class EvalWithoutNoGrad(Rule):
     skips_test_code = True
 
     valid = (
+        # A private helper runs as its callers run it: here always with grad off.
+        Valid("""
+            import torch
+            class SplitPredictor:
+                def _predict(self, x_batch):
+                    self._model.eval()
+                    return self._model(x_batch.to(self._device)).float()
+                def evaluate(self, loader):
+                    with torch.no_grad():
+                        return [self._predict(x) for x, _ in loader]
+        """),
         # An interatomic potential's forces are derivatives of its energy by the positions,
         # which its forward computes with autograd.
         Valid("""
@@ -690,6 +705,21 @@ class EvalWithoutNoGrad(Rule):
                     log(step, logits.argmax(1).eq(y).float().mean().item())
             """,
             lines=(9,),
+        ),
+        # A public `predict` is called by users, whatever the class's own `evaluate` does.
+        Invalid(
+            """
+            import torch
+            class SplitPredictor:
+                def predict(self, x_batch):
+                    self._model.eval()
+                    logits = self._model(x_batch.to(self._device)).float()
+                    return self.predict_with_logits(logits.detach())
+                def evaluate(self, loader):
+                    with torch.no_grad():
+                        return [self.predict(x) for x, _ in loader]
+            """,
+            lines=(6,),
         ),
         # A role-named sub-network of the model is a forward too.
         Invalid(
@@ -1338,6 +1368,15 @@ class EvalWithoutNoGrad(Rule):
                     and call.func.value == "len")
         return False
 
+    def _public_entry(self, node: cst.Call) -> bool:
+        """Is the forward in a ``predict`` (``predict_proba``) API that users call directly,
+        the scikit-learn way? The project's own callers running it with grad off
+        (``evaluate`` calling ``self.predict(x)`` under ``no_grad``) do not decide for them.
+        Steps and helpers named for evaluation (``evaluate_step``, ``eval_one_batch``) run
+        where their callers run them."""
+        function = self.context.analysis.tree.enclosing_function(node)
+        return function is not None and function.name.value in _PREDICT_API
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self._is_forward(node) or not self._active():
             return
@@ -1348,7 +1387,9 @@ class EvalWithoutNoGrad(Rule):
             return
         if self._fallback_with_grad(node):
             return
-        if self.context.analysis.grad.grad_mode_at(node) != "on":
+        grad = self.context.analysis.grad
+        if grad.grad_mode_at(node) != "on" and not (
+                self._public_entry(node) and grad.grad_mode_at(node, callers=False) == "on"):
             return
         if not self._is_evaluation(region) and (
                 isinstance(region, (cst.FunctionDef, cst.For))
