@@ -608,7 +608,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     packages, work, default_labels = SETS[opts.set]
     chosen = [(n, v) for n, v in packages if not opts.packages or n in opts.packages]
     roots = {name: fetch(name, version, work) for name, version in chosen}
-    lines = sum(p.read_bytes().count(b"\n") for r in roots.values() for p in r.rglob("*.py"))
+    lines = sum(p.read_bytes().count(b"\n") for r in roots.values() for p in r.rglob("*.py")
+                if p.is_file())  # fastmri ships a folder named like a .py file
     print(f"{opts.set}: {len(roots)} packages, {lines:,} lines of Python")
     labels = read_labels(opts.labels or default_labels)
 
