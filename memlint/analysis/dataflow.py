@@ -613,9 +613,41 @@ class DataflowAnalysis:
         if kind is DeviceTarget.ACCELERATOR:
             arg = device_argument(call)
             name = None if arg is None else dotted_name(arg)
-            if name is not None and name in self.host_device_names:
+            if name is not None and self._host_name_at(name, call):
                 return DeviceTarget.HOST
         return kind
+
+    def _host_name_at(self, name: str, at: cst.CSTNode) -> bool:
+        """``name`` is bound only to the CPU in this file, and at ``at`` it is not a pytest
+        fixture.
+
+        A parameter of a pytest test (``def test_adjoint(device):``) gets its value from a
+        fixture, whatever the file binds the same name to in another test (``device =
+        torch.device("cpu")`` in one test of many). Only the test's own name and
+        parameters decide (no caller is looked at), so a lint that leaves other bodies out
+        of the parse gives the same answer.
+        """
+        if name not in self.host_device_names:
+            return False
+        if "." in name:  # `self.device`, `args.device`: an attribute, not a parameter
+            return True
+        function = self.tree.enclosing_function(at)
+        while function is not None:
+            params = function.params
+            if any(p.name.value == name for p in (*params.posonly_params, *params.params,
+                                                  *params.kwonly_params)):
+                return not function.name.value.startswith("test")
+            function = self.tree.enclosing_function(function)
+        return True
+        function = self.tree.enclosing_function(at)
+        while function is not None:
+            params = function.params
+            if any(p.name.value == name for p in (*params.posonly_params, *params.params,
+                                                  *params.kwonly_params)):
+                callers, uses = self._callers_of(function)
+                return bool(callers or uses)
+            function = self.tree.enclosing_function(function)
+        return True
 
     def _moves_to_accelerator(self, call: cst.Call) -> bool:
         """The call's own spelling says it moves to an accelerator. Cheaper than

@@ -621,6 +621,31 @@ class FactoryThenMove(Rule):
         ),
     )
     invalid = (
+        # One test of a module pins `device` to the CPU; the others get theirs from pytest
+        # (a parameter no code in the file passes), so their `device` is still a device.
+        Invalid(
+            """
+            import torch
+            def test_norm(name, device):
+                if name == "cs":
+                    device = torch.device("cpu")
+                return device
+            def test_adjoint(device):
+                x = torch.ones(1, 5, 5).to(device)
+                return x
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+            def test_norm(name, device):
+                if name == "cs":
+                    device = torch.device("cpu")
+                return device
+            def test_adjoint(device):
+                x = torch.ones(1, 5, 5, device=device)
+                return x
+            """,
+        ),
         # A window function is a factory too (it takes `device=`): an STFT window built on
         # the host and copied on every call.
         Invalid(

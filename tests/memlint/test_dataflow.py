@@ -129,6 +129,43 @@ def test_cpu_only_script_device_name_is_the_host() -> None:
     assert analysis.dataflow.device_target(call) is DeviceTarget.HOST
 
 
+def test_a_pytest_fixture_parameter_is_not_the_files_cpu_name() -> None:
+    # One test pins `device` to the CPU; the others take the `device` fixture from pytest.
+    analysis = _analysis(
+        """
+        import torch
+
+        def test_norm(name, device):
+            if name == "cs":
+                device = torch.device("cpu")
+            return device
+
+        def test_adjoint(device):
+            x = torch.rand(1, 5, 5).to(device)
+        """
+    )
+    (call,) = _calls(analysis, "to")
+    assert analysis.dataflow.device_target(call) is DeviceTarget.ACCELERATOR
+
+
+def test_a_parameter_the_cpu_only_script_passes_keeps_the_host_verdict() -> None:
+    analysis = _analysis(
+        """
+        import torch
+
+        def train(model, loader, device):
+            for x, y in loader:
+                x = x.to(device)
+
+        def main():
+            device = torch.device("cpu")
+            train(model, loader, device)
+        """
+    )
+    (call,) = _calls(analysis, "to")
+    assert analysis.dataflow.device_target(call) is DeviceTarget.HOST
+
+
 def test_device_name_with_any_accelerator_binding_stays_a_device() -> None:
     analysis = _analysis(
         """
