@@ -335,3 +335,23 @@ TEST_EPOCH = """
 def test_test_epoch_counts_as_evaluation_only_outside_test_modules(path: str,
                                                                     flagged: bool) -> None:
     assert [d.line for d in lint("MEM002", TEST_EPOCH, path)] == ([6] if flagged else [])
+
+
+# --- MEM015 deprecated-amp-api ------------------------------------------------------------
+
+@pytest.mark.parametrize(("source", "lines"), [
+    # bound to a name the file calls: reported at the binding, once
+    ("import torch\nautocast = torch.cuda.amp.autocast if fp16 else nullcontext\n"
+     "with autocast():\n    pass\n", [2]),
+    ("from torch.cuda.amp import GradScaler\nmake = GradScaler\nscaler = make()\n", [2]),
+    # never called through the name: a type alias or an unused binding warns nothing
+    ("import torch\nScaler = torch.cuda.amp.GradScaler\n", []),
+    # the fallback arm of the new API
+    ("import torch\nac = torch.amp.autocast if new else torch.cuda.amp.autocast\n"
+     "with ac('cuda'):\n    pass\n", []),
+    ("import torch\ntry:\n    ac = torch.amp.autocast\nexcept AttributeError:\n"
+     "    ac = torch.cuda.amp.autocast\nwith ac('cuda'):\n    pass\n", []),
+])
+def test_deprecated_amp_bound_to_a_name(source: str, lines: list[int]) -> None:
+    assert [d.line for d in lint("MEM015", source)] == lines
+
