@@ -355,3 +355,19 @@ def test_test_epoch_counts_as_evaluation_only_outside_test_modules(path: str,
 def test_deprecated_amp_bound_to_a_name(source: str, lines: list[int]) -> None:
     assert [d.line for d in lint("MEM015", source)] == lines
 
+
+@pytest.mark.parametrize(("line", "flagged"), [
+    ("torch.FloatTensor(1).cuda()", True),
+    ("torch.LongTensor(x.size(0)).to(device)", True),
+    ("torch.Tensor(len(batch)).to(device)", True),
+    ("torch.FloatTensor(x.shape[0]).to(device)", True),
+    # one argument that may be data: a list, an array, a name
+    ("torch.FloatTensor(values).to(device)", False),
+    ("torch.LongTensor([1, 2]).cuda()", False),
+    ("torch.FloatTensor(x.numpy()).cuda()", False),
+    # a whole shape may be a tuple, which is data: torch.Tensor((3,)) holds the number 3
+    ("torch.Tensor(env.action_space.shape).to(device)", False),
+    ("torch.Tensor(x.size()).to(device)", False),
+])
+def test_legacy_constructor_given_one_size(line: str, flagged: bool) -> None:
+    assert bool(lint("MEM010", f"import torch\nt = {line}\n")) is flagged
