@@ -33,6 +33,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind12       # the 12th blind set (bench/blind12_labels.csv)
     python bench/ecosystem.py --set blind13       # the 13th blind set (bench/blind13_labels.csv)
     python bench/ecosystem.py --set blind14       # the 14th blind set (bench/blind14_labels.csv)
+    python bench/ecosystem.py --set blind15       # the 15th blind set (bench/blind15_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -373,6 +374,28 @@ BLIND14_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A 15th blind set: reinforcement-learning algorithms and examples (cherry-rl), federated
+# learning clients and executors (fedscale), CTR recommenders with their own fit loop
+# (fuxictr), LLM pretraining and fine-tuning scripts (litgpt), Llama fine-tuning and
+# evaluation utilities (llama-cookbook), materials graph networks and potentials (matgl), a
+# time-series foundation model with fine-tuning (momentfm), federated-learning simulation
+# (pfl), recommender algorithms with their own training loops (recpack) and single-cell
+# probabilistic models (scvi-tools), labelled by reading their training, evaluation and
+# data-loading code before memlint's findings on it were read.
+BLIND15_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("cherry-rl", "0.2.0"),
+    ("fedscale", "1.0"),
+    ("fuxictr", "2.3.10"),
+    ("litgpt", "0.5.13"),
+    ("llama-cookbook", "0.0.5.post1"),
+    ("matgl", "4.1.2"),
+    ("momentfm", "0.1.4"),
+    ("pfl", "0.6.0"),
+    ("recpack", "0.3.6"),
+    ("scvi-tools", "1.4.2"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -396,6 +419,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind12": _blind("blind12", BLIND12_PACKAGES),
     "blind13": _blind("blind13", BLIND13_PACKAGES),
     "blind14": _blind("blind14", BLIND14_PACKAGES),
+    "blind15": _blind("blind15", BLIND15_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -7,7 +7,9 @@ from its path alone: pytest's own test modules (``test_*.py``, ``*_test.py``,
 ``conftest.py``), modules directly inside a ``tests``/``test``/``testing`` folder, and
 ``testing_*`` helper modules. Inside any file, the branch of an ``if`` that asks whether it
 runs on a CI service (``if "CI" in os.environ:``, as tutorials and notebooks do to swap in a
-few random samples) is test code too.
+few random samples) is test code too, and so is a module's own self-check: a module-level
+``_test()`` (or ``_test_*``) that the module's ``if __name__ == "__main__":`` block runs, as
+model-zoo modules do to build each network and assert its output shape on a random input.
 """
 
 from __future__ import annotations
@@ -43,4 +45,39 @@ def in_ci_branch(node: cst.CSTNode, tree: TreeIndex) -> bool:
         if isinstance(anc, cst.If) and child is anc.body and _asks_for_ci(anc.test, tree):
             return True
         child = anc
+    return False
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"``, either way round."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    target = test.comparisons[0]
+    if not isinstance(target.operator, cst.Equal):
+        return False
+    sides = (test.left, target.comparator)
+    names = {s.value for s in sides if isinstance(s, cst.Name)}
+    strings = {s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)}
+    return names == {"__name__"} and strings == {"__main__"}
+
+
+def is_module_self_test(function: cst.FunctionDef, tree: TreeIndex) -> bool:
+    """Is ``function`` the module's own self-check, run from its ``__main__`` block?
+
+    A module-level function named ``_test`` or ``_test_*`` (private: no test runner
+    collects it) that a statement under the module's ``if __name__ == "__main__":``
+    calls. Its forwards run once on inputs it makes up, to check shapes.
+    """
+    name = function.name.value
+    if name != "_test" and not name.startswith("_test_"):
+        return False
+    if tree.parent(function) is not tree.module:
+        return False
+    for call in tree.calls_by_name.get(name, ()):
+        for anc in tree.ancestors(call):
+            if (isinstance(anc, cst.If) and _is_main_guard(anc.test)
+                    and tree.parent(anc) is tree.module):
+                return True
+            if isinstance(anc, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
     return False

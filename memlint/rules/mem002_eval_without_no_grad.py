@@ -16,7 +16,7 @@ from memlint.analysis.calls import (
 )
 from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
-from memlint.analysis.testcode import is_pytest_module
+from memlint.analysis.testcode import is_module_self_test, is_pytest_module
 from memlint.rules.base import Invalid, Rule, Valid
 from memlint.vocabulary import (
     DERIVATIVE_REQUESTS,
@@ -144,7 +144,9 @@ class EvalWithoutNoGrad(Rule):
     the tutorial-style ``test_epoch``, ``test_one_epoch`` and ``test_loop`` in a file that
     pytest would not collect (not ``test_*.py``, ``*_test.py`` or ``conftest.py``). Test
     modules, modules in a ``tests/`` folder and ``testing_*`` helpers are not checked: their
-    forwards are smoke checks on toy models.
+    forwards are smoke checks on toy models. Nor is a module's own self-check, a module-level
+    ``_test()`` (or ``_test_*``) that its ``if __name__ == "__main__":`` block runs (model-zoo
+    modules build each network and assert its output shape on a random input).
 
     Across files (the project model): grad is off when a decorator or decorator factory
     defined anywhere in the project switches it off (one that returns
@@ -247,6 +249,25 @@ class EvalWithoutNoGrad(Rule):
                 def evaluate(self, loader):
                     with torch.no_grad():
                         return [self._predict(x) for x, _ in loader]
+        """),
+        # A model-zoo module's self-check, run only as a script: one forward on a random input
+        # to check the output shape.
+        Valid("""
+            import torch
+            from torch import nn
+            class TinyNet(nn.Module):
+                def forward(self, x):
+                    return self.fc(x)
+            def tinynet(**kwargs):
+                return TinyNet(**kwargs)
+            def _test():
+                for model in [tinynet]:
+                    net = model(classes=10)
+                    net.eval()
+                    y = net(torch.randn(1, 8))
+                    assert tuple(y.size()) == (1, 10)
+            if __name__ == "__main__":
+                _test()
         """),
         # An interatomic potential's forces are derivatives of its energy by the positions,
         # which its forward computes with autograd.
@@ -902,6 +923,8 @@ class EvalWithoutNoGrad(Rule):
         name = function.name.value
         if name.startswith("test_"):
             return not EVAL_FUNCTION.match(name) or is_pytest_module(self.context.path)
+        if is_module_self_test(function, self.context.analysis.tree):
+            return True
         cls = self.context.analysis.tree.enclosing_class(function)
         return cls is not None and cls.name.value.startswith("Test")
 

@@ -71,12 +71,34 @@ def _method(call: cst.BaseExpression) -> str | None:
     return None
 
 
+def _is_size(expr: cst.BaseExpression) -> bool:
+    """An expression that can only be one size: an int literal (``1``), ``x.size(0)``,
+    ``x.numel()``, ``len(x)`` or ``x.shape[0]``. A whole shape is not: a tuple (a gym space's
+    or an array's ``.shape``) is data to a legacy constructor (``torch.Tensor((3,))`` holds
+    the number 3)."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.Subscript):
+        return isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape"
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute):
+            return (func.attr.value == "size" and len(expr.args) == 1) or (
+                func.attr.value == "numel" and not expr.args)
+        return isinstance(func, cst.Name) and func.value == "len"
+    return False
+
+
 def _sized_legacy_constructor(call: cst.Call) -> bool:
-    """``torch.Tensor(b, n)`` / ``torch.FloatTensor(*shape)``: sizes, no keyword."""
+    """``torch.Tensor(b, n)`` / ``torch.FloatTensor(*shape)`` / ``torch.FloatTensor(1)``:
+    sizes, no keyword. One plain argument counts only when it can only be a size: it may
+    be data (``torch.FloatTensor(values)``)."""
     positional = _positional(call)
     if len(positional) != len(call.args) or any(a.star == "**" for a in call.args):
         return False
-    return len(positional) >= 2 or (len(positional) == 1 and positional[0].star == "*")
+    if len(positional) != 1:
+        return len(positional) >= 2
+    return positional[0].star == "*" or (not positional[0].star and _is_size(positional[0].value))
 
 
 def _adds_dimensions(expr: cst.BaseExpression) -> bool:
@@ -394,7 +416,9 @@ class FactoryThenMove(Rule):
     without a fix). A legacy typed constructor given sizes
     (``torch.Tensor(b, n).to(device)``, ``torch.FloatTensor(*shape).cuda()``) allocates on
     the host like ``torch.empty`` and is reported too, without a fix (it takes no
-    ``device=``); given one argument it may be data and is left alone.
+    ``device=``); given one argument it may be data and is left alone, unless that argument
+    can only be a size (``torch.FloatTensor(1).cuda()``, ``torch.Tensor(x.size(0))``,
+    ``len(x)``, ``x.shape[0]``).
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device and the host
@@ -920,6 +944,17 @@ class FactoryThenMove(Rule):
                 return eps_out, eps_in, onehot
             """,
             lines=(6, 7, 11),
+        ),
+        # A legacy constructor given one argument that can only be a size: an uninitialised
+        # host buffer (later resized and filled on the device).
+        Invalid(
+            """
+            import torch
+            from torch.autograd import Variable
+            im_data = Variable(torch.FloatTensor(1).cuda())
+            counts = torch.LongTensor(len(batch)).to(device)
+            """,
+            lines=(4, 5),
         ),
         # An RNN's initial state built on the host and returned moved (both branches of the
         # nested `if` move it); no fix either.

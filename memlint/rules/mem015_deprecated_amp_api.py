@@ -70,7 +70,9 @@ class DeprecatedAmpApi(Rule):
     """
     ## What it does
     Flags calls to `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler` and their
-    `torch.cpu.amp` twins, however they were imported.
+    `torch.cpu.amp` twins, however they were imported, also when the old callable is first
+    bound to a name that the file then calls (`autocast = torch.cuda.amp.autocast if fp16
+    else nullcontext`, then `with autocast():`; reported at the binding, without a fix).
 
     ## Why is this bad?
     These device-specific entry points are deprecated: every call emits a `FutureWarning`
@@ -114,6 +116,18 @@ class DeprecatedAmpApi(Rule):
     triggers = ("cuda.amp", "cpu.amp", "import amp", "amp.autocast", "amp.GradScaler")
     fix_safety = FixSafety.SAFE
     valid = (
+        # Bound as the old-release fallback of the new API, or never called (a type alias).
+        Valid(
+            """
+            import torch
+            autocast = torch.cuda.amp.autocast if old_torch else torch.amp.autocast
+            with autocast("cuda"):
+                pass
+            ScalerType = torch.cuda.amp.GradScaler
+            def step(scaler: ScalerType) -> None:
+                scaler.update()
+            """
+        ),
         Valid(
             """
             import torch
@@ -162,6 +176,18 @@ class DeprecatedAmpApi(Rule):
         ),
     )
     invalid = (
+        Invalid(
+            # The old autocast bound to a name, then entered through it every step.
+            """
+            import contextlib
+            import torch
+            autocast = torch.cuda.amp.autocast if use_fp16 else contextlib.nullcontext
+            for x in loader:
+                with autocast():
+                    loss = model(x)
+            """,
+            lines=(4,),
+        ),
         Invalid(
             """
             import torch
@@ -268,7 +294,26 @@ class DeprecatedAmpApi(Rule):
         message = self.message.format(old=qualified, new=new, device=device)
         self.report(node, message, fix=self._fix(node, device, new))
 
-    def _old_torch_fallback(self, node: cst.Call) -> bool:
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """``autocast = torch.cuda.amp.autocast if fp16 else nullcontext``: the deprecated
+        callable bound to a name, which a call in the file then runs."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        if not self.context.analysis.tree.calls_by_name.get(node.targets[0].target.value):
+            return
+        value = node.value
+        arms = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
+        imports = self.context.analysis.imports
+        for arm in arms:
+            if not isinstance(arm, (cst.Attribute, cst.Name)):
+                continue
+            qualified = imports.qualified_name(arm)
+            if qualified not in DEPRECATED or self._old_torch_fallback(arm):
+                continue
+            device, new = DEPRECATED[qualified]
+            self.report(arm, self.message.format(old=qualified, new=new, device=device))
+
+    def _old_torch_fallback(self, node: cst.CSTNode) -> bool:
         """Compatibility code for releases without ``torch.amp``: an ``except`` block (the
         ``try`` used the new API) or a branch of a version check. New PyTorch never runs it."""
         code_for = self.context.module.code_for_node

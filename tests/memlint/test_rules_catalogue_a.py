@@ -335,3 +335,39 @@ TEST_EPOCH = """
 def test_test_epoch_counts_as_evaluation_only_outside_test_modules(path: str,
                                                                     flagged: bool) -> None:
     assert [d.line for d in lint("MEM002", TEST_EPOCH, path)] == ([6] if flagged else [])
+
+
+# --- MEM015 deprecated-amp-api ------------------------------------------------------------
+
+@pytest.mark.parametrize(("source", "lines"), [
+    # bound to a name the file calls: reported at the binding, once
+    ("import torch\nautocast = torch.cuda.amp.autocast if fp16 else nullcontext\n"
+     "with autocast():\n    pass\n", [2]),
+    ("from torch.cuda.amp import GradScaler\nmake = GradScaler\nscaler = make()\n", [2]),
+    # never called through the name: a type alias or an unused binding warns nothing
+    ("import torch\nScaler = torch.cuda.amp.GradScaler\n", []),
+    # the fallback arm of the new API
+    ("import torch\nac = torch.amp.autocast if new else torch.cuda.amp.autocast\n"
+     "with ac('cuda'):\n    pass\n", []),
+    ("import torch\ntry:\n    ac = torch.amp.autocast\nexcept AttributeError:\n"
+     "    ac = torch.cuda.amp.autocast\nwith ac('cuda'):\n    pass\n", []),
+])
+def test_deprecated_amp_bound_to_a_name(source: str, lines: list[int]) -> None:
+    assert [d.line for d in lint("MEM015", source)] == lines
+
+
+@pytest.mark.parametrize(("line", "flagged"), [
+    ("torch.FloatTensor(1).cuda()", True),
+    ("torch.LongTensor(x.size(0)).to(device)", True),
+    ("torch.Tensor(len(batch)).to(device)", True),
+    ("torch.FloatTensor(x.shape[0]).to(device)", True),
+    # one argument that may be data: a list, an array, a name
+    ("torch.FloatTensor(values).to(device)", False),
+    ("torch.LongTensor([1, 2]).cuda()", False),
+    ("torch.FloatTensor(x.numpy()).cuda()", False),
+    # a whole shape may be a tuple, which is data: torch.Tensor((3,)) holds the number 3
+    ("torch.Tensor(env.action_space.shape).to(device)", False),
+    ("torch.Tensor(x.size()).to(device)", False),
+])
+def test_legacy_constructor_given_one_size(line: str, flagged: bool) -> None:
+    assert bool(lint("MEM010", f"import torch\nt = {line}\n")) is flagged

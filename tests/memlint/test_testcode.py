@@ -66,3 +66,71 @@ def test_eval_outputs_are_not_reported_in_test_code(path: str, flagged: bool) ->
 
     found = [d.code for d in lint_source(path, EVAL_OUTPUTS, [EvalOutputsRetained])]
     assert bool(found) is flagged
+
+
+SELF_TEST = """\
+import torch
+from torch import nn
+
+
+class TinyNet(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.fc = nn.Linear(8, classes)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def tinynet(**kwargs):
+    return TinyNet(**kwargs)
+
+
+def _test():
+    for model in [tinynet]:
+        net = model(classes=10)
+        net.eval()
+        x = torch.randn(1, 8)
+        y = net(x)
+        assert tuple(y.size()) == (1, 10)
+
+
+if __name__ == "__main__":
+    _test()
+"""
+
+
+@pytest.mark.parametrize(("source", "flagged"), [
+    # the module's own self-check: a smoke forward on a random input, run as a script
+    (SELF_TEST, False),
+    (SELF_TEST.replace("_test", "_test_shapes"), False),
+    (SELF_TEST.replace('"__main__" ', '"__main__"').replace(
+        '__name__ == "__main__"', '"__main__" == __name__'), False),
+    # a public evaluation function a script runs is evaluation code
+    (SELF_TEST.replace("_test", "test"), True),
+    # a private helper nothing runs from __main__ may be called by evaluation code
+    (SELF_TEST.replace('if __name__ == "__main__":\n    _test()\n', "def main():\n    _test()\n"),
+     True),
+    # a method named _test is no module self-check
+    (SELF_TEST.replace("def _test():", "class Runner:\n  def _test(self):"), True),
+])
+def test_module_self_test_is_not_evaluation_code(source: str, flagged: bool) -> None:
+    from memlint.engine import lint_source
+    from memlint.rules.mem002_eval_without_no_grad import EvalWithoutNoGrad
+
+    found = [d.code for d in lint_source("zoo/resnet.py", source.encode(), [EvalWithoutNoGrad])]
+    assert bool(found) is flagged
+
+
+def test_is_module_self_test() -> None:
+    import libcst as cst
+
+    from memlint.analysis.testcode import is_module_self_test
+    from memlint.analysis.tree import TreeIndex
+
+    tree = TreeIndex(cst.parse_module(SELF_TEST))
+    (function,) = tree.functions_by_name["_test"]
+    assert is_module_self_test(function, tree)
+    other = TreeIndex(cst.parse_module(SELF_TEST.replace("if __name__", "if __file__")))
+    (function,) = other.functions_by_name["_test"]
+    assert not is_module_self_test(function, other)
