@@ -136,12 +136,17 @@ class ScopeFacts:
     )
     # Dotted names that some `.backward()` in this scope consumes.
     backward_names: set[str] = field(default_factory=set)
+    # Source order of the last `.backward()` call in this scope (-1: none).
+    last_backward: int = -1
     # `for k, v in d.items(): d[k] = v.detach()`: every entry of `d` replaced, per container.
     rewrites: defaultdict[str, list[tuple[int, cst.BaseExpression]]] = field(
         default_factory=lambda: defaultdict(list)
     )
     # name -> the names bound (here) to a value built from it; see ``users``.
     _users: dict[str, set[str]] | None = None
+    # name -> the containers a value built from it is put into; see ``stored_into``.
+    _stored_into: dict[str, set[str]] | None = None
+    _attributes_read: dict[str, list[str]] | None = None
 
     def users(self) -> dict[str, set[str]]:
         """Which bound names a name flows into (``loss = a + b``: a -> loss, b -> loss).
@@ -155,6 +160,33 @@ class ScopeFacts:
                             users.setdefault(used, set()).add(bound)
             self._users = users
         return self._users
+
+    def attributes_read(self) -> dict[str, list[str]]:
+        """Plain name -> the dotted names read off it that flow somewhere here (``step`` ->
+        ``step.log_prob``)."""
+        if self._attributes_read is None:
+            read: dict[str, list[str]] = {}
+            for key in {*self.users(), *self.stored_into()}:
+                root, dot, _ = key.partition(".")
+                if dot:
+                    read.setdefault(root, []).append(key)
+            self._attributes_read = read
+        return self._attributes_read
+
+    def stored_into(self) -> dict[str, set[str]]:
+        """Which containers a name's value is put into before a backward pass of this scope
+        runs (``terms.append(-log_prob)``: log_prob -> terms). A value stored after the last
+        backward (an epoch's mean kept in the batch's output dict) reaches none."""
+        if self._stored_into is None:
+            stored: dict[str, set[str]] = {}
+            for container, values in self.mutations.items():
+                for at, value in values:
+                    if at > self.last_backward:
+                        continue
+                    for used in _names_in(value):
+                        stored.setdefault(used, set()).add(container)
+            self._stored_into = stored
+        return self._stored_into
 
 
 class GraphAnalysis:
@@ -230,18 +262,23 @@ class GraphAnalysis:
         return False
 
     def flows_into_backward(self, name: str, scopes: list[Scope]) -> bool:
-        """Does a value built from ``name`` (directly or through later bindings) get
-        backpropagated in any of ``scopes``? (``terms`` -> ``loss = sum(terms)`` -> backward.)"""
+        """Does a value built from ``name`` (directly or through later bindings, or put into
+        a container) get backpropagated in any of ``scopes``? (``terms`` -> ``loss =
+        sum(terms)`` -> backward; ``for step in replay: terms.append(-step.log_prob)``, then
+        ``torch.stack(terms).sum().backward()``.)"""
         reached = {name}
         all_facts = [self.facts(s) for s in scopes]
         todo = [name]
         while todo:
             current = todo.pop()
             for facts in all_facts:
-                for bound in facts.users().get(current, ()):
-                    if bound not in reached:
-                        reached.add(bound)
-                        todo.append(bound)
+                users, stored = facts.users(), facts.stored_into()
+                # What is read off it flows on too (`step.log_prob` of `for step in replay`).
+                for read in (current, *facts.attributes_read().get(current, ())):
+                    for bound in (*users.get(read, ()), *stored.get(read, ())):
+                        if bound not in reached:
+                            reached.add(bound)
+                            todo.append(bound)
         if any(reached & facts.backward_names for facts in all_facts):
             return True
         return any(reached & self._passed_to_backward(scope) for scope in scopes)
@@ -359,6 +396,7 @@ class GraphAnalysis:
                     if recv is not None:
                         self._mutate(facts, recv, node.args[-1].value, order[node])
                 elif is_backward_call(node):
+                    facts.last_backward = max(facts.last_backward, order[node])
                     for name in _names_in(_backward_tensors(node), divisors=False):
                         facts.backward_names.add(name)
         for bindings in facts.bindings.values():

@@ -172,6 +172,30 @@ class LossKeptWithGraph(Rule):
     fix_safety = FixSafety.UNSAFE
 
     valid = (
+        # REINFORCE: each step's log-prob is kept for the episode's policy-gradient backward,
+        # which `update` runs over the replay before emptying it.
+        Valid("""
+            import torch
+            def update(replay, optimizer):
+                terms = []
+                for step in replay:
+                    terms.append(-step.log_prob * step.reward)
+                optimizer.zero_grad()
+                torch.stack(terms).sum().backward()
+                optimizer.step()
+            def main(env, policy, optimizer, replay):
+                for episode in range(100):
+                    state = env.reset()
+                    for t in range(1000):
+                        dist = policy(state)
+                        action = dist.sample()
+                        state, reward, done = env.step(action)
+                        replay.append(state, reward, log_prob=dist.log_prob(action))
+                        if done:
+                            break
+                    update(replay, optimizer)
+                    replay.empty()
+        """),
         # In-place arithmetic on `.data` is outside autograd: the center-loss gradients are
         # rescaled by whatever the step computed, and nothing keeps a graph.
         Valid("""

@@ -484,3 +484,29 @@ def test_flows_into_return_follows_later_bindings() -> None:
         assert function is not None
         found[function.name.value] = analysis.graph.flows_into_return(call, function)
     assert found == {"wrapped": True, "direct": True, "printed": False, "nested": False}
+
+
+def test_what_is_put_into_a_container_and_read_off_its_items_flows_on() -> None:
+    module = cst.parse_module(textwrap.dedent("""
+        import torch
+
+        def update(replay, optimizer):
+            terms = []
+            for step in replay:
+                log_prob = step.log_prob
+                terms.append(-log_prob * step.reward)
+            torch.stack(terms).sum().backward()
+            optimizer.step()
+
+        def logged(replay, log):
+            shown = []
+            for step in replay:
+                shown.append(step.reward)
+            log(shown)
+    """))
+    analysis = ModuleAnalysis(module)
+    update = analysis.tree.functions_by_name["update"][0]
+    logged = analysis.tree.functions_by_name["logged"][0]
+    assert analysis.graph.flows_into_backward("replay", [update])
+    assert analysis.graph.flows_into_backward("terms", [update])
+    assert not analysis.graph.flows_into_backward("replay", [logged])
