@@ -356,6 +356,23 @@ def test_deprecated_amp_bound_to_a_name(source: str, lines: list[int]) -> None:
     assert [d.line for d in lint("MEM015", source)] == lines
 
 
+@pytest.mark.parametrize(("condition", "flagged"), [
+    # a probe of the installed PyTorch: the branch only old releases take
+    ("not hasattr(torch.amp, 'GradScaler')", False),
+    ("not hasattr(torch, 'amp')", False),
+    ("is_torch_version('<', '2.3')", False),
+    # hasattr on the trainer or its arguments is a feature switch that new PyTorch takes too
+    ("hasattr(self, 'use_amp') and self.use_amp", True),
+    ("(hasattr(self, 'use_amp') and self.use_amp) or getattr(args, 'fp16', False)", True),
+    ("hasattr(args, 'amp')", True),
+])
+def test_deprecated_amp_under_hasattr(condition: str, flagged: bool) -> None:
+    source = (f"import torch\ndef step(self, args, model, x):\n    if {condition}:\n"
+              "        with torch.cuda.amp.autocast():\n            return model(x)\n"
+              "    return model(x)\n")
+    assert [d.line for d in lint("MEM015", source)] == ([4] if flagged else [])
+
+
 @pytest.mark.parametrize(("line", "flagged"), [
     ("torch.FloatTensor(1).cuda()", True),
     ("torch.LongTensor(x.size(0)).to(device)", True),
