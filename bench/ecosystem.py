@@ -34,6 +34,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind13       # the 13th blind set (bench/blind13_labels.csv)
     python bench/ecosystem.py --set blind14       # the 14th blind set (bench/blind14_labels.csv)
     python bench/ecosystem.py --set blind15       # the 15th blind set (bench/blind15_labels.csv)
+    python bench/ecosystem.py --set blind17       # the 17th blind set (bench/blind17_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -396,6 +397,29 @@ BLIND15_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A 17th blind set: education, research reproductions and small single-author packages:
+# brain-imaging deep learning with its trainers (clinicadl), text classification and QA
+# training (farm), hydrology/time-series forecasting training (flood-forecast), speech
+# recognition fine-tuning (huggingsound), tutorial-companion training utilities (mltu),
+# segmentation utilities and inference helpers (pytorch-toolbelt), super-resolution training
+# models (realesrgan), super-resolution model zoo with a trainer (super-image), a small
+# trainer (tez) and a GAN zoo with its trainer and metrics (torch-mimicry), labelled by
+# reading their training, evaluation and data-loading code before memlint's findings on it
+# were read.
+BLIND17_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("clinicadl", "2.0.0"),
+    ("farm", "0.8.0"),
+    ("flood-forecast", "1.0.dev0"),
+    ("huggingsound", "0.1.6"),
+    ("mltu", "1.2.5"),
+    ("pytorch-toolbelt", "0.8.0"),
+    ("realesrgan", "0.3.0"),
+    ("super-image", "0.2.0"),
+    ("tez", "0.7.2"),
+    ("torch-mimicry", "0.1.16"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -420,6 +444,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind13": _blind("blind13", BLIND13_PACKAGES),
     "blind14": _blind("blind14", BLIND14_PACKAGES),
     "blind15": _blind("blind15", BLIND15_PACKAGES),
+    "blind17": _blind("blind17", BLIND17_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

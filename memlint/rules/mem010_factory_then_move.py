@@ -194,7 +194,15 @@ def _constant_transform_input(
     """The tensor an elementwise operation with only constants besides it is applied to
     (``t == 1``, ``t.eq(1)``, ``t.normal_(0, 0.01)``, ``torch.log2(t)``)."""
     if isinstance(expr, cst.Comparison):
-        if len(expr.comparisons) == 1 and _constant(expr.comparisons[0].comparator):
+        if len(expr.comparisons) != 1:
+            return None
+        comparator = expr.comparisons[0].comparator
+        if _constant(comparator):
+            return expr.left
+        if _uniform_draw(expr.left, imports) and isinstance(comparator, (cst.Name, cst.Attribute)):
+            # `torch.rand(shape) < keep_prob`: a Bernoulli mask. A sized host draw can only
+            # meet a number or another host tensor (a device tensor would not run), so the
+            # mask is the host draw's, whatever the threshold is named.
             return expr.left
         return None
     if isinstance(expr, cst.BinaryOperation):
@@ -223,6 +231,12 @@ def _constant_transform_input(
         assert isinstance(expr.func, cst.Attribute)
         return expr.func.value if all(_constant(a.value) for a in expr.args) else None
     return None
+
+
+def _uniform_draw(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+    """``torch.rand(shape)`` / ``torch.randn(shape)`` given sizes: a host draw."""
+    return (isinstance(expr, cst.Call) and bool(expr.args)
+            and imports.qualified_name(expr.func) in ("torch.rand", "torch.randn"))
 
 
 def _mask_input(call: cst.Call, imports: ImportTable) -> cst.Call | None:
@@ -377,8 +391,10 @@ class FactoryThenMove(Rule):
     host tensor type (``torch.zeros(k, b).type(torch.ByteTensor).to(device)``), and with
     starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``, and
     causal masks built from a factory (``torch.triu(torch.ones(n, n), 1).to(device)``, also
-    with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines).
-    Window functions are factories too (``torch.hann_window(n_fft).to(audio.device)``);
+    with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines), and
+    Bernoulli masks drawn on the host (``(torch.rand(shape) < keep_prob).to(x)``, whatever
+    the threshold is named; reported without a fix). Window functions are factories too
+    (``torch.hann_window(n_fft).to(audio.device)``);
     ``torch.normal(mean, std)`` given tensors draws on their device and is left alone,
     unless the function built the mean with a factory on the host (``mean =
     torch.zeros(b, d)``; reported without a fix). A
@@ -722,6 +738,18 @@ class FactoryThenMove(Rule):
                 keep_prob = 1 - self.dropout_rate
                 random_tensor = (torch.rand(noise_shape) + keep_prob).to(x.device)
                 return torch.floor(random_tensor).bool()
+            """,
+            lines=(5,),
+        ),
+        # A Bernoulli mask: a sized uniform draw on the host compared with a threshold,
+        # whatever it is named (a device tensor could not meet it), then moved. No fix.
+        Invalid(
+            """
+            import torch
+            def forward(self, x):
+                gamma = self._compute_gamma(x)
+                mask = (torch.rand(x.shape[0], *x.shape[2:]) < gamma).to(x)
+                return x * mask[:, None]
             """,
             lines=(5,),
         ),

@@ -20,9 +20,10 @@ DEPRECATED = {
 # The old autocast took (enabled, dtype, cache_enabled) positionally; the new one takes
 # (device_type, dtype, enabled, cache_enabled), so positional arguments become keywords.
 OLD_AUTOCAST_POSITIONS = ("enabled", "dtype", "cache_enabled")
-# `if is_torch_version(">=", "2.3"):` / `if hasattr(torch.amp, "GradScaler"):` /
-# `if _TORCH_GREATER_EQUAL_2_4:`: a branch that only old PyTorch releases take.
-_VERSION_TEST = re.compile(r"version|hasattr\(|at_?least|torch_\d|greater", re.IGNORECASE)
+# `if is_torch_version(">=", "2.3"):` / `if _TORCH_GREATER_EQUAL_2_4:`: a branch that only
+# old PyTorch releases take. `hasattr(torch.amp, "GradScaler")` is one too, but only about a
+# torch module: `hasattr(self, "use_amp")` is a feature switch (see `_probes_torch`).
+_VERSION_TEST = re.compile(r"version|at_?least|torch_\d|greater", re.IGNORECASE)
 _NEW_API = frozenset({"torch.amp.autocast", "torch.amp.GradScaler"})
 
 
@@ -96,8 +97,9 @@ class DeprecatedAmpApi(Rule):
     ## How to fix
     Call `torch.amp.autocast("cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`.
     Fallbacks kept for old PyTorch releases are not reported: an import or a call in an
-    `except` block, and a call in a branch of a version check (`version`, `hasattr(...)`,
-    `at_least` in the condition) or after one that returns early, and the arm of an inline
+    `except` block, and a call in a branch of a version check (`version`, `at_least` in the
+    condition, or `hasattr` on a torch module: `hasattr(torch.amp, "GradScaler")`, not
+    `hasattr(self, "use_amp")`) or after one that returns early, and the arm of an inline
     conditional whose other arm uses the new API
     (`torch.amp.GradScaler("cuda") if new_torch else torch.cuda.amp.GradScaler()`).
 
@@ -174,8 +176,39 @@ class DeprecatedAmpApi(Rule):
             ctx = torch.cuda.amp.autocast() if old_release else torch.amp.autocast("cuda")
             """
         ),
+        Valid(
+            # A probe of the installed PyTorch: the old API only where the new one is missing.
+            """
+            import torch
+            def make_scaler():
+                if not hasattr(torch.amp, "GradScaler"):
+                    return torch.cuda.amp.GradScaler()
+                return torch.amp.GradScaler("cuda")
+            """
+        ),
     )
     invalid = (
+        Invalid(
+            # `hasattr` on the trainer is a feature switch, not a probe of the PyTorch release:
+            # new PyTorch runs this branch whenever mixed precision is on.
+            """
+            import torch
+            def training_step(self, model, inputs):
+                if hasattr(self, "use_amp") and self.use_amp:
+                    with torch.cuda.amp.autocast():
+                        return model(**inputs)
+                return model(**inputs)
+            """,
+            lines=(5,),
+            fixed="""
+            import torch
+            def training_step(self, model, inputs):
+                if hasattr(self, "use_amp") and self.use_amp:
+                    with torch.amp.autocast("cuda"):
+                        return model(**inputs)
+                return model(**inputs)
+            """,
+        ),
         Invalid(
             # The old autocast bound to a name, then entered through it every step.
             """
@@ -316,12 +349,11 @@ class DeprecatedAmpApi(Rule):
     def _old_torch_fallback(self, node: cst.CSTNode) -> bool:
         """Compatibility code for releases without ``torch.amp``: an ``except`` block (the
         ``try`` used the new API) or a branch of a version check. New PyTorch never runs it."""
-        code_for = self.context.module.code_for_node
         child: cst.CSTNode = node
         for anc in self.context.analysis.tree.ancestors(node):
             if isinstance(anc, cst.ExceptHandler):
                 return True
-            if isinstance(anc, (cst.If, cst.IfExp)) and _VERSION_TEST.search(code_for(anc.test)):
+            if isinstance(anc, (cst.If, cst.IfExp)) and self._version_test(anc.test):
                 return True
             if isinstance(anc, cst.IfExp) and child is not anc.test:
                 # `new_api() if <cond> else old_api()`: the other arm picks the new API,
@@ -334,6 +366,33 @@ class DeprecatedAmpApi(Rule):
             if isinstance(anc, (cst.FunctionDef, cst.ClassDef)):
                 return False
             child = anc
+        return False
+
+    def _version_test(self, test: cst.BaseExpression) -> bool:
+        """Whether an ``if`` condition tells old PyTorch releases from new ones: a version
+        name or helper, or ``hasattr(<a torch module>, ...)``."""
+        return bool(_VERSION_TEST.search(self.context.module.code_for_node(test))) or (
+            self._probes_torch(test)
+        )
+
+    def _probes_torch(self, test: cst.BaseExpression) -> bool:
+        """``hasattr(torch, "amp")`` / ``hasattr(torch.cuda.amp, "autocast")`` in ``test``:
+        a probe of the installed PyTorch, unlike ``hasattr(self, "use_amp")``."""
+        imports = self.context.analysis.imports
+        stack: list[cst.CSTNode] = [test]
+        while stack:
+            node = stack.pop()
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Name)
+                and node.func.value == "hasattr"
+                and node.args
+                and isinstance(node.args[0].value, (cst.Attribute, cst.Name))
+            ):
+                qualified = imports.qualified_name(node.args[0].value) or ""
+                if qualified == "torch" or qualified.startswith("torch."):
+                    return True
+            stack.extend(node.children)
         return False
 
     def _uses_new_api(self, expr: cst.CSTNode) -> bool:
@@ -352,13 +411,12 @@ class DeprecatedAmpApi(Rule):
     def _after_version_guard(self, block: cst.IndentedBlock, stmt: cst.CSTNode) -> bool:
         """``if hasattr(torch, "amp"): return <new API>`` earlier in the block: what follows
         runs only on old releases."""
-        code_for = self.context.module.code_for_node
         for earlier in block.body:
             if earlier is stmt:
                 return False
             if (
                 isinstance(earlier, cst.If)
-                and _VERSION_TEST.search(code_for(earlier.test))
+                and self._version_test(earlier.test)
                 and _ends_in_exit(earlier.body)
             ):
                 return True

@@ -337,6 +337,23 @@ def test_test_epoch_counts_as_evaluation_only_outside_test_modules(path: str,
     assert [d.line for d in lint("MEM002", TEST_EPOCH, path)] == ([6] if flagged else [])
 
 
+@pytest.mark.parametrize(("line", "flagged"), [
+    # a Bernoulli mask drawn on the host: the threshold's name does not matter
+    ("(torch.rand(x.shape[0], *x.shape[2:]) < gamma).to(x)", True),
+    ("(torch.rand(b, n) > self.mask_ratio).to(device)", True),
+    ("(torch.randn(b, n) < p).cuda()", True),
+    ("(torch.rand(b, n) < 0.5).to(device)", True),
+    # `rand_like` draws on its argument's device; a call as threshold may be anything
+    ("(torch.rand_like(x) < gamma).to(device)", False),
+    ("(torch.rand(b, n) < probs(x)).to(device)", False),
+])
+def test_bernoulli_mask_then_move(line: str, flagged: bool) -> None:
+    found = lint("MEM010", f"import torch\ndef f(self, x, b, n, p, gamma, device):\n"
+                 f"    mask = {line}\n    return mask\n")
+    assert [d.line for d in found] == ([3] if flagged else [])
+    assert all(d.fix is None for d in found)
+
+
 # --- MEM015 deprecated-amp-api ------------------------------------------------------------
 
 @pytest.mark.parametrize(("source", "lines"), [
@@ -354,6 +371,23 @@ def test_test_epoch_counts_as_evaluation_only_outside_test_modules(path: str,
 ])
 def test_deprecated_amp_bound_to_a_name(source: str, lines: list[int]) -> None:
     assert [d.line for d in lint("MEM015", source)] == lines
+
+
+@pytest.mark.parametrize(("condition", "flagged"), [
+    # a probe of the installed PyTorch: the branch only old releases take
+    ("not hasattr(torch.amp, 'GradScaler')", False),
+    ("not hasattr(torch, 'amp')", False),
+    ("is_torch_version('<', '2.3')", False),
+    # hasattr on the trainer or its arguments is a feature switch that new PyTorch takes too
+    ("hasattr(self, 'use_amp') and self.use_amp", True),
+    ("(hasattr(self, 'use_amp') and self.use_amp) or getattr(args, 'fp16', False)", True),
+    ("hasattr(args, 'amp')", True),
+])
+def test_deprecated_amp_under_hasattr(condition: str, flagged: bool) -> None:
+    source = (f"import torch\ndef step(self, args, model, x):\n    if {condition}:\n"
+              "        with torch.cuda.amp.autocast():\n            return model(x)\n"
+              "    return model(x)\n")
+    assert [d.line for d in lint("MEM015", source)] == ([4] if flagged else [])
 
 
 @pytest.mark.parametrize(("line", "flagged"), [
