@@ -44,6 +44,9 @@ EVAL_FUNCTION = re.compile(
     r"|test_(?:one_)?epoch|test_loop"
     r"|(?:run_|do_)?(?:validate|validation|valid)(?:_(?:one_)?(?:epoch|loop|model|batch|step))?)$"
 )
+# Entry points users call on a fitted estimator (the scikit-learn way), whatever grad mode the
+# package's own callers choose.
+PREDICT_API = frozenset({"predict", "predict_proba"})
 # Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
 FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
 # A model's own machinery: an `.eval()` switch there is part of what the model computes.

@@ -26,6 +26,7 @@ from memlint.project.view import ModuleView, ReturnFact
 from memlint.vocabulary import (
     LOADER_NAME,
     MODEL_MACHINERY,
+    PREDICT_API,
     GradMode,
     grad_switch,
     is_test_code,
@@ -99,6 +100,7 @@ class ProjectModel:
         self._clears: dict[tuple[str, int], bool] = {}
         self._resolved: dict[tuple[str, str], str] = {}
         self._methods_without_grad: dict[str, frozenset[str]] = {}
+        self._method_modes: dict[str, list[GradMode | None]] = {}
 
     # ------------------------------------------------------------------ names
 
@@ -486,6 +488,20 @@ class ProjectModel:
         found = self.function_mode(module, caller)
         return "on" if found is None else found
 
+    def method_call_modes(self, name: str) -> list[GradMode | None]:
+        """The grad modes of every project call site of a method ``name`` on any receiver
+        (``model.predict(x)``, ``self.predict(x)``): no receiver's class is known here."""
+        known = self._method_modes.get(name)
+        if known is None:
+            suffix = f".{name}"
+            known = self._method_modes[name] = [
+                self._mode_at(module, function, site.switches)
+                for module, summary in self.summaries.items()
+                for function, sites in [(None, summary.sites),
+                                        *((f, f.sites) for f in summary.functions)]
+                for site in sites if site.callee.endswith(suffix)]
+        return known
+
     def eval_called(self, module: str, function: Function) -> bool:
         """Some caller switched a model to ``.eval()`` before calling it (``model.eval();
         beam_search(model, src)``): the function runs inference."""
@@ -857,6 +873,10 @@ class ProjectModel:
             inherited = self._inherited_returns(module, klass, summary)
             if inherited:
                 view.inherited_returns[klass.qualname] = inherited
+        defined = {f.qualname.rpartition(".")[2] for f in summary.functions}
+        view.predict_without_grad = frozenset(
+            name for name in sorted(PREDICT_API & defined)
+            if "off" in self.method_call_modes(name))
         view.batch_params = self.batch_params(module)
         view.loader_params = self.loader_params(module)
         for absolute in sorted(referenced):

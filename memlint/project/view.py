@@ -46,6 +46,10 @@ class ModuleView:
     # absolute name of a project class held by such an attribute or built here -> its
     # methods a decorator runs without grad
     methods_without_grad: dict[str, frozenset[str]] = field(default_factory=dict)
+    # names of the ``predict()`` API (``PREDICT_API``) defined here that some project call
+    # site (``model.predict(x)``, any receiver) runs with autograd off: the project's own way
+    # of calling it, which users of the model are taken to follow
+    predict_without_grad: frozenset[str] = frozenset()
     # absolute names of project classes (referenced here) that are nn.Module subclasses
     module_classes: frozenset[str] = frozenset()
     # absolute names of project classes used as bases here that are not: a base named like
@@ -122,6 +126,7 @@ class ModuleView:
                     for k, v in self.inherited_returns.items()),
              sorted((k, sorted(v.items())) for k, v in self.attributes.items()),
              sorted((k, sorted(v)) for k, v in self.methods_without_grad.items()),
+             sorted(self.predict_without_grad),
              sorted(self.module_classes), sorted(self.plain_classes),
              sorted(self.plain_loaders),
              sorted(self.grad_clearers),

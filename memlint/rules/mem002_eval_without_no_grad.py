@@ -24,6 +24,7 @@ from memlint.vocabulary import (
     EVAL_LOADER,
     FRAMEWORK_HOOK,
     MODEL_MACHINERY,
+    PREDICT_API,
 )
 
 if TYPE_CHECKING:
@@ -62,10 +63,6 @@ _TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "
 
 # A region is evaluation code: an eval-named function, or the statements after `m.eval()`.
 Region = cst.CSTNode
-
-
-# Entry points users call on a fitted estimator, whatever the package's own callers do.
-_PREDICT_API = frozenset({"predict", "predict_proba"})
 
 
 def _names_eval_loader(iterable: cst.BaseExpression) -> bool:
@@ -727,6 +724,19 @@ class EvalWithoutNoGrad(Rule):
             """,
             lines=(9,),
         ),
+        # A recommender's own `predict()` API: nothing in the project turns grad off for it.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class MF(nn.Module):
+                def forward(self, u, i):
+                    return (self.user(u) * self.item(i)).sum(-1)
+                def predict(self, u, i):
+                    return self.forward(u, i).cpu()
+            """,
+            lines=(8,),
+        ),
         # A public `predict` is called by users, whatever the class's own `evaluate` does.
         Invalid(
             """
@@ -941,13 +951,25 @@ class EvalWithoutNoGrad(Rule):
             return True
         # A model's own `predict()`/`inference()` is called by code that usually switches
         # grad off itself, through attributes no static model follows (`self.model.inference`):
-        # it counts only when the model switches itself to eval (an eval block, below).
+        # it counts when the model switches itself to eval (an eval block, below), or for the
+        # `predict()` API users call on the model, unless the project shows the way to call
+        # it with grad off (a trainer's `@torch.no_grad() evaluate` calling `model.predict(x)`).
         if self.context.analysis.calls.is_module_class(cls):
-            return False
+            project = self.context.project
+            return name in PREDICT_API and not self._called_on_self(name, cls) and (
+                project is None or name not in project.predict_without_grad)
         # On other classes `predict`/`inference` names many things (a Kalman filter's step, a
         # wrapper around a framework's predictor): evaluation needs evidence in the method,
         # an eval switch or a loop over a DataLoader.
         return self._has_evaluation_evidence(function, cls)
+
+    def _called_on_self(self, name: str, cls: cst.ClassDef) -> bool:
+        """Does the class call ``self.<name>(...)`` itself: a head its ``forward`` runs, part
+        of the model's computation rather than an API?"""
+        tree = self.context.analysis.tree
+        return any(isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+                   and call.func.value.value == "self" and tree.enclosing_class(call) is cls
+                   for call in tree.calls_by_name.get(name, ()))
 
     def _feeds_training(self, function: cst.FunctionDef) -> bool:
         """Does code in this file backpropagate what it returns (``evaluate_actions`` in a
@@ -1398,7 +1420,7 @@ class EvalWithoutNoGrad(Rule):
         Steps and helpers named for evaluation (``evaluate_step``, ``eval_one_batch``) run
         where their callers run them."""
         function = self.context.analysis.tree.enclosing_function(node)
-        return function is not None and function.name.value in _PREDICT_API
+        return function is not None and function.name.value in PREDICT_API
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self._is_forward(node) or not self._active():

@@ -861,3 +861,50 @@ def test_a_method_inherited_from_a_base_in_another_module_tells_what_it_returns(
     assert view.inherited_return("SRModel", "keep") is None  # a parameter handed back
     fact = view.inherited_return("GANModel", "reduce_loss_dict")
     assert fact is not None and fact.detached == (True,)
+
+
+def test_a_models_predict_api_is_known_when_the_project_only_calls_it_without_grad() -> None:
+    m = model(
+        nets="""
+            from torch import nn
+            class MF(nn.Module):
+                def predict(self, u, i):
+                    return self.forward(u, i)
+            class GCN(nn.Module):
+                def predict(self, graph):
+                    return self.forward(graph)
+        """,
+        trainer="""
+            import torch
+            @torch.no_grad()
+            def evaluate(model, loader):
+                return [model.predict(u, i) for u, i in loader]
+            def rank(model, users):
+                with torch.no_grad():
+                    return model.predict(users, None)
+        """,
+        serve="""
+            def serve(gcn, graph):
+                return gcn.predict(graph)
+        """,
+    )
+    # evaluate() and rank() show how the package calls predict: serve() does not undo that
+    assert m.view("nets").predict_without_grad == frozenset({"predict"})
+    m = model(nets="""
+            from torch import nn
+            class MF(nn.Module):
+                def predict(self, u, i):
+                    return self.forward(u, i)
+        """,
+        demo="""
+            def show(model, u, i):
+                print(model.predict(u, i))
+        """)
+    assert m.view("nets").predict_without_grad == frozenset()  # only called with grad on
+    m = model(nets="""
+            from torch import nn
+            class MF(nn.Module):
+                def predict(self, u, i):
+                    return self.forward(u, i)
+        """)
+    assert m.view("nets").predict_without_grad == frozenset()  # nobody calls it: users will
