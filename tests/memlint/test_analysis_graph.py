@@ -484,3 +484,18 @@ def test_flows_into_return_follows_later_bindings() -> None:
         assert function is not None
         found[function.name.value] = analysis.graph.flows_into_return(call, function)
     assert found == {"wrapped": True, "direct": True, "printed": False, "nested": False}
+
+
+def test_a_batch_size_attribute_carries_no_graph() -> None:
+    # tez reads `data_loader.batch_sampler.batch_size` from a loader handed back by
+    # `self._driver.prepare(self.model, ...)`: whatever the receiver, a batch size is an int.
+    states = _states("""
+        import torch
+        for batch in loader:
+            out = model(batch)
+            keep(out.batch_size)
+            keep(model(batch).batch_sampler.batch_size)
+            keep(out.num_nodes)
+    """)
+    assert states == {"out.batch_size": False, "model(batch).batch_sampler.batch_size": False,
+                      "out.num_nodes": True}, states
