@@ -34,6 +34,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind13       # the 13th blind set (bench/blind13_labels.csv)
     python bench/ecosystem.py --set blind14       # the 14th blind set (bench/blind14_labels.csv)
     python bench/ecosystem.py --set blind15       # the 15th blind set (bench/blind15_labels.csv)
+    python bench/ecosystem.py --set blind16       # the 16th blind set (bench/blind16_labels.csv)
     python bench/ecosystem.py --set blind17       # the 17th blind set (bench/blind17_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
@@ -397,6 +398,30 @@ BLIND15_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+
+# A 16th blind set: adversarial attacks and defences with their PyTorch estimators' fit and
+# predict loops (adversarial-robustness-toolbox), an image-classification training framework
+# (classy-vision), class-activation-map explainability (grad-cam), task-level Lightning
+# training (lightning-flash), hyperparameter-search integrations with their pruning callbacks
+# and examples (optuna-integration), an ImageNet model zoo with its evaluation example
+# (pretrainedmodels), a trainer library with its extensions and evaluators
+# (pytorch-pfn-extras), training utilities and losses (pytorch-toolbelt), explanation
+# evaluation metrics (quantus) and a small trainer (tez), labelled by reading their
+# training, evaluation and data-loading code before memlint's findings on it were read.
+BLIND16_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("adversarial-robustness-toolbox", "1.20.1"),
+    ("classy-vision", "0.7.0"),
+    ("grad-cam", "1.5.7"),
+    ("lightning-flash", "0.8.2"),
+    ("optuna-integration", "5.0.0"),
+    ("pretrainedmodels", "0.7.4"),
+    ("pytorch-pfn-extras", "0.9.0"),
+    ("pytorch-toolbelt", "0.8.0"),
+    ("quantus", "0.6.0"),
+    ("tez", "0.7.2"),
+)
+
+
 # A 17th blind set: education, research reproductions and small single-author packages:
 # brain-imaging deep learning with its trainers (clinicadl), text classification and QA
 # training (farm), hydrology/time-series forecasting training (flood-forecast), speech
@@ -444,6 +469,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind13": _blind("blind13", BLIND13_PACKAGES),
     "blind14": _blind("blind14", BLIND14_PACKAGES),
     "blind15": _blind("blind15", BLIND15_PACKAGES),
+    "blind16": _blind("blind16", BLIND16_PACKAGES),
     "blind17": _blind("blind17", BLIND17_PACKAGES),
 }
 

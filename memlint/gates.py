@@ -42,6 +42,7 @@ from memlint.vocabulary import (
     OOM_TEXT,
     OOM_TYPE,
     OPTIMIZER_NAME,
+    PREDICT_API,
     RANDOM_FACTORIES,
     SCALER_NAME,
     STAGING_KEYWORDS,
@@ -198,7 +199,9 @@ class _Structure:
     - ``fact:eval-function``: a function named like evaluation code (MEM002's names), outside
       a class, or a method of that name looping in a file with a loader name or in a class
       with an eval switch; or, in a file with a loader name, a class with an eval switch and
-      a ``for`` loop in a method (an inference wrapper holding its networks in eval mode).
+      a ``for`` loop in a method (an inference wrapper holding its networks in eval mode);
+      or a ``predict()`` API (:data:`~memlint.vocabulary.PREDICT_API`) in a file with a
+      class based on ``nn.Module``.
     - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
       handler whose lines (with the comments that follow them) mention running out of memory.
     - ``fact:foreign-framework``: the module imports another framework (JAX, Warp, ...:
@@ -246,6 +249,7 @@ class _Structure:
         self.switch_classes: set[int] = set()
         self.tree: ast.AST | None = None
         self.eval_function = False
+        self.predict_api = False  # a method named `predict`/`predict_proba`
         self.aliases: dict[str, str] = {}
         self.moved: set[str] = set()  # callees at the root of a `.to()`/`.cuda()` chain
         self.moved_names: set[str] = set()  # `h` of `h.cuda()`, `self.h` of `self.h.to(d)`
@@ -357,6 +361,8 @@ class _Structure:
         self.names.add(name)
         if set(name.lower().split("_")) & EVAL_WORDS:
             self.eval_scopes.add(key)
+        if klass and name in PREDICT_API:
+            self.predict_api = True
         if EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
             if klass:
                 # Counts with a loop over a loader, or an eval switch in its class (below).
@@ -490,7 +496,8 @@ class _Structure:
             found.append("fact:eval-collection")
         if self.switches and self.tree is not None and _opens_block(self.tree, self.switches):
             found.append("fact:eval-block")
-        if self.eval_function or (self.method_loops and loader) or any(
+        if self.eval_function or (self.predict_api and self.module_class) or (
+                self.method_loops and loader) or any(
                 klass in self.switch_classes for klass in self.eval_methods.values()) or (
                 loader and not self.switch_classes.isdisjoint(self.loop_classes)):
             found.append("fact:eval-function")

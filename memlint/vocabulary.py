@@ -176,9 +176,11 @@ def returns_indices(name: str | None, dim_given: bool) -> bool:
     return name in PAIRED_REDUCTIONS or (name in DIM_PAIRED_REDUCTIONS and dim_given)
 
 
-# Attributes that never carry the value's graph.
+# Attributes that never carry the value's graph (`batch_size`: an int on a loader, its
+# sampler, a PyG batch or a config, whatever the receiver).
 DETACHED_ATTRIBUTES = frozenset({
     "data", "grad", "shape", "device", "dtype", "requires_grad", "is_cuda", "ndim", "grad_fn",
+    "batch_size",
 })
 # Builtins whose result is a host value.
 HOST_BUILTINS = frozenset({

@@ -25,6 +25,7 @@ from memlint.vocabulary import (
     FRAMEWORK_HOOK,
     MODEL_MACHINERY,
     PREDICT_API,
+    forward_by_name,
 )
 
 if TYPE_CHECKING:
@@ -37,6 +38,11 @@ _NEEDS_INPUT_GRAD = re.compile(
     r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain",
     re.IGNORECASE,
 )
+# Words of a name for data or settings, not work: `_get_attack_dataset_no_label`,
+# `attack_loader`.
+_DATA_WORDS = frozenset({
+    "dataset", "datasets", "loader", "dataloader", "data", "set", "config", "cfg", "params",
+    "kwargs", "args", "type", "path", "dir", "file", "name", "names"})
 # Methods of a collection or a tensor: `explanations.append(m)` adds to a list named for
 # explanations and `m_explain.cpu()` copies one; neither computes an attribution, whatever
 # its receiver is called.
@@ -77,6 +83,23 @@ def _names_eval_loader(iterable: cst.BaseExpression) -> bool:
                 return True
         elif isinstance(expr, cst.Call):
             todo.extend(a.value for a in expr.args)
+    return False
+
+
+def _names_gradient_job(dotted: str) -> bool:
+    """``attack.generate``, ``saliency``, ``self.explainer.attribute``: a call named for work
+    that needs input gradients. A network named for its job is not one: ``self.attack_model(x)``
+    or ``self.attack_model.eval()`` (a membership-inference classifier) runs or switches a model,
+    whose forward is evaluation like any other; nor is data named for it
+    (``self._get_attack_dataset_no_label(features)``, ``attack_loader``)."""
+    for part in dotted.split("."):
+        if not _NEEDS_INPUT_GRAD.search(part):
+            continue
+        words = part.lower().split("_")
+        if not _DATA_WORDS.isdisjoint(words) or (
+                forward_by_name(part) and not _NEEDS_INPUT_GRAD.search(words[-1])):
+            continue
+        return True
     return False
 
 
@@ -605,6 +628,25 @@ class EvalWithoutNoGrad(Rule):
                     return scores
             """,
             lines=(20,),
+        ),
+        Invalid(
+            # A network named for its job is still a network: a membership-inference attack's
+            # classifier switched to eval and run on test batches needs no input gradients.
+            """
+            import numpy as np
+            class MembershipInference:
+                def infer(self, features):
+                    import torch
+                    from torch.utils.data import DataLoader
+                    self.attack_model.eval()
+                    test_set = self._get_attack_dataset_no_label(features)
+                    predictions = []
+                    for batch, _ in DataLoader(test_set, batch_size=64):
+                        outputs = self.attack_model(batch)
+                        predictions.append(torch.round(outputs).detach().numpy())
+                    return np.vstack(predictions)
+            """,
+            lines=(11,),
         ),
         Invalid(
             # Values named for explanations (mask-based, no gradients taken): copying them or
@@ -1271,8 +1313,8 @@ class EvalWithoutNoGrad(Rule):
         name = last_name(node.func) or ""
         if name in ("grad", "requires_grad_", "enable_grad", "vjp", "jvp", "vmap_grad"):
             return name != "grad" or self._is_autograd_grad(node)
-        if _NEEDS_INPUT_GRAD.search(name if name in _VALUE_METHODS
-                                    else dotted_name(node.func) or name):
+        if _names_gradient_job(name if name in _VALUE_METHODS
+                               else dotted_name(node.func) or name):
             return True  # `attack.generate(x, y)`, `saliency(model, x)`
         if any(
             a.keyword is not None

@@ -510,3 +510,17 @@ def test_what_is_put_into_a_container_and_read_off_its_items_flows_on() -> None:
     assert analysis.graph.flows_into_backward("replay", [update])
     assert analysis.graph.flows_into_backward("terms", [update])
     assert not analysis.graph.flows_into_backward("replay", [logged])
+
+def test_a_batch_size_attribute_carries_no_graph() -> None:
+    # tez reads `data_loader.batch_sampler.batch_size` from a loader handed back by
+    # `self._driver.prepare(self.model, ...)`: whatever the receiver, a batch size is an int.
+    states = _states("""
+        import torch
+        for batch in loader:
+            out = model(batch)
+            keep(out.batch_size)
+            keep(model(batch).batch_sampler.batch_size)
+            keep(out.num_nodes)
+    """)
+    assert states == {"out.batch_size": False, "model(batch).batch_sampler.batch_size": False,
+                      "out.num_nodes": True}, states

@@ -405,3 +405,30 @@ def test_deprecated_amp_under_hasattr(condition: str, flagged: bool) -> None:
 ])
 def test_legacy_constructor_given_one_size(line: str, flagged: bool) -> None:
     assert bool(lint("MEM010", f"import torch\nt = {line}\n")) is flagged
+
+
+# --- MEM002: a network named for its job (`attack_model`) is a network, not an attack -----
+
+ATTACK_MODEL_EVAL = """
+    import torch
+    from torch.utils.data import DataLoader
+    class MembershipInference:
+        def infer(self, features):
+            self.{name}.eval()
+            test_set = self._get_attack_dataset_no_label(features)
+            preds = []
+            for batch, _ in DataLoader(test_set, batch_size=64):
+                preds.append(self.{name}(batch).detach().numpy())
+            return preds
+"""
+
+
+@pytest.mark.parametrize(("name", "lines"), [
+    # the attack's own classifier, fed a dataset its getter built: the forward is evaluation
+    ("attack_model", [10]),
+    ("attack_classifier", [10]),
+    ("clf_model", [10]),
+    ("attack", []),  # an attack object: `attack(...)` may take input gradients
+])
+def test_network_named_for_an_attack_is_still_evaluated(name: str, lines: list[int]) -> None:
+    assert [d.line for d in lint("MEM002", ATTACK_MODEL_EVAL.format(name=name))] == lines
