@@ -172,6 +172,17 @@ class LossKeptWithGraph(Rule):
     fix_safety = FixSafety.UNSAFE
 
     valid = (
+        # The loop walks one step's auxiliary loss terms, each backpropagated on its own; the
+        # sum is that step's value for the log.
+        Valid("""
+            def compute_aux_loss(aux_list, backward=False):
+                aux_loss_sum = 0
+                for aux_loss in aux_list:
+                    aux_loss_sum += aux_loss
+                    if backward is True:
+                        aux_loss.backward()
+                return aux_loss_sum
+        """),
         # REINFORCE: each step's log-prob is kept for the episode's policy-gradient backward,
         # which `update` runs over the replay before emptying it.
         Valid("""
@@ -772,7 +783,8 @@ class LossKeptWithGraph(Rule):
         loops = tree.enclosing_loops(node)
         # The nearest training loop: `for k, v in losses.items(): totals[k] += v` runs
         # inside the batch loop, and it is that loop's iterations the value outlives.
-        training = [loop for loop in loops if analysis.loops.is_training_loop(loop)]
+        training = [loop for loop in loops if analysis.loops.is_training_loop(loop)
+                    and not _over_loss_terms(loop)]
         on_self = _self_attribute(container)
         if on_self:
             if not self._training_method(func, training):
@@ -894,6 +906,13 @@ class LossKeptWithGraph(Rule):
         )
         replacements: dict[cst.CSTNode, cst.CSTNode] = {p: _detached(p) for p in carried}
         self.report(node, message, fix=Fix(FixSafety.UNSAFE, replacements))
+
+
+def _over_loss_terms(loop: Loop) -> bool:
+    """``for aux_loss in aux_losses: total += aux_loss; aux_loss.backward()``: the loop walks
+    the loss terms of one step (each backpropagated on its own), not training iterations."""
+    return (isinstance(loop, cst.For) and isinstance(loop.target, cst.Name)
+            and "loss" in loop.target.value.lower())
 
 
 def _detached(expr: cst.BaseExpression) -> cst.BaseExpression:
