@@ -44,6 +44,8 @@ EVAL_FUNCTION = re.compile(
     r"|test_(?:one_)?epoch|test_loop"
     r"|(?:run_|do_)?(?:validate|validation|valid)(?:_(?:one_)?(?:epoch|loop|model|batch|step))?)$"
 )
+# Container methods that put their last argument into the container (``out.append(v)``).
+MUTATORS = frozenset({"append", "extend", "insert", "add", "appendleft"})
 # Entry points users call on a fitted estimator (the scikit-learn way), whatever grad mode the
 # package's own callers choose.
 PREDICT_API = frozenset({"predict", "predict_proba"})

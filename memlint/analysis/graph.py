@@ -52,6 +52,7 @@ from memlint.vocabulary import (
     DETACHED_ATTRIBUTES,
     DETACHING_METHODS,
     HOST_BUILTINS,
+    MUTATORS,
     SAME_GRAPH_METHODS,
     returns_indices,
 )
@@ -79,7 +80,6 @@ HOST_MODULES = (
 )
 # Deep chains of rebinding (`h = h + f(h)` hundreds of times) give up rather than recurse.
 MAX_DEPTH = 120
-MUTATORS = frozenset({"append", "extend", "insert", "add", "appendleft"})
 # Unpacked names that hold counts, not tensors: `datapoint_count`, `n_tokens`, `num_samples`,
 # and the fused spellings `ntokens`, `nsamples`, `bsz`.
 _COUNT_NAME = re.compile(

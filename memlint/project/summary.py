@@ -25,6 +25,7 @@ from memlint.vocabulary import (
     HOST_BUILTINS,
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
+    MUTATORS,
     SAME_GRAPH_METHODS,
     returns_indices,
 )
@@ -48,9 +49,7 @@ _LOOP = (ast.For, ast.AsyncFor, ast.While)
 _FUNCTION = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DETACHING_BUILTINS = HOST_BUILTINS | {"abs"}
 # Methods that put their arguments into the container they are called on.
-_ADDING_METHODS = frozenset({
-    "append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft",
-})
+_ADDING_METHODS = MUTATORS | {"update", "setdefault", "extendleft"}
 # Containers that start empty when called without arguments (``defaultdict(list)`` too).
 _EMPTY_CONTAINERS = frozenset({"dict", "list", "set", "OrderedDict", "defaultdict", "deque"})
 _ELEMENT_TYPES = frozenset({"list", "dict", "set", "int", "float"})
