@@ -164,9 +164,12 @@ class EvalWithoutNoGrad(Rule):
     the tutorial-style ``test_epoch``, ``test_one_epoch`` and ``test_loop`` in a file that
     pytest would not collect (not ``test_*.py``, ``*_test.py`` or ``conftest.py``). Test
     modules, modules in a ``tests/`` folder and ``testing_*`` helpers are not checked: their
-    forwards are smoke checks on toy models. Nor is a module's own self-check, a module-level
-    ``_test()`` (or ``_test_*``) that its ``if __name__ == "__main__":`` block runs (model-zoo
-    modules build each network and assert its output shape on a random input).
+    forwards are smoke checks on toy models. A ``test_*.py`` directly inside an
+    ``examples``, ``scripts``, ``tools`` or ``demo`` folder is an evaluation script
+    (``examples/test_dcp.py``, ``tools/test_net.py``), checked like any other. Nor is a
+    module's own self-check, a module-level ``_test()`` (or ``_test_*``) that its
+    ``if __name__ == "__main__":`` block runs (model-zoo modules build each network and
+    assert its output shape on a random input).
 
     Across files (the project model): grad is off when a decorator or decorator factory
     defined anywhere in the project switches it off (one that returns
