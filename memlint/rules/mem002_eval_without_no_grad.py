@@ -181,7 +181,10 @@ class EvalWithoutNoGrad(Rule):
     ``self.inference(im)`` in the base's decorated predict loop), and when the method called
     is decorated to run without gradients in the project class the receiver holds, its own
     or inherited (``self.encoder.encode(texts)``, or ``enc = Encoder(d).to(dev)`` then
-    ``enc.encode(texts)``, where another module defines ``@torch.no_grad() def encode``).
+    ``enc.encode(texts)``, where another module defines ``@torch.no_grad() def encode``),
+    or that method switches grad off around all its own work: every call it makes on the
+    object sits in a ``with torch.no_grad():`` block of its own (``self.network.predict_3D(
+    data)``, nnU-Net's network asserting its input and then predicting under no-grad).
     Role-named sub-networks
     are forwards too (``self.model.question_encoder(ids)``, ``text_encoder(tokens)``). A
     function is also evaluation code when a caller in another module switched a model to

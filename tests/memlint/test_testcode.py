@@ -170,3 +170,4 @@ def test_an_evaluation_script_named_test_in_an_examples_folder_is_checked(
 
     found = [d.code for d in lint_source(path, EVAL_SCRIPT, [EvalWithoutNoGrad])]
     assert bool(found) is flagged
+
