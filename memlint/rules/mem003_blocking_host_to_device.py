@@ -151,6 +151,11 @@ class BlockingHostToDevice(Rule):
     and scripts whose device is only ever ``"cpu"`` stay silent. A ``DataLoader`` that receives
     ``**kwargs`` may already pin memory and is not reported.
 
+    A value that a module-level helper of the same file computes from the batch alone
+    (views, arithmetic, tensor methods; nothing moved to a device inside) is batch data still
+    on the host: ``transformations = get_transformations(igt)`` then ``[t.to(device) for t in
+    transformations]``.
+
     A cast to a CUDA tensor type is a copy too: ``imgs.type(torch.cuda.FloatTensor)``, also
     through a name bound to one, alone or as a branch of a conditional (``Tensor =
     torch.cuda.FloatTensor if cuda else torch.FloatTensor``, then ``imgs.type(Tensor)``, as
@@ -205,6 +210,20 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        Valid("""
+            import torch
+            from torch.utils.data import DataLoader
+            def infer(model, x):
+                return model.forward(x)
+            def lift(x):
+                return x.to("cuda", non_blocking=True).float()
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            for x, _ in loader:  # a helper's result that is no function of the batch alone
+                out = infer(model, x)
+                out = [o.to("cuda") for o in out]
+                y = lift(x)  # a helper that moves: its result is on the device
+                y = y.to("cuda")
+        """),
         Valid("""
             import torch
             from torch.utils.data import DataLoader
@@ -381,6 +400,32 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # Computed from the batch alone by a same-file helper that moves nothing: host data.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            def split_pose(igt):
+                rot = igt[:, :3, :3]
+                return rot.permute(0, 2, 1), igt[:, :3, 3]
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            for template, igt in loader:
+                poses = split_pose(igt)
+                poses = [t.to("cuda") for t in poses]
+            """,
+            lines=(10,),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            def split_pose(igt):
+                rot = igt[:, :3, :3]
+                return rot.permute(0, 2, 1), igt[:, :3, 3]
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            for template, igt in loader:
+                poses = split_pose(igt)
+                poses = [t.to("cuda", non_blocking=True) for t in poses]
+            """,
+        ),
         Invalid(
             """
             import torch
