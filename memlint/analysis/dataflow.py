@@ -168,8 +168,9 @@ def _last_part(expr: cst.BaseExpression) -> str | None:
 
 
 def _annotates_loader(annotation: cst.BaseExpression) -> bool:
-    """``DataLoader``, ``data.DataLoader``, ``"DataLoader"``, ``Optional[DataLoader]``,
-    ``DataLoader | None``: an annotation of one loader (maybe absent)."""
+    """``DataLoader``, ``data.DataLoader``, ``"DataLoader"``, ``DataLoader[Batch]``,
+    ``Optional[DataLoader]``, ``DataLoader | None``: an annotation of one loader (maybe
+    absent)."""
     if isinstance(annotation, cst.SimpleString):
         text = annotation.evaluated_value
         return isinstance(text, str) and text.rsplit(".", 1)[-1].endswith("DataLoader")
@@ -179,6 +180,9 @@ def _annotates_loader(annotation: cst.BaseExpression) -> bool:
         return any(_annotates_loader(side) for side in sides) and all(
             _annotates_loader(side) or (isinstance(side, cst.Name) and side.value == "None")
             for side in sides)
+    if isinstance(annotation, cst.Subscript) and (_last_part(annotation.value) or "").endswith(
+            "DataLoader"):
+        return True  # `DataLoader[Batch]`: generic in its batch type
     if isinstance(annotation, cst.Subscript) and _last_part(annotation.value) in (
             "Optional", "Union"):
         items = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]

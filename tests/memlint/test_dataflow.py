@@ -239,6 +239,8 @@ def test_other_loops_are_not_dataloader_loops(header: str) -> None:
         ("Optional[DataLoader]", True),
         ("DataLoader | None", True),
         ("Union[DataLoader, None]", True),
+        ("DataLoader[Batch]", True),
+        ("Optional[DataLoader[Batch]]", True),
         ("list[DataLoader]", False),
         ("Dict[str, DataLoader]", False),
         ("Union[DataLoader, List[DataLoader]]", False),
