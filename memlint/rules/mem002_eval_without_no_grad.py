@@ -262,21 +262,6 @@ class EvalWithoutNoGrad(Rule):
     skips_test_code = True
 
     valid = (
-        # The same helper, also called by the training step: it runs in its caller's mode.
-        Valid("""
-            import torch
-            class Tagger:
-                def encode(self, batch):
-                    return self.model(**batch)
-                def train_epoch(self, loader, optimizer):
-                    self.model.train()
-                    for batch in loader:
-                        self.encode(batch)["loss"].backward()
-                        optimizer.step()
-                def predict(self, loader):
-                    self.model.eval()
-                    return [self.encode(batch)["logits"].argmax(-1).tolist() for batch in loader]
-        """),
         # A private helper runs as its callers run it: here always with grad off.
         Valid("""
             import torch
@@ -635,26 +620,6 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
-        # A wrapper's batch helper that only its own predict loop calls, after switching the
-        # model to eval: the forward runs for every batch with autograd on.
-        Invalid(
-            """
-            import torch
-            class Tagger:
-                def encode_to_prediction(self, encode):
-                    encode = {k: v.to(self.device) for k, v in encode.items()}
-                    output = self.model(**encode)
-                    return output["logits"].argmax(-1).cpu().tolist()
-                def predict(self, inputs):
-                    self.model.eval()
-                    loader = self.get_data_loader(inputs)
-                    preds = []
-                    for batch in loader:
-                        preds += self.encode_to_prediction(batch)
-                    return preds
-            """,
-            lines=(6,),
-        ),
         # A tutorial's parameterless `test()` over a global loader is evaluation code, not a
         # smoke test, though it makes up a tensor too.
         Invalid(
@@ -1130,8 +1095,8 @@ class EvalWithoutNoGrad(Rule):
                                     or qualname in project.side_jobs):
             return True
         tree = self.context.analysis.tree
-        if cls is not None:
-            return self._own_eval_helper(function, cls)
+        if tree.enclosing_class(function) is not None:
+            return False
         calls = [c for c in tree.calls_by_name.get(function.name.value, ())
                  if isinstance(c.func, cst.Name) and not tree.is_inside(c, function)]
         if not calls:
@@ -1156,34 +1121,6 @@ class EvalWithoutNoGrad(Rule):
         flow = self.context.analysis.dataflow
         return any(isinstance(node, cst.For) and flow.is_dataloader_loop(node)
                    for node in tree.walk(function.body))
-
-    def _own_eval_helper(self, function: cst.FunctionDef, cls: cst.ClassDef) -> bool:
-        """A method of a plain class (no ``nn.Module``) that the class only ever calls on
-        itself after switching a model to eval, from methods that train nothing
-        (``self.model.eval()`` then ``for b in loader: self._predict_batch(b)``), and that no
-        other code in the file calls: it runs the class's inference. A call named like a
-        forward (``self.forward_model(data)``) is reported where it is made instead."""
-        tree = self.context.analysis.tree
-        loops = self.context.analysis.loops
-        if loops.function_trains(function):
-            return False
-        calls = [c for c in tree.calls_by_name.get(function.name.value, ())
-                 if not tree.is_inside(c, function)]
-        if not calls:
-            return False
-        blocks = self._eval_blocks()
-        for call in calls:
-            func = call.func
-            if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                    and func.value.value == "self" and tree.is_inside(call, cls)):
-                return False
-            caller = tree.enclosing_function(call)
-            if caller is None or loops.function_trains(caller) or not self._in_block(
-                    call, blocks):
-                return False
-            if self.context.analysis.calls.is_model_forward(call):
-                return False  # `self.forward_model(data)`: reported there, as a forward
-        return True
 
     def _in_block(self, call: cst.Call, blocks: dict[cst.CSTNode, Region]) -> bool:
         for anc in self.context.analysis.tree.ancestors(call):
