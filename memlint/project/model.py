@@ -512,7 +512,12 @@ class ProjectModel:
         # A caller that switches to eval and then backpropagates (frozen batch norm while
         # training) makes no inference code of what it calls, and a helper that training
         # code calls too (a generic forward dispatcher) runs in whatever mode its caller has.
-        return any(site.after_eval for _, _, site in sites) and not any(
+        # Nor does an eval caller that calls it with grad off (``with torch.no_grad():
+        # out = forward_helper(model, batch)``): there it runs as it should, and a caller
+        # that neither trains nor switches grad off (a runner that backpropagates through a
+        # helper of its own) leaves the helper's mode to its callers.
+        return any(site.after_eval and self._mode_at(site_module, caller, site.switches) != "off"
+                   for site_module, caller, site in sites) and not any(
             caller is not None and _trains(caller) for _, caller, _ in sites)
 
     def side_job(self, module: str, function: Function) -> bool:
