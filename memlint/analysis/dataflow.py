@@ -95,8 +95,9 @@ _PASS_THROUGH = frozenset({
     "enumerate", "tqdm", "tqdm_notebook", "islice", "iter", "track", "log_every", "cycle",
 })
 # Progress reporters defined elsewhere that take the loader beside other arguments
-# (`LogProgress(logger, loader, total=n)`, `ProgressBar(loader)`): they hand on its items.
-_PROGRESS_WRAPPER = re.compile(r"progress|progbar", re.IGNORECASE)
+# (`LogProgress(logger, loader, total=n)`, `ProgressBar(loader)`, `maybe_tqdm(loader,
+# desc=d, verbose=v)`): they hand on its items.
+_PROGRESS_WRAPPER = re.compile(r"progress|progbar|tqdm", re.IGNORECASE)
 # Framework calls that return loaders whose batches arrive on the device already.
 _PLACING_CALLS = ("prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches")
 # Same-file helpers named like these return their argument on the device (`batch =
@@ -164,6 +165,32 @@ def _last_part(expr: cst.BaseExpression) -> str | None:
     if isinstance(expr, cst.Attribute):
         return expr.attr.value
     return None
+
+
+def _annotates_loader(annotation: cst.BaseExpression) -> bool:
+    """``DataLoader``, ``data.DataLoader``, ``"DataLoader"``, ``DataLoader[Batch]``,
+    ``Optional[DataLoader]``, ``DataLoader | None``: an annotation of one loader (maybe
+    absent)."""
+    if isinstance(annotation, cst.SimpleString):
+        text = annotation.evaluated_value
+        return isinstance(text, str) and text.rsplit(".", 1)[-1].endswith("DataLoader")
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(
+            annotation.operator, cst.BitOr):
+        sides = (annotation.left, annotation.right)
+        return any(_annotates_loader(side) for side in sides) and all(
+            _annotates_loader(side) or (isinstance(side, cst.Name) and side.value == "None")
+            for side in sides)
+    if isinstance(annotation, cst.Subscript) and (_last_part(annotation.value) or "").endswith(
+            "DataLoader"):
+        return True  # `DataLoader[Batch]`: generic in its batch type
+    if isinstance(annotation, cst.Subscript) and _last_part(annotation.value) in (
+            "Optional", "Union"):
+        items = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
+        return any(_annotates_loader(item) for item in items) and all(
+            _annotates_loader(item) or (isinstance(item, cst.Name) and item.value == "None")
+            for item in items)
+    name = _last_part(annotation)
+    return name is not None and name.endswith("DataLoader")
 
 
 def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> DeviceTarget:
@@ -562,6 +589,7 @@ class DataflowAnalysis:
         self.tree = tree
         self.project = project
         self._loader_loop: dict[cst.For, bool] = {}
+        self._loader_annotations: dict[cst.FunctionDef, tuple[str, ...]] = {}
         self._batch_names: dict[cst.For, frozenset[str]] = {}
         self._groups: dict[Loop, tuple[_Group, ...]] = {}
         self._moves: dict[Loop | cst.FunctionDef,
@@ -1141,6 +1169,9 @@ class DataflowAnalysis:
             return True
         if base is expr and isinstance(expr, cst.Name) and name in self._fed_loader_params(expr):
             return True  # a loader a base class in another module hands this method
+        if base is expr and isinstance(expr, cst.Name) and name in self._annotated_loader_params(
+                expr):
+            return True  # `def fit(self, net, train_iter: DataLoader):`
         # `def run(model, data): for x, y in data:` called as `run(model, train_loader)`.
         return isinstance(base, cst.Name) and (
             (follow_params and any(self._is_loader_like(arg, follow_params=False)
@@ -1775,6 +1806,24 @@ class DataflowAnalysis:
         ):
             return []
         return origins
+
+    def _annotated_loader_params(self, node: cst.CSTNode) -> tuple[str, ...]:
+        """The parameters of the function around ``node`` annotated as one DataLoader
+        (``train_iter: DataLoader``, ``Optional[DataLoader]``, ``DataLoader | None``), not as
+        a collection of them (``list[DataLoader]``)."""
+        function = self.tree.enclosing_function(node)
+        if function is None:
+            return ()
+        cached = self._loader_annotations.get(function)
+        if cached is None:
+            params = function.params
+            cached = tuple(
+                param.name.value
+                for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+                if param.annotation is not None
+                and _annotates_loader(param.annotation.annotation))
+            self._loader_annotations[function] = cached
+        return cached
 
     def _fed_loader_params(self, node: cst.CSTNode) -> tuple[str, ...]:
         """The parameters of the method around ``node`` that a project base class in another

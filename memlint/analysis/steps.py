@@ -3,7 +3,8 @@
 Per-step cost rules (host syncs, cache flushes) must tell a statement inside the innermost
 batch loop from one in the epoch loop around it: both loops "train", but only the inner one
 runs thousands of times. A per-step helper (``def train_step(batch)`` called from a training
-loop in this file, with no training loop of its own) counts as the step too.
+loop in this file, with no training loop of its own) counts as the step too, and so does a
+closure the loop's optimizer step runs (``optimizer.step(closure)``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from memlint.analysis import ModuleAnalysis
-from memlint.analysis.calls import last_name
+from memlint.analysis.calls import is_optimizer_step, last_name
 from memlint.analysis.tree import Loop
 
 # How many levels of same-file calls are followed to find the batch loop under an epoch loop.
@@ -109,7 +110,20 @@ class StepAnalysis:
         func = tree.enclosing_function(node)
         if func is None or self._contains_training_loop(func):
             return False
-        return any(self.step_loop(call) for call in self.analysis.loops.training_callers(func))
+        return any(self.step_loop(call) for call in (
+            *self.analysis.loops.training_callers(func), *self._steps_with(func)))
+
+    def _steps_with(self, func: cst.FunctionDef) -> list[cst.Call]:
+        """Optimizer steps given ``func`` as their closure (``optimizer.step(closure)``, the
+        L-BFGS way) in the scope that defines it: each step runs it, at least once."""
+        tree = self.analysis.tree
+        scope = tree.enclosing_function(func)
+        return [
+            call for call in self.analysis.loops.training_calls
+            if is_optimizer_step(call) and tree.enclosing_function(call) is scope
+            and any(isinstance(arg.value, cst.Name) and arg.value.value == func.name.value
+                    for arg in call.args)
+        ]
 
 
 def _own_call(call: cst.Call) -> bool:

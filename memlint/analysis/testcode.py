@@ -9,7 +9,8 @@ from its path alone: pytest's own test modules (``test_*.py``, ``*_test.py``,
 runs on a CI service (``if "CI" in os.environ:``, as tutorials and notebooks do to swap in a
 few random samples) is test code too, and so is a module's own self-check: a module-level
 ``_test()`` (or ``_test_*``) that the module's ``if __name__ == "__main__":`` block runs, as
-model-zoo modules do to build each network and assert its output shape on a random input.
+model-zoo modules do to build each network and assert its output shape on a random input,
+or a parameterless module-level ``test()`` that makes up its inputs the same way.
 """
 
 from __future__ import annotations
@@ -61,17 +62,81 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
     return names == {"__name__"} and strings == {"__main__"}
 
 
+# Torch factories a self-check makes its inputs with.
+_MADE_UP_INPUTS = frozenset({
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm",
+    "zeros", "ones", "empty", "full",
+})
+
+
+def _iterates_over_data(function: cst.FunctionDef, tree: TreeIndex) -> bool:
+    """Does ``function`` loop over anything but a literal list or ``range(...)``?"""
+    for node in tree.walk(function):
+        if isinstance(node, cst.While):
+            return True
+        if isinstance(node, (cst.For, cst.CompFor)):
+            it = node.iter
+            if isinstance(it, (cst.List, cst.Tuple)):
+                continue
+            if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and (
+                    it.func.value == "range"):
+                continue
+            return True
+    return False
+
+
+def _makes_up_inputs(function: cst.FunctionDef, tree: TreeIndex) -> bool:
+    """Does ``function`` build a tensor with a torch factory (``torch.randn(2, 10)``)?"""
+    for name in _MADE_UP_INPUTS:
+        for call in tree.calls_by_name.get(name, ()):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+                continue
+            if tree.imports.qualified_name(func.value) != "torch":
+                continue
+            if any(anc is function for anc in tree.ancestors(call)):
+                return True
+    return False
+
+
+def _is_parameterless_smoke_test(function: cst.FunctionDef, tree: TreeIndex) -> bool:
+    """A module-level ``def test():`` that takes nothing, makes up its own inputs with torch
+    factories, loops over no data and switches no model to eval, called from no function
+    (only from the module's top level, or not at all: ``# test()``), as model-zoo and sampler
+    modules keep beside their classes (``net = ResNet18(); y = net(torch.randn(2, 3, 32,
+    32)); print(y.size())``). A tutorial's ``def test():`` over a global ``test_loader``
+    loops over data; one that switches a model to eval stays evaluation code.
+    """
+    if function.name.value != "test":
+        return False
+    params = function.params
+    if params.params or params.posonly_params or params.kwonly_params or (
+            isinstance(params.star_arg, cst.Param)) or params.star_kwarg is not None:
+        return False
+    for call in tree.calls_by_name.get("test", ()):
+        if tree.enclosing_function(call) is not None:
+            return False
+    for call in tree.calls_by_name.get("eval", ()):
+        if any(anc is function for anc in tree.ancestors(call)):
+            return False  # switches a model to evaluation: judged as evaluation code
+    return _makes_up_inputs(function, tree) and not _iterates_over_data(function, tree)
+
+
 def is_module_self_test(function: cst.FunctionDef, tree: TreeIndex) -> bool:
     """Is ``function`` the module's own self-check, run from its ``__main__`` block?
 
     A module-level function named ``_test`` or ``_test_*`` (private: no test runner
     collects it) that a statement under the module's ``if __name__ == "__main__":``
-    calls. Its forwards run once on inputs it makes up, to check shapes.
+    calls. Its forwards run once on inputs it makes up, to check shapes. So does a
+    parameterless ``test()`` that makes up its inputs with torch factories and loops over
+    no data, called from no function (:func:`_is_parameterless_smoke_test`).
     """
     name = function.name.value
-    if name != "_test" and not name.startswith("_test_"):
-        return False
     if tree.parent(function) is not tree.module:
+        return False
+    if _is_parameterless_smoke_test(function, tree):
+        return True
+    if name != "_test" and not name.startswith("_test_"):
         return False
     for call in tree.calls_by_name.get(name, ()):
         for anc in tree.ancestors(call):

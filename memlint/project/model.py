@@ -78,7 +78,9 @@ class _Inside(dict[str, bool]):
 class ProjectModel:
     """Every summarised module of a project, and the facts derived from them (memoised)."""
 
-    def __init__(self, modules: Mapping[ModuleName, ModuleSummary]) -> None:
+    def __init__(self, modules: Mapping[ModuleName, ModuleSummary],
+                 alone: _SummaryFacts | None = None) -> None:
+        self._alone = alone if alone is not None else _SummaryFacts()
         self.summaries: dict[str, ModuleSummary] = {m.name: s for m, s in modules.items()}
         self._is_package = {m.name: m.is_package for m in modules}
         self._tops = {m.name.partition(".")[0] for m in modules}
@@ -522,7 +524,12 @@ class ProjectModel:
         # A caller that switches to eval and then backpropagates (frozen batch norm while
         # training) makes no inference code of what it calls, and a helper that training
         # code calls too (a generic forward dispatcher) runs in whatever mode its caller has.
-        return any(site.after_eval for _, _, site in sites) and not any(
+        # Nor does an eval caller that calls it with grad off (``with torch.no_grad():
+        # out = forward_helper(model, batch)``): there it runs as it should, and a caller
+        # that neither trains nor switches grad off (a runner that backpropagates through a
+        # helper of its own) leaves the helper's mode to its callers.
+        return any(site.after_eval and self._mode_at(site_module, caller, site.switches) != "off"
+                   for site_module, caller, site in sites) and not any(
             caller is not None and _trains(caller) for _, caller, _ in sites)
 
     def side_job(self, module: str, function: Function) -> bool:
@@ -732,30 +739,18 @@ class ProjectModel:
     def _hooks_fed(self) -> dict[tuple[str, str], dict[str, set[str]]]:
         """(module, class qualname) -> method name -> the positions or keywords that the
         class's own loader loops give a batch in ``self.method(batch)`` calls."""
-        return self._self_calls_giving(lambda site: site.batch_args)
+        return self._self_calls_giving(0)
 
     @cached_property
     def _loaders_fed(self) -> dict[tuple[str, str], dict[str, set[str]]]:
         """(module, class qualname) -> method name -> the positions or keywords that the
         class's own methods give a loader in ``self.method(loader)`` calls."""
-        return self._self_calls_giving(lambda site: site.loader_args)
+        return self._self_calls_giving(1)
 
-    def _self_calls_giving(self, keys_of: Callable[[Site], tuple[str, ...]],
-                           ) -> dict[tuple[str, str], dict[str, set[str]]]:
-        found: dict[tuple[str, str], dict[str, set[str]]] = {}
-        for module, summary in self.summaries.items():
-            classes = {c.qualname for c in summary.classes}
-            for function in summary.functions:
-                owner = function.qualname.rpartition(".")[0]
-                if owner not in classes:
-                    continue
-                for site in function.sites:
-                    keys = keys_of(site)
-                    if keys:
-                        name = site.callee[len("self."):]
-                        found.setdefault((module, owner), {}).setdefault(name, set()).update(
-                            keys)
-        return found
+    def _self_calls_giving(self, which: int) -> dict[tuple[str, str], dict[str, set[str]]]:
+        return {(module, owner): calls
+                for module, summary in self.summaries.items()
+                for owner, calls in self._alone.self_calls(summary)[which].items()}
 
     def _bases_elsewhere(self, module: str, klass: Class,
                          depth: int) -> Iterator[tuple[str, Class]]:
@@ -949,6 +944,66 @@ def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
 # (paths, hubs) -> summaries: of the paths, those worth one (a file that may define a copy
 # helper), and every hub (a module others star-import: the names they look up live on in it).
 Fetch = Callable[[list[str], frozenset[str]], Mapping[str, ModuleSummary]]
+class _Places:
+    """Where each file of a run is: its import root, its module name and the names it can be
+    imported by. Worked out once per file for one :func:`build_views` call, which asks again
+    for every file in each fetch round."""
+
+    def __init__(self) -> None:
+        self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
+        self._located: dict[str, tuple[Path, ModuleName]] = {}
+        self._names: dict[str, tuple[tuple[Path, str], ...]] = {}
+
+    def of(self, path: str) -> tuple[Path, ModuleName]:
+        found = self._located.get(path)
+        if found is None:
+            from memlint.project.layout import located
+
+            found = self._located[path] = located(Path(path), self._packages)
+        return found
+
+    def names(self, path: str) -> tuple[tuple[Path, str], ...]:
+        """(import root, module name there) pairs: see :func:`_names_seen_from`."""
+        found = self._names.get(path)
+        if found is None:
+            root, module = self.of(path)
+            found = self._names[path] = tuple(_names_seen_from(root, module.name))
+        return found
+
+
+# owner class -> method -> the positions or keywords its own ``self.method(...)`` calls give
+SelfCalls = dict[str, dict[str, set[str]]]
+
+
+class _SummaryFacts:
+    """Facts read from one module summary alone, shared by the models :func:`build_views`
+    builds in one call (each fetch round builds them afresh over mostly the same summaries);
+    keyed by the summary object, which the entry keeps alive."""
+
+    def __init__(self) -> None:
+        self._self_calls: dict[int, tuple[ModuleSummary, SelfCalls, SelfCalls]] = {}
+
+    def self_calls(self, summary: ModuleSummary) -> tuple[SelfCalls, SelfCalls]:
+        """The methods that a class's own methods call on ``self`` with a batch of a loader
+        loop, and with a loader: (batches, loaders)."""
+        found = self._self_calls.get(id(summary))
+        if found is None:
+            batches: SelfCalls = {}
+            loaders: SelfCalls = {}
+            classes = {c.qualname for c in summary.classes}
+            for function in summary.functions:
+                owner = function.qualname.rpartition(".")[0]
+                if owner not in classes:
+                    continue
+                for site in function.sites:
+                    for keys, into in ((site.batch_args, batches), (site.loader_args, loaders)):
+                        if keys:
+                            name = site.callee[len("self."):]
+                            into.setdefault(owner, {}).setdefault(name, set()).update(keys)
+            found = self._self_calls[id(summary)] = (summary, batches, loaders)
+        return found[1], found[2]
+
+
 # Rounds of fetching: a star-import hub fetched in one round names modules of its own.
 _FETCH_ROUNDS = 3
 
@@ -981,14 +1036,13 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python.
     """
-    from memlint.project.layout import located
-
     wanted, known, bare, hooks = list(wanted), list(known), list(bare), list(hooks)
     copying = set(copying)
     fetched: dict[str, ModuleSummary] = {}
-    packages: dict[str, bool] = {}  # folder -> holds an __init__.py, for every located()
-    roots, where = _by_root(summaries, packages)
-    models = {root: ProjectModel(modules) for root, modules in roots.items()}
+    places = _Places()
+    alone = _SummaryFacts()
+    roots, where = _by_root(summaries, places)
+    models = {root: ProjectModel(modules, alone) for root, modules in roots.items()}
     hubs: set[str] = set()  # star-import hubs fetched: what they import is looked up too
     base_modules: set[str] = set()  # fetched for the bases they define
     for _ in range(_FETCH_ROUNDS if fetch is not None else 0):
@@ -1007,11 +1061,11 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
             found = where.get(path)
             if found is not None:
                 bases[found[0]] |= models[found[0]].undefined_bases(found[1])
-        based = _modules_of(bases, known, summaries, packages)
-        named = _modules_of(undefined, known, summaries, packages) | based
+        based = _modules_of(bases, known, summaries, places)
+        named = _modules_of(undefined, known, summaries, places) | based
         # `from .utils import *` of an unsummarised `utils`: its names are looked up there.
         starred = _modules_of({root: {n for n in names if n.endswith(".*")}
-                               for root, names in undefined.items()}, known, summaries, packages)
+                               for root, names in undefined.items()}, known, summaries, places)
         new = fetch(sorted(named), frozenset(starred | based)) if named else {}
         if not new:
             break
@@ -1019,8 +1073,8 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         base_modules |= based & set(new)  # their own bases are looked up next round
         fetched = {**fetched, **new}
         summaries = {**summaries, **new}
-        roots, where = _by_root(summaries, packages)
-        models = {root: ProjectModel(modules) for root, modules in roots.items()}
+        roots, where = _by_root(summaries, places)
+        models = {root: ProjectModel(modules, alone) for root, modules in roots.items()}
     views: dict[str, ModuleView] = {}
     for path in wanted:
         found = where.get(path)
@@ -1036,7 +1090,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
                 found[1]):
             views[path] = models[found[0]].view(found[1])
     missing = _modules_of({root: model.unsummarised_callees()
-                           for root, model in models.items()}, known, summaries, packages)
+                           for root, model in models.items()}, known, summaries, places)
     for path in fetched:
         # Summarised for a copy helper, but the rest of the project may also show code in
         # it (an override of a base class's per-batch hook): the runner asks again.
@@ -1055,22 +1109,20 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         for path in known:
             if path in summaries or path in missing:
                 continue
-            pattern = patterns.get(located(Path(path), packages)[0])
+            pattern = patterns.get(places.of(path)[0])
             if pattern is not None and _file_matches(path, pattern):
                 missing.add(path)
     return views, missing
 
 
-def _by_root(summaries: Mapping[str, ModuleSummary], packages: dict[str, bool],
+def _by_root(summaries: Mapping[str, ModuleSummary], places: _Places,
              ) -> tuple[dict[Path, dict[ModuleName, ModuleSummary]], dict[str, tuple[Path, str]]]:
     """The summaries grouped by import root (with their namespace-package names), and each
     path's root and module name."""
-    from memlint.project.layout import located
-
     roots: dict[Path, dict[ModuleName, ModuleSummary]] = defaultdict(dict)
     where: dict[str, tuple[Path, str]] = {}
     for path, summary in summaries.items():
-        root, name = located(Path(path), packages)
+        root, name = places.of(path)
         roots[root][name] = summary
         where[path] = (root, name.name)
     _add_namespace_names(roots)
@@ -1078,13 +1130,10 @@ def _by_root(summaries: Mapping[str, ModuleSummary], packages: dict[str, bool],
 
 
 def _modules_of(names: Mapping[Path, Iterable[str]], known: Iterable[str],
-                summaries: Mapping[str, ModuleSummary], packages: dict[str, bool],
-                ) -> set[str]:
+                summaries: Mapping[str, ModuleSummary], places: _Places) -> set[str]:
     """The unsummarised paths among ``known`` whose module is the module part of one of the
     absolute ``names`` of their import root (``pkg.utils`` of ``pkg.utils.batch_to_device``),
     under any name Python can import it by."""
-    from memlint.project.layout import located
-
     prefixes: dict[Path, set[str]] = defaultdict(set)
     for root, absolute in names.items():
         for name in absolute:
@@ -1096,9 +1145,8 @@ def _modules_of(names: Mapping[Path, Iterable[str]], known: Iterable[str],
     for path in known:
         if path in summaries:
             continue
-        root, module = located(Path(path), packages)
         if any(written in prefixes.get(where_used, ())
-               for where_used, written in _names_seen_from(root, module.name)):
+               for where_used, written in places.names(path)):
             found.add(path)
     return found
 

@@ -169,7 +169,9 @@ class EvalWithoutNoGrad(Rule):
     (``examples/test_dcp.py``, ``tools/test_net.py``), checked like any other. Nor is a
     module's own self-check, a module-level ``_test()`` (or ``_test_*``) that its
     ``if __name__ == "__main__":`` block runs (model-zoo modules build each network and
-    assert its output shape on a random input).
+    assert its output shape on a random input), or a parameterless module-level ``test()``
+    that makes up its inputs with torch factories, loops over no data, switches no model
+    to eval and is called from no function (``# test()`` beside a sampler).
 
     Across files (the project model): grad is off when a decorator or decorator factory
     defined anywhere in the project switches it off (one that returns
@@ -294,6 +296,22 @@ class EvalWithoutNoGrad(Rule):
                     assert tuple(y.size()) == (1, 10)
             if __name__ == "__main__":
                 _test()
+        """),
+        # A module's parameterless smoke test (its call commented out): made-up inputs, one
+        # call of the module, no data.
+        Valid("""
+            import torch
+            from torch import nn
+            class Sampler(nn.Module):
+                def forward(self, query, num_neg, pos_id):
+                    return query.topk(num_neg).indices
+            def test():
+                query = torch.rand(2, 10, 64).cuda()
+                pos_id = torch.tensor([[0, 2, 5]]).cuda()
+                sampler = Sampler()
+                pos_prob, neg_id, neg_prob = sampler(query, 10, pos_id)
+                print("end")
+            # test()
         """),
         # An interatomic potential's forces are derivatives of its energy by the positions,
         # which its forward computes with autograd.
@@ -607,6 +625,23 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        # A tutorial's parameterless `test()` over a global loader is evaluation code, not a
+        # smoke test, though it makes up a tensor too.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            model = nn.Linear(4, 2)
+            def test():
+                model.eval()
+                correct = torch.zeros(1)
+                for data, target in test_loader:
+                    output = model(data)
+                    correct += (output.argmax(1) == target).sum()
+                print(correct)
+            """,
+            lines=(9,),
+        ),
         # The network is named for nothing, but a same-file builder returns one of the file's
         # nn.Module classes: `self.lstmed` holds a module, and calling it is a forward.
         Invalid(

@@ -53,7 +53,8 @@ class BlockingHostToDevice(Rule):
     ``pin_memory=True`` (reported at the ``DataLoader`` call).
 
     The batch is followed from the loader to the copy within one file (a helper named like a
-    loader, defined anywhere, hands one out: ``train_iter = dataloader(data, batch_size)``),
+    loader, defined anywhere, hands one out: ``train_iter = dataloader(data, batch_size)``;
+    a parameter annotated as one is one: ``def fit(self, net, train_iter: DataLoader)``),
     and the loop back to
     its ``DataLoader`` through the names it is kept under: a factory that returns it (also by
     name, beside a sampler: ``loader = DataLoader(...)`` ... ``return loader, sampler``) and a
@@ -68,7 +69,8 @@ class BlockingHostToDevice(Rule):
       expression that picks a wrapper or the loader (``tqdm(loader) if verbose else
       loader``; either arm that is a loader counts, also bound to a name first), a progress
       reporter defined elsewhere that takes the loader beside other arguments
-      (``LogProgress(logger, loader, total=n)``, ``progress_bar(loader)``), and same-file
+      (``LogProgress(logger, loader, total=n)``, ``progress_bar(loader)``,
+      ``maybe_tqdm(loader, desc=d, verbose=v)``), and same-file
       infinite-iterator helpers (a generator that re-yields its argument's items, or a small
       class with ``__iter__``/``__next__`` around it);
     - through ``next(it)`` / ``next(iter(loader))`` inside a ``while`` or ``for`` loop, where
@@ -464,6 +466,64 @@ class BlockingHostToDevice(Rule):
                 for imgs, targets in loader:
                     with torch.no_grad():
                         outputs = model(imgs.type(Tensor, non_blocking=True))
+            """,
+        ),
+        # A progress wrapper named for tqdm, defined elsewhere, hands on the loader's batches.
+        Invalid(
+            """
+            import torch
+            from project.display import maybe_tqdm
+            def run_val(val_dataloader, model, device, verbose=True):
+                for step, (batch, meta) in enumerate(
+                    maybe_tqdm(val_dataloader, desc="Eval", verbose=verbose)
+                ):
+                    batch = batch.to(device)
+                    with torch.no_grad():
+                        model(batch)
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+            from project.display import maybe_tqdm
+            def run_val(val_dataloader, model, device, verbose=True):
+                for step, (batch, meta) in enumerate(
+                    maybe_tqdm(val_dataloader, desc="Eval", verbose=verbose)
+                ):
+                    batch = batch.to(device, non_blocking=True)
+                    with torch.no_grad():
+                        model(batch)
+            """,
+        ),
+        # A parameter annotated as a DataLoader is one, whatever its name.
+        Invalid(
+            """
+            from typing import Optional
+            from torch.utils.data import DataLoader
+            from tqdm import tqdm
+            class Trainer:
+                def __call__(self, net, train_iter: DataLoader,
+                             validation_iter: Optional[DataLoader] = None):
+                    with tqdm(train_iter, total=50) as it:
+                        for batch_no, entry in enumerate(it, start=1):
+                            inputs = [v.to(self.device) for v in entry.values()]
+                            net(*inputs).backward()
+                    for entry in validation_iter:
+                        net(*[v.to(self.device) for v in entry.values()])
+            """,
+            lines=(10, 13),
+            fixed="""
+            from typing import Optional
+            from torch.utils.data import DataLoader
+            from tqdm import tqdm
+            class Trainer:
+                def __call__(self, net, train_iter: DataLoader,
+                             validation_iter: Optional[DataLoader] = None):
+                    with tqdm(train_iter, total=50) as it:
+                        for batch_no, entry in enumerate(it, start=1):
+                            inputs = [v.to(self.device, non_blocking=True) for v in entry.values()]
+                            net(*inputs).backward()
+                    for entry in validation_iter:
+                        net(*[v.to(self.device, non_blocking=True) for v in entry.values()])
             """,
         ),
         Invalid(

@@ -406,7 +406,9 @@ class FactoryThenMove(Rule):
     host tensor type (``torch.zeros(k, b).type(torch.ByteTensor).to(device)``), and with
     starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``, and
     causal masks built from a factory (``torch.triu(torch.ones(n, n), 1).to(device)``, also
-    with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines), and
+    with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines), shape
+    functions given one (``torch.repeat_interleave(torch.arange(n).unsqueeze(0), k,
+    dim=0).to(device)``, ``torch.unsqueeze``, ``torch.reshape``, ``torch.tile`` ...), and
     Bernoulli masks drawn on the host (``(torch.rand(shape) < keep_prob).to(x)``, whatever
     the threshold is named; reported without a fix). Window functions are factories too
     (``torch.hann_window(n_fft).to(audio.device)``);
@@ -700,6 +702,31 @@ class FactoryThenMove(Rule):
             dummy_gt = (torch.rand((2, 1, 64, 64)) * 4).round().clamp_(0, 3).cuda().long()
             """,
             lines=(3,),
+        ),
+        # A shape function given the factory's result: the same values on either device, so
+        # the fix moves the device into the factory.
+        Invalid(
+            """
+            import torch
+            def cos_embed(tau, n_cos):
+                integers = torch.repeat_interleave(
+                    torch.arange(0, n_cos).unsqueeze(dim=0),
+                    repeats=tau.shape[-1],
+                    dim=0,
+                ).to(tau.device)
+                return torch.cos(tau.unsqueeze(-1) * integers)
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+            def cos_embed(tau, n_cos):
+                integers = torch.repeat_interleave(
+                    torch.arange(0, n_cos, device=tau.device).unsqueeze(dim=0),
+                    repeats=tau.shape[-1],
+                    dim=0,
+                )
+                return torch.cos(tau.unsqueeze(-1) * integers)
+            """,
         ),
         # One test of a module pins `device` to the CPU; the others get theirs from pytest
         # (a parameter no code in the file passes), so their `device` is still a device.

@@ -49,9 +49,10 @@ class SyncInHotLoop(Rule):
     ## What it does
     Flags host synchronisations that run on every training step: `.item()`, `.cpu()`,
     `.tolist()` and `print(tensor)` in the innermost training loop (or in a step function
-    that loop calls), unless they sit under a logging-interval condition such as
-    `if step % log_every == 0`. A loop that trains only through same-file helpers holding
-    their own batch loop, a few calls deep (`train()` -> `self.train_epoch()` ->
+    that loop calls, or the closure its optimizer step runs: `optimizer.step(closure)`),
+    unless they sit under a logging-interval condition such as `if step % log_every == 0`.
+    A loop that trains only through same-file helpers holding their own batch loop, a few
+    calls deep (`train()` -> `self.train_epoch()` ->
     `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
     function (one that runs backward or the optimizer step itself, outside any loop of its
     own) is part of the step, and what it calls is not searched for a batch loop.
@@ -280,6 +281,20 @@ class SyncInHotLoop(Rule):
                 print(loss)
             """,
             lines=(6, 7, 8),
+        ),
+        # The closure an L-BFGS step runs (at least once per step).
+        Invalid(
+            """
+            for epoch in range(epochs):
+                def closure():
+                    optimizer.zero_grad()
+                    loss = criterion(model(X), y)
+                    loss.backward()
+                    history.append(loss.item())
+                    return loss
+                optimizer.step(closure)
+            """,
+            lines=(7,),
         ),
         Invalid(
             """

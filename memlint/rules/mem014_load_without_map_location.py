@@ -17,12 +17,13 @@ from memlint.rules.base import Fix, Invalid, Rule, Valid
 
 # `training_args.bin`, `self.vocab_file`, f"{run}/config.pt", `label_map.pt`: files of
 # arguments, vocabularies and bookkeeping that hold no tensors worth a device; and
-# `train_tokens.pt`, `data.pt`, `shard_03.pt`: data that a preprocessing job wrote.
+# `train_tokens.pt`, `data.pt`, `shard_03.pt`, `self.get_chunk_path(i)`: data that a
+# preprocessing job wrote.
 ARTIFACT_NAME = re.compile(
     r"(?:^|[^a-z])(?:args|arguments|config|cfg|conf|vocab|tokeni[sz]er|hparams|hyper_?params"
     r"|meta|metadata|opts|options|settings|labels?|label_map|classes|splits?|index|indices"
     r"|stats|statistics|history|metrics|results?"
-    r"|data|dataset|tokens|token_ids|input_ids|shards?|samples|examples)(?:$|[^a-z])"
+    r"|data|dataset|tokens|token_ids|input_ids|shards?|chunks?|samples|examples)(?:$|[^a-z])"
     r"|\.(?:json|ya?ml|txt|csv)$",
     re.IGNORECASE,
 )
@@ -67,7 +68,8 @@ class LoadWithoutMapLocation(Rule):
       `"cpu"`) and never names an accelerator or another device;
     - files of arguments, vocabularies and bookkeeping, and data files, by name
       (`training_args.bin`, `config.pt`, `self.vocab_file`, `label_map.pt`,
-      `train_tokens.pt`, `shard_03.pt`);
+      `train_tokens.pt`, `shard_03.pt`), also a path a helper builds
+      (`self.get_chunk_path(i)`);
     - dataset code (a `*Dataset` class, `__getitem__`, a `*dataset*` function, a module
       in a `data`/`datasets` folder of its package: data written on the CPU) and tests
       (`test_*.py`, `test*` functions: they must load on CPU-only CI).
@@ -127,6 +129,18 @@ class LoadWithoutMapLocation(Rule):
     )
     fix_safety = FixSafety.UNSAFE
     valid = (
+        # A cache of tokenised data chunks, its path built by a helper named for them.
+        Valid(
+            """
+            import os
+            import torch
+            class ChunkedCache:
+                def load_chunk(self, i):
+                    return torch.load(self.get_chunk_path(i))
+                def get_chunk_path(self, i):
+                    return os.path.join(self.folder, f"data_{i:05d}.chunk")
+            """
+        ),
         Valid(
             """
             import torch
@@ -202,6 +216,22 @@ class LoadWithoutMapLocation(Rule):
         ),
     )
     invalid = (
+        # A path a helper builds is judged by the helper's name: a checkpoint here.
+        Invalid(
+            """
+            import torch
+            def resume(trainer, epoch):
+                state = torch.load(trainer.get_checkpoint_path(epoch))
+                trainer.model.load_state_dict(state["model"])
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+            def resume(trainer, epoch):
+                state = torch.load(trainer.get_checkpoint_path(epoch), map_location="cpu")
+                trainer.model.load_state_dict(state["model"])
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -347,6 +377,10 @@ class LoadWithoutMapLocation(Rule):
         texts: list[str] = []
         if isinstance(path, cst.Name | cst.Attribute):
             texts.append(path.value if isinstance(path, cst.Name) else path.attr.value)
+        elif isinstance(path, cst.Call) and isinstance(path.func, cst.Name | cst.Attribute):
+            # a path a helper builds, by the helper's name: `self.get_chunk_path(i)`
+            func = path.func
+            texts.append(func.value if isinstance(func, cst.Name) else func.attr.value)
         for n in [path, *self.context.analysis.tree.walk(path)]:
             if isinstance(n, cst.SimpleString) and isinstance(n.evaluated_value, str):
                 texts.append(os.path.basename(n.evaluated_value))

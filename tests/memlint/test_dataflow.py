@@ -230,6 +230,35 @@ def test_other_loops_are_not_dataloader_loops(header: str) -> None:
     assert not analysis.dataflow.is_dataloader_loop(loop)
 
 
+@pytest.mark.parametrize(
+    ("annotation", "loader"),
+    [
+        ("DataLoader", True),
+        ("data.DataLoader", True),
+        ('"DataLoader"', True),
+        ("Optional[DataLoader]", True),
+        ("DataLoader | None", True),
+        ("Union[DataLoader, None]", True),
+        ("DataLoader[Batch]", True),
+        ("Optional[DataLoader[Batch]]", True),
+        ("list[DataLoader]", False),
+        ("Dict[str, DataLoader]", False),
+        ("Union[DataLoader, List[DataLoader]]", False),
+        ("Iterable", False),
+    ],
+)
+def test_a_parameter_annotated_as_a_dataloader_is_one(annotation: str, loader: bool) -> None:
+    analysis = _analysis(
+        f"""
+        def fit(net, train_iter: {annotation}):
+            for entry in train_iter:
+                pass
+        """
+    )
+    (loop,) = _loops(analysis)
+    assert analysis.dataflow.is_dataloader_loop(loop) is loader
+
+
 def _receivers_in_batch(source: str) -> dict[str, bool]:
     analysis = _analysis(source)
     (loop, *_) = _loops(analysis)

@@ -99,3 +99,14 @@ def test_the_oom_pattern_needs_the_word_in_any_case() -> None:
 def test_split_search_on_real_shapes(text: bytes) -> None:
     for pattern in PATTERNS:
         assert search(pattern, text) == (re.search(pattern, text) is not None)
+
+
+@pytest.mark.parametrize("text", [
+    b"x = FloatTensor(3)", b"Tensor(a) and BoolTensor(1)", b"FloatTensor(a)", b"Tensor(",
+    b"LongTensor(7)", b"",
+])
+def test_a_text_inside_another_guards_it(text: bytes) -> None:
+    """``Tensor(`` is searched for before ``FloatTensor(``, and its absence skips the
+    longer one; its presence must not stop the longer one's own pattern from matching."""
+    pattern = rb"(?:FloatTensor|Tensor|BoolTensor|LongTensor)\(\d"
+    assert search(pattern, text) == (re.search(pattern, text) is not None)

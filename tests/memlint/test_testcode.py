@@ -125,6 +125,19 @@ if __name__ == "__main__":
      True),
     # a method named _test is no module self-check
     (SELF_TEST.replace("def _test():", "class Runner:\n  def _test(self):"), True),
+    # a parameterless public test() that makes up its inputs, switches nothing to eval and is
+    # called from no function: a smoke test (also when nothing calls it)
+    (SELF_TEST.replace("_test", "test").replace("        net.eval()\n", ""), False),
+    (SELF_TEST.replace("_test", "test").replace("        net.eval()\n", "").replace(
+        'if __name__ == "__main__":\n    test()\n', "# test()\n"), False),
+    # ... but not one that loops over data, takes parameters or that a function calls
+    (SELF_TEST.replace("_test", "test").replace("        net.eval()\n", "").replace(
+        "for model in [tinynet]:", "for model in models:"), True),
+    (SELF_TEST.replace("_test", "test").replace("        net.eval()\n", "").replace(
+        "def test():", "def test(models):").replace("[tinynet]", "models").replace(
+        "    test()\n", "    test([tinynet])\n"), True),
+    (SELF_TEST.replace("_test", "test").replace("        net.eval()\n", "").replace(
+        'if __name__ == "__main__":\n    test()\n', "def main():\n    test()\n"), True),
 ])
 def test_module_self_test_is_not_evaluation_code(source: str, flagged: bool) -> None:
     from memlint.engine import lint_source
