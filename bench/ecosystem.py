@@ -37,6 +37,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind16       # the 16th blind set (bench/blind16_labels.csv)
     python bench/ecosystem.py --set blind17       # the 17th blind set (bench/blind17_labels.csv)
     python bench/ecosystem.py --set blind18       # the 18th blind set (bench/blind18_labels.csv)
+    python bench/ecosystem.py --set blind19       # the 19th blind set (bench/blind19_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -470,6 +471,29 @@ BLIND18_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A 19th blind set: computer vision, medical imaging, graph learning, point clouds and
+# self-supervised learning: a minimal YOLOv3 with its train/test/detect scripts
+# (pytorchyolo), object-detection training on fastai/Lightning (icevision), human pose
+# estimation with its trainer, evaluator and predictor (openpifpaf), a DeepSORT tracker's
+# appearance embedders (deep-sort-realtime), biomedical segmentation trainers and inference
+# (nnunet, v1), lung CT segmentation inference (lungmask), life-science graph networks with
+# their training utilities (dgllife), point-cloud training frameworks (torch-points3d,
+# learning3d) and a BYOL self-supervised learner (byol-pytorch), labelled by reading their
+# training, evaluation and data-loading code before memlint's findings on it were read.
+BLIND19_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("byol-pytorch", "0.9.1"),
+    ("deep-sort-realtime", "1.3.2"),
+    ("dgllife", "0.3.2"),
+    ("icevision", "0.12.0"),
+    ("learning3d", "0.2.2"),
+    ("lungmask", "0.2.22"),
+    ("nnunet", "1.7.1"),
+    ("openpifpaf", "0.13.11"),
+    ("pytorchyolo", "1.8.0"),
+    ("torch-points3d", "1.3.0"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -497,6 +521,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind16": _blind("blind16", BLIND16_PACKAGES),
     "blind17": _blind("blind17", BLIND17_PACKAGES),
     "blind18": _blind("blind18", BLIND18_PACKAGES),
+    "blind19": _blind("blind19", BLIND19_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -251,9 +251,24 @@ _TEST_SUPPORT = re.compile(
 )
 
 
+# A `test_*.py` directly inside an examples/scripts/tools/demo folder is a command-line script
+# that evaluates a trained model (`examples/test_dcp.py`, `tools/test_net.py`), run with
+# argparse, not a module of pytest tests, unless a folder above it is test code itself
+# (gpytorch's `test/examples/test_*.py`, accelerate's `test_utils/scripts/test_*.py`).
+_SCRIPT_FOLDER = re.compile(r"(?:^|[/\\])(?:examples?|scripts|tools|demos?)[/\\]test_[^/\\]*$")
+
+
+def _is_evaluation_script(path: str) -> bool:
+    if _SCRIPT_FOLDER.search(path) is None:
+        return False
+    folders = re.split(r"[/\\]", path)[:-1]
+    return not any(folder.startswith("test") for folder in folders)
+
+
 def is_pytest_module(path: str) -> bool:
-    """A file pytest collects by default (or its conftest)."""
-    return _PYTEST_MODULE.search(path) is not None
+    """A file pytest collects by default (or its conftest), evaluation scripts named
+    ``test_*.py`` in an examples/scripts/tools/demo folder left out."""
+    return _PYTEST_MODULE.search(path) is not None and not _is_evaluation_script(path)
 
 
 def is_test_code(path: str) -> bool:

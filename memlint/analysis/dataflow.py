@@ -601,6 +601,7 @@ class DataflowAnalysis:
         self._class_moves: dict[cst.ClassDef, bool] = {}
         self._device_datasets: dict[cst.Call, bool] = {}
         self._returns: dict[cst.FunctionDef, frozenset[str]] = {}
+        self._host_helpers: dict[str, bool] = {}
         self._callers: dict[cst.FunctionDef, tuple[list[cst.Call], list[cst.Call]]] = {}
         self._blocks: dict[tuple[cst.CSTNode, bool], tuple[
             dict[cst.CSTNode, int], dict[str, list[tuple[int, cst.BaseExpression]]]]] = {}
@@ -1338,6 +1339,15 @@ class DataflowAnalysis:
                 return self.loader_source(expr.args[0].value) is not None
             if _call_name(expr) in _DATA_BUILDERS:
                 return any(self._derives(a.value, known, next_ok) for a in expr.args)
+            if isinstance(expr.func, cst.Name) and self._host_helper(expr.func.value):
+                # Given the batch alone (constants aside): `get_transformations(igt)`, not
+                # `run(model, x)`, whose result may come from elsewhere.
+                derived = [self._derives(a.value, known, next_ok) for a in expr.args]
+                return any(derived) and all(
+                    d or isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString))
+                    or (isinstance(a.value, cst.Name)
+                        and a.value.value in ("True", "False", "None"))
+                    for a, d in zip(expr.args, derived, strict=True))
             return False
         if isinstance(expr, _COMPREHENSIONS):
             for_in: cst.CompFor | None = expr.for_in
@@ -1357,6 +1367,35 @@ class DataflowAnalysis:
             return (self._derives(expr.body, known, next_ok)
                     or self._derives(expr.orelse, known, next_ok))
         return False
+
+    def _host_helper(self, name: str) -> bool:
+        """A module-level function of this file, the only one of its name, that computes its
+        results from its parameters on the host: every ``return`` hands on data derived from
+        them (views, arithmetic and tensor methods, as :meth:`_derives` reads them), and it
+        moves nothing to a device (``def get_transformations(igt): R = igt[:, :3, :3]; ...
+        return R.permute(0, 2, 1), ...``). What it returns from a batch is batch data still
+        on the host."""
+        cached = self._host_helpers.get(name)
+        if cached is not None:
+            return cached
+        self._host_helpers[name] = False  # a recursive helper is not followed
+        functions = self.tree.functions_by_name.get(name, ())
+        found = False
+        if len(functions) == 1 and self.tree.parent(functions[0]) is self.tree.module:
+            function = functions[0]
+            params = [p.name.value for p in (*function.params.posonly_params,
+                                             *function.params.params,
+                                             *function.params.kwonly_params)]
+            returns = [node for node in self.tree.walk(function.body)
+                       if isinstance(node, cst.Return)]
+            moves = any(isinstance(node, cst.Call) and transfer_method(node) is not None
+                        for node in self.tree.walk(function.body))
+            if params and returns and not moves and not function.decorators:
+                names = self._propagate(function.body, set(params))
+                found = all(ret.value is not None and self._derives(ret.value, names)
+                            for ret in returns)
+        self._host_helpers[name] = found
+        return found
 
     def is_batch_data(self, expr: cst.BaseExpression, loop: cst.For) -> bool:
         """Does ``expr`` (inside ``loop``'s body) hold batch data from the loop's DataLoader?

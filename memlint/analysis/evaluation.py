@@ -13,7 +13,6 @@ outputs a model collects there are consumed by the caller's backward pass.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,7 +23,7 @@ from memlint.analysis.calls import is_model_collection_name, method_name, receiv
 from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import Loop
-from memlint.vocabulary import EVAL_WORDS
+from memlint.vocabulary import EVAL_WORDS, is_pytest_module
 
 if TYPE_CHECKING:
     from memlint.analysis import ModuleAnalysis
@@ -65,8 +64,7 @@ class EvaluationCollections:
 
     def __init__(self, analysis: ModuleAnalysis, path: str) -> None:
         self.analysis = analysis
-        base = os.path.basename(path)
-        self._pytest_file = base.startswith("test_") or base.endswith("_test.py")
+        self._pytest_file = is_pytest_module(path)
         self._functions: dict[cst.FunctionDef | None, bool] = {}
         self._loop_bindings: dict[Loop, frozenset[str]] = {}
         self._model_loops: dict[Loop, bool] = {}

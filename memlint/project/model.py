@@ -376,12 +376,24 @@ class ProjectModel:
             return self._methods_without_grad[absolute]
         off = {name for name in klass.methods
                if (method := self._functions[where].get(f"{klass.qualname}.{name}")) is not None
-               and self.decorated_mode(where, method) == "off"}
+               and (self.decorated_mode(where, method) == "off"
+                    or self._body_without_grad(where, method))}
         for base_module, base in self._project_bases(where, klass):
             inherited = self.methods_without_grad(f"{base_module}.{base.qualname}", depth + 1)
             off |= inherited - set(klass.methods)
         self._methods_without_grad[absolute] = frozenset(off)
         return self._methods_without_grad[absolute]
+
+    def _body_without_grad(self, module: str, method: Function) -> bool:
+        """A method that switches grad off around all its own work: every call it makes on
+        the object (``self._internal_predict(x)``, ``self(x)``) sits in a ``with
+        torch.no_grad():`` block of its own (nnU-Net's ``predict_3D``), mode switches
+        (``self.eval()``) aside. Its callers build no graph through it."""
+        own = [site for site in method.sites
+               if (site.callee == "self" or site.callee.startswith("self."))
+               and site.callee.rsplit(".", 1)[-1] not in ("eval", "train")]
+        return bool(own) and all(self._innermost(module, site.switches, 0) == "off"
+                                 for site in own)
 
     def _callers_mode(self, module: str, function: Function) -> GradMode | None:
         """The mode every project call site of ``function`` runs it in, its decorators left

@@ -164,12 +164,14 @@ class EvalWithoutNoGrad(Rule):
     the tutorial-style ``test_epoch``, ``test_one_epoch`` and ``test_loop`` in a file that
     pytest would not collect (not ``test_*.py``, ``*_test.py`` or ``conftest.py``). Test
     modules, modules in a ``tests/`` folder and ``testing_*`` helpers are not checked: their
-    forwards are smoke checks on toy models. Nor is a module's own self-check, a module-level
-    ``_test()`` (or ``_test_*``) that its ``if __name__ == "__main__":`` block runs (model-zoo
-    modules build each network and assert its output shape on a random input), or a
-    parameterless module-level ``test()`` that makes up its inputs with torch factories,
-    loops over no data, switches no model to eval and is called from no function
-    (``# test()`` beside a sampler).
+    forwards are smoke checks on toy models. A ``test_*.py`` directly inside an
+    ``examples``, ``scripts``, ``tools`` or ``demo`` folder is an evaluation script
+    (``examples/test_dcp.py``, ``tools/test_net.py``), checked like any other. Nor is a
+    module's own self-check, a module-level ``_test()`` (or ``_test_*``) that its
+    ``if __name__ == "__main__":`` block runs (model-zoo modules build each network and
+    assert its output shape on a random input), or a parameterless module-level ``test()``
+    that makes up its inputs with torch factories, loops over no data, switches no model
+    to eval and is called from no function (``# test()`` beside a sampler).
 
     Across files (the project model): grad is off when a decorator or decorator factory
     defined anywhere in the project switches it off (one that returns
@@ -181,7 +183,10 @@ class EvalWithoutNoGrad(Rule):
     ``self.inference(im)`` in the base's decorated predict loop), and when the method called
     is decorated to run without gradients in the project class the receiver holds, its own
     or inherited (``self.encoder.encode(texts)``, or ``enc = Encoder(d).to(dev)`` then
-    ``enc.encode(texts)``, where another module defines ``@torch.no_grad() def encode``).
+    ``enc.encode(texts)``, where another module defines ``@torch.no_grad() def encode``),
+    or that method switches grad off around all its own work: every call it makes on the
+    object sits in a ``with torch.no_grad():`` block of its own (``self.network.predict_3D(
+    data)``, nnU-Net's network asserting its input and then predicting under no-grad).
     Role-named sub-networks
     are forwards too (``self.model.question_encoder(ids)``, ``text_encoder(tokens)``). A
     function is also evaluation code when a caller in another module switched a model to

@@ -23,11 +23,25 @@ from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, p
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
+    from memlint.analysis.imports import ImportTable
     from memlint.context import FileContext
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
 # pin_memory, ...): eight positional arguments reach pin_memory.
 _PIN_MEMORY_POSITION = 8
+
+
+def _is_cuda_tensor_type(expr: cst.BaseExpression, imports: ImportTable) -> bool:
+    """``torch.cuda.FloatTensor`` and its siblings (``torch.cuda.LongTensor``, ...)."""
+    name = imports.qualified_name(expr) or ""
+    return name.startswith("torch.cuda.") and name.endswith("Tensor")
+
+
+def _passes_non_blocking(call: cst.Call) -> bool:
+    """``non_blocking=`` given by keyword, or possibly through ``**kwargs``."""
+    return any(arg.star == "**" or (arg.keyword is not None
+                                    and arg.keyword.value == "non_blocking")
+               for arg in call.args)
 
 
 class BlockingHostToDevice(Rule):
@@ -129,13 +143,25 @@ class BlockingHostToDevice(Rule):
     (``if device is not None: x = x.to(device)`` with ``device=None`` as the default).
 
     Test code is not checked (pytest modules, modules in a ``tests/`` folder, ``testing_*``
-    helpers): it copies a batch or two of toy data, with no input pipeline to overlap.
+    helpers): it copies a batch or two of toy data, with no input pipeline to overlap. An
+    evaluation script named ``test_*.py`` in an ``examples``, ``scripts``, ``tools`` or
+    ``demo`` folder is no test module and is checked.
 
     Only moves to a device are reported: dtype casts (``.to(torch.float16)``),
     ``.to(other_tensor)``, copies to the host (``.cpu()``, ``.to("cpu")``, where
     ``non_blocking`` would need a later synchronisation), non-CUDA devices such as ``"mps"``,
     and scripts whose device is only ever ``"cpu"`` stay silent. A ``DataLoader`` that receives
     ``**kwargs`` may already pin memory and is not reported.
+
+    A value that a module-level helper of the same file computes from the batch alone
+    (views, arithmetic, tensor methods; nothing moved to a device inside) is batch data still
+    on the host: ``transformations = get_transformations(igt)`` then ``[t.to(device) for t in
+    transformations]``.
+
+    A cast to a CUDA tensor type is a copy too: ``imgs.type(torch.cuda.FloatTensor)``, also
+    through a name bound to one, alone or as a branch of a conditional (``Tensor =
+    torch.cuda.FloatTensor if cuda else torch.FloatTensor``, then ``imgs.type(Tensor)``, as
+    many YOLO and GAN scripts write it); ``Tensor.type`` takes ``non_blocking`` as well.
 
     ## Example
     ```python
@@ -186,6 +212,30 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        Valid("""
+            import torch
+            from torch.utils.data import DataLoader
+            def infer(model, x):
+                return model.forward(x)
+            def lift(x):
+                return x.to("cuda", non_blocking=True).float()
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            for x, _ in loader:  # a helper's result that is no function of the batch alone
+                out = infer(model, x)
+                out = [o.to("cuda") for o in out]
+                y = lift(x)  # a helper that moves: its result is on the device
+                y = y.to("cuda")
+        """),
+        Valid("""
+            import torch
+            from torch.utils.data import DataLoader
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            Tensor = torch.cuda.FloatTensor
+            for imgs, labels in loader:
+                imgs = imgs.type(torch.FloatTensor)  # a dtype cast on the host
+                imgs = imgs.type(Tensor, non_blocking=True)
+                labels = labels.type(torch.LongTensor)
+        """),
         Valid("""
             import torch
             from torch.utils.data import DataLoader
@@ -352,6 +402,72 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # Computed from the batch alone by a same-file helper that moves nothing: host data.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            def split_pose(igt):
+                rot = igt[:, :3, :3]
+                return rot.permute(0, 2, 1), igt[:, :3, 3]
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            for template, igt in loader:
+                poses = split_pose(igt)
+                poses = [t.to("cuda") for t in poses]
+            """,
+            lines=(10,),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            def split_pose(igt):
+                rot = igt[:, :3, :3]
+                return rot.permute(0, 2, 1), igt[:, :3, 3]
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            for template, igt in loader:
+                poses = split_pose(igt)
+                poses = [t.to("cuda", non_blocking=True) for t in poses]
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            for imgs, targets in loader:
+                imgs = imgs.type(torch.cuda.FloatTensor)
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            loader = DataLoader(ds, batch_size=8, pin_memory=True)
+            for imgs, targets in loader:
+                imgs = imgs.type(torch.cuda.FloatTensor, non_blocking=True)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            def evaluate(model, dataset):
+                loader = DataLoader(dataset, batch_size=8)
+                Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
+                for imgs, targets in loader:
+                    with torch.no_grad():
+                        outputs = model(imgs.type(Tensor))
+            """,
+            lines=(5, 9),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            def evaluate(model, dataset):
+                loader = DataLoader(dataset, batch_size=8)
+                Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
+                for imgs, targets in loader:
+                    with torch.no_grad():
+                        outputs = model(imgs.type(Tensor, non_blocking=True))
+            """,
+        ),
         # A progress wrapper named for tqdm, defined elsewhere, hands on the loader's batches.
         Invalid(
             """
@@ -734,19 +850,20 @@ class BlockingHostToDevice(Rule):
         self._handed: dict[cst.Call, None] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
-        if transfer_method(node) not in ("to", "cuda"):
+        cuda_type = self._cuda_type_cast(node)
+        if cuda_type is None and transfer_method(node) not in ("to", "cuda"):
             self._check_helper(node)
             return
         analysis = self.context.analysis
         # The call's own spelling first; the file-wide refinement (a CPU-only device name)
         # only for calls that do carry a host batch.
-        if not classify_to_target(node, analysis.imports).to_accelerator:
+        if cuda_type is None and not classify_to_target(node, analysis.imports).to_accelerator:
             return
         flow = analysis.dataflow
         origins = [o for o in flow.host_batch_origins(node) if flow.is_steady(o)]
         if not origins or self._optional_move(node) or self._plain_batches(origins):
             return
-        target = flow.device_target(node)
+        target = cuda_type if cuda_type is not None else flow.device_target(node)
         if not target.to_accelerator:
             return
         for origin in origins:
@@ -756,6 +873,46 @@ class BlockingHostToDevice(Rule):
         safety = FixSafety.SAFE if target is DeviceTarget.CUDA else FixSafety.UNSAFE
         fixed = append_arg(node, keyword_arg("non_blocking", cst.Name("True")))
         self.report(node, fix=Fix(safety, {node: fixed}))
+
+    def _cuda_type_cast(self, call: cst.Call) -> DeviceTarget | None:
+        """``x.type(torch.cuda.FloatTensor)``, also through a name the function (or the
+        module) binds to a CUDA tensor type, alone or as a branch of a conditional
+        (``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``): a copy to the
+        GPU that ``Tensor.type`` makes blocking unless given ``non_blocking=True``. CUDA when
+        the type is written at the call, the unknown accelerator when a name may hold the
+        host type (the fix is then unsafe, though a host-to-host cast ignores the flag)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "type"):
+            return None
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if len(positional) != 1 or _passes_non_blocking(call):
+            return None
+        arg = positional[0].value
+        imports = self.context.analysis.imports
+        if _is_cuda_tensor_type(arg, imports):
+            return DeviceTarget.CUDA
+        if not isinstance(arg, cst.Name):
+            return None
+        tree = self.context.analysis.tree
+        values: list[cst.BaseExpression] = []
+        for scope in (tree.enclosing_function(call), tree.module):
+            if scope is None:
+                continue
+            values = [
+                node.value for node in tree.walk(scope)
+                if isinstance(node, cst.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0].target, cst.Name)
+                and node.targets[0].target.value == arg.value
+            ]
+            if values:
+                break
+        if not values or not all(
+                _is_cuda_tensor_type(v, imports) or (
+                    isinstance(v, cst.IfExp) and (_is_cuda_tensor_type(v.body, imports)
+                                                  or _is_cuda_tensor_type(v.orelse, imports)))
+                for v in values):
+            return None
+        return DeviceTarget.ACCELERATOR
 
     def _check_helper(self, call: cst.Call) -> None:
         """A helper from another module of the project that copies what it is given to a

@@ -40,11 +40,14 @@ _CASTS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short
 # and run on the device after the fix. `expand` returns a broadcast view where the move
 # returned a fresh tensor (an in-place write would now fail): no safe fix with it.
 _SHAPE_OPS = frozenset({"view", "reshape", "unsqueeze", "squeeze", "flatten", "repeat",
-                        "permute", "transpose", "t", "expand", "triu", "tril"})
+                        "permute", "transpose", "t", "expand", "triu", "tril",
+                        # given a tensor, they read only its shape: `torch.eye(4)
+                        # .expand_as(igt).to(igt.device)`
+                        "expand_as", "view_as", "reshape_as"})
 # Mask builders given the factory's result (`torch.triu(torch.ones(n, n), diagonal=1)`): the
 # same values on either device, so the fix moves the factory inside them.
 _MASK_FUNCTIONS = frozenset(f"torch.{name}" for name in MASK_FUNCTION_NAMES)
-_ALIASING_SHAPE_OPS = frozenset({"expand"})
+_ALIASING_SHAPE_OPS = frozenset({"expand", "expand_as"})
 # Wrappers that hand on the host tensor they are given: `nn.Parameter(torch.zeros(n)).cuda()`
 # still builds on the host and copies. No fix: a moved Parameter is a plain tensor, so the
 # author's intent is not clear from the line.
@@ -146,7 +149,17 @@ _CONSTANT_METHODS = frozenset({
     "eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "div", "pow", "neg", "abs",
     "log", "log2", "exp", "sqrt", "clamp", "fill_", "zero_", "normal_", "uniform_",
     "bernoulli_", "random_", "exponential_", "add_", "sub_", "mul_", "div_", "clamp_",
+    "round", "floor", "ceil", "round_", "floor_", "ceil_",
 })
+# The methods a chain from a factory to its move may call, for the trigger pattern.
+_CHAIN_METHODS = (
+    rb"(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
+    rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
+    rb"|expand_as|view_as|reshape_as"
+    rb"|triu|tril|requires_grad_|eq|ne|lt|le|gt|ge|add|sub|mul|div|pow|neg|abs|log|log2"
+    rb"|exp|sqrt|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random_|exponential_|add_"
+    rb"|sub_|mul_|div_|clamp_|round|floor|ceil|round_|floor_|ceil_)"
+)
 _CONSTANT_FUNCTIONS = frozenset(f"torch.{name}" for name in ELEMENTWISE_FUNCTION_NAMES)
 _CONSTANT_NAMES = frozenset({"True", "False", "None"})
 _CONSTANT_ATTRIBUTES = frozenset({"inf", "nan", "pi", "e"})
@@ -387,7 +400,9 @@ class FactoryThenMove(Rule):
     Flags a tensor factory whose result is immediately moved to an accelerator:
     ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
     also with dtype casts or shape ops in between: ``torch.arange(n).float().to(device)``,
-    ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, ``.type()`` to a dtype or a
+    ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, also shaped after another
+    tensor (``torch.eye(4).expand_as(T).to(T.device)``, ``view_as``, ``reshape_as``: only
+    its shape is read), ``.type()`` to a dtype or a
     host tensor type (``torch.zeros(k, b).type(torch.ByteTensor).to(device)``), and with
     starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``, and
     causal masks built from a factory (``torch.triu(torch.ones(n, n), 1).to(device)``, also
@@ -413,7 +428,8 @@ class FactoryThenMove(Rule):
     binds to arithmetic of a number (``keep_prob = 1 - self.rate`` then
     ``(torch.rand(shape) + keep_prob).to(x.device)``), such a method
     (``torch.zeros(b, 1).eq(1)``, an in-place fill ``torch.zeros(d, k).normal_(0,
-    0.01)``) or a torch function of the tensor (``torch.log2(torch.arange(2, k +
+    0.01)``, rounding and clamping after arithmetic: ``(torch.rand(s) * 4).round()
+    .clamp_(0, 3).cuda()``) or a torch function of the tensor (``torch.log2(torch.arange(2, k +
     2).float()).to(device)``): the values are the factory's alone, so they can be computed
     where they are used. A step that reads other data (``torch.arange(k) < lengths``) is
     left alone.
@@ -510,15 +526,12 @@ class FactoryThenMove(Rule):
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
         rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
-        rb"(?:\s*\.(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
-        rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
-        rb"|triu|tril|requires_grad_|eq|ne|lt|le|gt|ge|add|sub|mul|div|pow|neg|abs|log|log2"
-        rb"|exp|sqrt|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random_|exponential_|add_"
-        rb"|sub_|mul_|div_|clamp_)"
-        rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
+        rb"(?:\s*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
         # Closed by a wrapper's other arguments, or by a comparison or arithmetic with a
-        # constant inside parentheses: `(torch.ones(n) == 1).to(device)`.
-        rb"(?:\s*(?:[,=!<>*/+-][^()]*)?\))?"
+        # constant inside parentheses (`(torch.ones(n) == 1).to(device)`), maybe with more
+        # elementwise steps after it (`(torch.rand(s) * 4).round().clamp_(0, 3).cuda()`).
+        rb"(?:\s*(?:[,=!<>*/+-][^()]*)?\)"
+        rb"(?:\s*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\))*)?"
         rb"\s*\.(?:cuda|to|type_as)\("
         # Or the statement that built it ends there and the next one (maybe under an `if`)
         # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
@@ -663,6 +676,33 @@ class FactoryThenMove(Rule):
         ),
     )
     invalid = (
+        # Shaped after another tensor: expand_as reads only igt's shape (no safe fix: expand
+        # returns a broadcast view); view_as gives a fresh tensor's view, fixable.
+        Invalid(
+            """
+            import torch
+            def transform_error(igt, est):
+                eye = torch.eye(4).expand_as(igt).to(igt.device)
+                ones = torch.ones(16).view_as(est).cuda()
+                return eye, ones
+            """,
+            lines=(4, 5),
+            fixed="""
+            import torch
+            def transform_error(igt, est):
+                eye = torch.eye(4, device=igt.device).expand_as(igt)
+                ones = torch.ones(16, device="cuda").view_as(est)
+                return eye, ones
+            """,
+        ),
+        # Constant arithmetic, then rounding and clamping: all the factory's own values.
+        Invalid(
+            """
+            import torch
+            dummy_gt = (torch.rand((2, 1, 64, 64)) * 4).round().clamp_(0, 3).cuda().long()
+            """,
+            lines=(3,),
+        ),
         # A shape function given the factory's result: the same values on either device, so
         # the fix moves the device into the factory.
         Invalid(

@@ -37,6 +37,12 @@ PLACING_METHODS = frozenset({"to", "cuda", "cpu"})
 HOST_METHODS = frozenset({"cpu", "numpy", "tolist"})
 TEST_FILE = re.compile(r"^test_.*\.py$|_test\.py$|^conftest\.py$")
 DATASET_NAME = re.compile(r"data_?set", re.IGNORECASE)
+# A module in a package's data folder (`torch_points3d/datasets/registration/`,
+# `neuralop/data/datasets/`): dataset classes and their preprocessing, whose tensor files
+# the package wrote on the host. Only the nearest folders count, so that a checkout kept
+# under `/data/` is not all data code.
+DATA_FOLDER = frozenset({"data", "dataset", "datasets"})
+_DATA_FOLDER_DEPTH = 3
 
 
 class LoadWithoutMapLocation(Rule):
@@ -64,8 +70,9 @@ class LoadWithoutMapLocation(Rule):
       (`training_args.bin`, `config.pt`, `self.vocab_file`, `label_map.pt`,
       `train_tokens.pt`, `shard_03.pt`), also a path a helper builds
       (`self.get_chunk_path(i)`);
-    - dataset code (a `*Dataset` class, `__getitem__`, a `*dataset*` function: data written
-      on the CPU) and tests (`test_*.py`, `test*` functions: they must load on CPU-only CI).
+    - dataset code (a `*Dataset` class, `__getitem__`, a `*dataset*` function, a module
+      in a `data`/`datasets` folder of its package: data written on the CPU) and tests
+      (`test_*.py`, `test*` functions: they must load on CPU-only CI).
 
     The rule cannot see where a file was written, so it stays opt-in: resuming training
     from a checkpoint that a GPU run saved is where it earns its keep, and loading a
@@ -501,6 +508,9 @@ class LoadWithoutMapLocation(Rule):
         """Tests run on CPU-only CI, so their files load anywhere; a dataset's files hold
         data written on the CPU (and loader workers cannot hold CUDA tensors)."""
         if TEST_FILE.search(os.path.basename(self.context.path)):
+            return True
+        folders = re.split(r"[/\\]", self.context.path)[:-1][-_DATA_FOLDER_DEPTH:]
+        if any(folder.lower() in DATA_FOLDER for folder in folders):
             return True
         tree = self.context.analysis.tree
         for anc in tree.ancestors(load):

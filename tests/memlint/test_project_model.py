@@ -908,3 +908,39 @@ def test_a_models_predict_api_is_known_when_the_project_only_calls_it_without_gr
                     return self.forward(u, i)
         """)
     assert m.view("nets").predict_without_grad == frozenset()  # nobody calls it: users will
+
+
+def test_a_method_that_switches_grad_off_around_its_own_work_runs_without_grad() -> None:
+    # nnU-Net's SegmentationNetwork.predict_3D: checks first, then every call on the object
+    # inside `with torch.no_grad():`; a subclass built in another module inherits it.
+    m = model(
+        nets="""
+            import torch
+            from torch import nn
+            class SegmentationNetwork(nn.Module):
+                def predict_3D(self, x, mixed_precision=False):
+                    assert len(x.shape) == 4
+                    self.eval()
+                    with torch.no_grad():
+                        return self._internal_predict(x)
+                def half_way(self, x):
+                    y = self.encoder(x)
+                    with torch.no_grad():
+                        return self.decoder(y)
+                def nothing_of_its_own(self, x):
+                    with torch.no_grad():
+                        return len(x)
+            class UNet(SegmentationNetwork):
+                pass
+        """,
+        trainer="""
+            from .nets import UNet
+            class Trainer:
+                def initialize(self):
+                    self.network = UNet()
+        """,
+    )
+    off = m.methods_without_grad("nets.UNet")
+    assert "predict_3D" in off
+    assert "half_way" not in off  # the encoder runs with grad on
+    assert "nothing_of_its_own" not in off  # no call on the object at all

@@ -18,6 +18,16 @@ from memlint.analysis.testcode import is_pytest_module, is_test_code
     ("src/pkg/contest.py", False, False),
     ("tests/memlint/corpus/eval_helpers.py", False, False),
     ("latest/train.py", False, False),
+    # evaluation scripts named test_*.py in an examples/scripts/tools folder (learning3d's
+    # examples/test_dcp.py, tools/test_net.py): argparse scripts, not pytest modules
+    ("learning3d/examples/test_dcp.py", False, False),
+    ("tools/test_net.py", False, False),
+    ("scripts/test_model.py", False, False),
+    ("examples/conftest.py", True, True),
+    ("examples/tests/test_example.py", True, True),
+    ("examples/training_test.py", True, True),
+    ("test/examples/test_svgp_regression.py", True, True),
+    ("src/pkg/test_utils/scripts/test_sync.py", True, True),
 ])
 def test_test_code_paths(path: str, pytest_module: bool, test_code: bool) -> None:
     assert is_pytest_module(path) is pytest_module
@@ -36,6 +46,7 @@ for x, y in loader:
 @pytest.mark.parametrize(("path", "flagged"), [
     ("train.py", True),
     ("tests/test_loader.py", False),
+    ("examples/test_pointnet.py", True),
     ("pkg/tests/helpers.py", False),
 ])
 def test_blocking_copy_is_not_reported_in_test_code(path: str, flagged: bool) -> None:
@@ -59,6 +70,7 @@ def evaluate(model, loader):
 @pytest.mark.parametrize(("path", "flagged"), [
     ("evaluate.py", True),
     ("tests/test_eval.py", False),
+    ("examples/test_eval.py", True),
 ])
 def test_eval_outputs_are_not_reported_in_test_code(path: str, flagged: bool) -> None:
     from memlint.engine import lint_source
@@ -147,3 +159,28 @@ def test_is_module_self_test() -> None:
     other = TreeIndex(cst.parse_module(SELF_TEST.replace("if __name__", "if __file__")))
     (function,) = other.functions_by_name["_test"]
     assert not is_module_self_test(function, other)
+
+
+EVAL_SCRIPT = b"""\
+import torch
+
+
+def test_one_epoch(device, model, test_loader):
+    model.eval()
+    for points, target in test_loader:
+        output = model(points.to(device))
+"""
+
+
+@pytest.mark.parametrize(("path", "flagged"), [
+    ("examples/test_pointnet.py", True),
+    ("test_pointnet.py", False),
+])
+def test_an_evaluation_script_named_test_in_an_examples_folder_is_checked(
+        path: str, flagged: bool) -> None:
+    from memlint.engine import lint_source
+    from memlint.rules.mem002_eval_without_no_grad import EvalWithoutNoGrad
+
+    found = [d.code for d in lint_source(path, EVAL_SCRIPT, [EvalWithoutNoGrad])]
+    assert bool(found) is flagged
+
