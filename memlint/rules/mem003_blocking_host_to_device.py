@@ -94,7 +94,9 @@ class BlockingHostToDevice(Rule):
     (``if "CI" in os.environ:``, a few random samples for a smoke run) needs no pinning,
     nor does a call of a same-file loader factory named like a DataLoader that picks
     ``pin_memory`` itself (``def NNDataLoader(...): return DataLoader(..., pin_memory=True)``);
-    one that takes it as a parameter is reported where it is called without it.
+    one that takes it as a parameter is reported where it is called without it. A move to
+    the device of a batch tensor still on the host (``y.to(x.device)`` with ``x`` not moved
+    yet) copies nothing and is left alone.
 
     Not followed yet: loaders and engines defined in another file, list/set/dict
     comprehensions over a loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()``
@@ -189,6 +191,12 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        Valid("""
+            from torch.utils.data import DataLoader
+            def bits_per_dim(model, dataset):
+                for x, y in DataLoader(dataset, batch_size=64):
+                    model.log_prob(x, y.to(x.device))  # x is still on the host: no copy
+        """),
         Valid("""
             from torch.utils.data import DataLoader as TorchDataLoader
             def NNDataLoader(dataset, batch_size, shuffle=False):
@@ -365,6 +373,24 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # The device of a batch tensor moved earlier in the iteration is the accelerator.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            def fit(model, dataset, device):
+                for x, y in DataLoader(dataset, batch_size=64, pin_memory=True):
+                    x = x.to(device, non_blocking=True)
+                    model(x, y.to(x.device))
+            """,
+            lines=(6,),
+            fixed="""
+            from torch.utils.data import DataLoader
+            def fit(model, dataset, device):
+                for x, y in DataLoader(dataset, batch_size=64, pin_memory=True):
+                    x = x.to(device, non_blocking=True)
+                    model(x, y.to(x.device, non_blocking=True))
+            """,
+        ),
         # A loader factory that leaves pin_memory to its caller (off by default): the
         # call that does not ask for it is reported.
         Invalid(
