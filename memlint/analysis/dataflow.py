@@ -648,8 +648,9 @@ class DataflowAnalysis:
         return kind
 
     def _host_batch_device(self, arg: cst.BaseExpression | None, call: cst.Call) -> bool:
-        """``y.to(x.device)`` where ``x`` is, at ``call``, batch data still on the host (the
-        same batch's unmoved input): the target is the host, the call copies nothing.
+        """``y.to(x.device)`` where ``x`` is, at ``call``, batch data of a loop of the same
+        function still on the host (the same batch's unmoved input): the target is the
+        host, the call copies nothing.
 
         Not when a loader behind ``x`` is a class of this file or a project class named like
         a DataLoader that is none: it assembles its batches itself, maybe on the device
@@ -657,7 +658,11 @@ class DataflowAnalysis:
         if not (isinstance(arg, cst.Attribute) and arg.attr.value == "device"
                 and isinstance(arg.value, cst.Name)):
             return False
-        origins = [o for o in self._origins(arg.value, call, 0, set()) if self.is_steady(o)]
+        # Only batch data of this function's own loops: what callers pass for a parameter
+        # may have been moved on the way (ART's `_projection(values)` gets a perturbation
+        # already on the device).
+        origins = [o for o in self._origins(arg.value, call, _MAX_HOPS, set())
+                   if self.is_steady(o)]
         if not origins:
             return False
         project = self.project

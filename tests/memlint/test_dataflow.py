@@ -183,6 +183,23 @@ def test_the_device_of_a_batch_tensor_still_on_the_host_is_the_host() -> None:
     assert analysis.dataflow.device_target(second) is DeviceTarget.ACCELERATOR
 
 
+def test_the_device_of_a_parameter_a_loop_passes_stays_a_device() -> None:
+    # ART's PGD `_projection(values)`: the caller hands over batch-derived values that may
+    # have been moved on the way; only the function's own loops decide.
+    analysis = _analysis(
+        """
+        import torch
+        def project(values, eps):
+            return torch.minimum(values, torch.ones(1).to(values.device) * eps)
+        def attack(model, loader, eps):
+            for x, y in loader:
+                x = project(x, eps)
+        """
+    )
+    (call,) = _calls(analysis, "to")
+    assert analysis.dataflow.device_target(call) is DeviceTarget.ACCELERATOR
+
+
 def test_device_name_with_any_accelerator_binding_stays_a_device() -> None:
     analysis = _analysis(
         """
