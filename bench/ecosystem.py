@@ -494,6 +494,28 @@ BLIND19_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# A 20th blind set: reinforcement learning, generative models, audio and scientific ML:
+# legged-robot PPO runners (rsl-rl-lib), normalizing flows (normflows), conditional flow
+# matching (torchcfm), speech restoration with a vocoder (voicefixer), single-cell RNA
+# background removal with pyro (cellbender), spatial transcriptomics mapping (tangram-sc),
+# machine-learned interatomic potentials with trainers (sevenn), crystal graph networks with
+# their trainer (alignn), physics-informed neural networks and operators (pina-mathlab) and
+# molecular property training and inference (unimol-tools), labelled by reading their
+# training, evaluation and data-loading code before memlint's findings on it were read.
+BLIND20_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("rsl-rl-lib", "5.5.1"),
+    ("normflows", "1.7.3"),
+    ("torchcfm", "1.0.7"),
+    ("voicefixer", "0.1.3"),
+    ("cellbender", "0.4.0"),
+    ("tangram-sc", "1.0.4"),
+    ("sevenn", "0.13.0"),
+    ("alignn", "2026.8.11"),
+    ("pina-mathlab", "0.3.2.post2610"),
+    ("unimol-tools", "0.1.6"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -522,6 +544,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind17": _blind("blind17", BLIND17_PACKAGES),
     "blind18": _blind("blind18", BLIND18_PACKAGES),
     "blind19": _blind("blind19", BLIND19_PACKAGES),
+    "blind20": _blind("blind20", BLIND20_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -644,7 +644,36 @@ class DataflowAnalysis:
             name = None if arg is None else dotted_name(arg)
             if name is not None and self._host_name_at(name, call):
                 return DeviceTarget.HOST
+            if self._host_batch_device(arg, call):
+                return DeviceTarget.HOST
         return kind
+
+    def _host_batch_device(self, arg: cst.BaseExpression | None, call: cst.Call) -> bool:
+        """``y.to(x.device)`` where ``x`` is, at ``call``, batch data of a loop of the same
+        function still on the host (the same batch's unmoved input): the target is the
+        host, the call copies nothing.
+
+        Not when a loader behind ``x`` is a class of this file or a project class named like
+        a DataLoader that is none: it assembles its batches itself, maybe on the device
+        (cellbender's ``DataLoader`` returns ``dense_tensor.to(device=self.device)``)."""
+        if not (isinstance(arg, cst.Attribute) and arg.attr.value == "device"
+                and isinstance(arg.value, cst.Name)):
+            return False
+        # Only batch data of this function's own loops: what callers pass for a parameter
+        # may have been moved on the way (ART's `_projection(values)` gets a perturbation
+        # already on the device).
+        origins = [o for o in self._origins(arg.value, call, _MAX_HOPS, set())
+                   if self.is_steady(o)]
+        if not origins:
+            return False
+        project = self.project
+        for loader in self.loaders_feeding_origins(origins):
+            written = dotted_name(loader.func)
+            if written is not None and (
+                    written in self.tree.classes_by_name  # a loader class of this file
+                    or (project is not None and project.is_plain_loader(written))):
+                return False
+        return True
 
     def _host_name_at(self, name: str, at: cst.CSTNode) -> bool:
         """``name`` is bound only to the CPU in this file, and at ``at`` it is not a pytest

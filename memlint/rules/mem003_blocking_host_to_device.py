@@ -105,7 +105,12 @@ class BlockingHostToDevice(Rule):
     (``to_device(batch, "cpu")``), and loops over a collection of loaders (``for dl in
     loaders:`` hands on loaders, whose ``to()`` copies nothing). A loader built only when the
     script runs on a CI service
-    (``if "CI" in os.environ:``, a few random samples for a smoke run) needs no pinning.
+    (``if "CI" in os.environ:``, a few random samples for a smoke run) needs no pinning,
+    nor does a call of a same-file loader factory named like a DataLoader that picks
+    ``pin_memory`` itself (``def NNDataLoader(...): return DataLoader(..., pin_memory=True)``);
+    one that takes it as a parameter is reported where it is called without it. A move to
+    the device of a batch tensor still on the host (``y.to(x.device)`` with ``x`` not moved
+    yet) copies nothing and is left alone.
 
     Not followed yet: loaders and engines defined in another file, list/set/dict
     comprehensions over a loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()``
@@ -212,6 +217,22 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        Valid("""
+            from torch.utils.data import DataLoader
+            def bits_per_dim(model, dataset):
+                for x, y in DataLoader(dataset, batch_size=64):
+                    model.log_prob(x, y.to(x.device))  # x is still on the host: no copy
+        """),
+        Valid("""
+            from torch.utils.data import DataLoader as TorchDataLoader
+            def NNDataLoader(dataset, batch_size, shuffle=False):
+                loader = TorchDataLoader(dataset, batch_size, shuffle=shuffle, pin_memory=True)
+                return loader
+            def fit(model, dataset, device):
+                train_loader = NNDataLoader(dataset, 32, shuffle=True)
+                for x, y in train_loader:
+                    model(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
+        """),
         Valid("""
             import torch
             from torch.utils.data import DataLoader
@@ -467,6 +488,38 @@ class BlockingHostToDevice(Rule):
                     with torch.no_grad():
                         outputs = model(imgs.type(Tensor, non_blocking=True))
             """,
+        ),
+        # The device of a batch tensor moved earlier in the iteration is the accelerator.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            def fit(model, dataset, device):
+                for x, y in DataLoader(dataset, batch_size=64, pin_memory=True):
+                    x = x.to(device, non_blocking=True)
+                    model(x, y.to(x.device))
+            """,
+            lines=(6,),
+            fixed="""
+            from torch.utils.data import DataLoader
+            def fit(model, dataset, device):
+                for x, y in DataLoader(dataset, batch_size=64, pin_memory=True):
+                    x = x.to(device, non_blocking=True)
+                    model(x, y.to(x.device, non_blocking=True))
+            """,
+        ),
+        # A loader factory that leaves pin_memory to its caller (off by default): the
+        # call that does not ask for it is reported.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader as TorchDataLoader
+            def NNDataLoader(dataset, batch_size, pin_memory=False):
+                return TorchDataLoader(dataset, batch_size, pin_memory=pin_memory)
+            def fit(model, dataset, device):
+                train_loader = NNDataLoader(dataset, 32)
+                for x, y in train_loader:
+                    model(x.to(device, non_blocking=True), y.to(device, non_blocking=True))
+            """,
+            lines=(6,),
         ),
         # A progress wrapper named for tqdm, defined elsewhere, hands on the loader's batches.
         Invalid(
@@ -957,6 +1010,34 @@ class BlockingHostToDevice(Rule):
         written = dotted_name(call.func)
         return project is not None and written is not None and project.is_plain_loader(written)
 
+    def _pinning_factory(self, call: cst.Call) -> bool:
+        """``NNDataLoader(dataset=ds, batch_size=32)`` where this file's ``def
+        NNDataLoader(...)`` builds the DataLoader it hands out with ``pin_memory`` chosen
+        inside (``pin_memory=True``, not one of its own parameters): the call is no
+        DataLoader construction, the loader it returns is pinned already."""
+        if not isinstance(call.func, cst.Name):
+            return False
+        analysis = self.context.analysis
+        tree = analysis.tree
+        functions = tree.functions_by_name.get(call.func.value, ())
+        if not functions:
+            return False
+        for function in functions:
+            params = {p.name.value for p in (*function.params.params,
+                                             *function.params.kwonly_params,
+                                             *function.params.posonly_params)}
+            loaders = [node for node in tree.walk(function.body) if isinstance(node, cst.Call)
+                       and analysis.dataflow.is_dataloader_call(node)]
+            if not loaders:
+                return False
+            for loader in loaders:
+                chosen = [a.value for a in loader.args
+                          if a.keyword is not None and a.keyword.value == "pin_memory"]
+                if not chosen or (isinstance(chosen[0], cst.Name)
+                                  and chosen[0].value in params):
+                    return False
+        return True
+
     def _plain_batches(self, origins: list[BatchOrigin]) -> bool:
         """Every loader behind ``origins`` is such a class: its batches are built by the
         class itself in pageable memory, nothing an asynchronous copy could overlap."""
@@ -997,6 +1078,7 @@ class BlockingHostToDevice(Rule):
             if (
                 has_keyword(call, "pin_memory")
                 or self._plain_loader(call)
+                or self._pinning_factory(call)
                 or has_star_args(call)
                 or positional_count(call) >= _PIN_MEMORY_POSITION
                 or in_ci_branch(call, self.context.analysis.tree)

@@ -703,6 +703,38 @@ class FactoryThenMove(Rule):
             """,
             lines=(3,),
         ),
+        # A project class named like a DataLoader that is none may hand out device tensors
+        # (cellbender's batches come back `.to(device=self.device)`): its batch's device is
+        # no proof of the host.
+        Invalid(
+            """
+            import torch
+            class DataLoader:
+                def __init__(self, data, device):
+                    self.data, self.device = data, device
+                def __iter__(self):
+                    for chunk in self.data:
+                        yield chunk.to(device=self.device)
+            def posterior(model, data, device):
+                for batch in DataLoader(data, device):
+                    counts = torch.arange(10).to(batch.device)
+                    model(batch, counts)
+            """,
+            lines=(11,),
+            fixed="""
+            import torch
+            class DataLoader:
+                def __init__(self, data, device):
+                    self.data, self.device = data, device
+                def __iter__(self):
+                    for chunk in self.data:
+                        yield chunk.to(device=self.device)
+            def posterior(model, data, device):
+                for batch in DataLoader(data, device):
+                    counts = torch.arange(10, device=batch.device)
+                    model(batch, counts)
+            """,
+        ),
         # A shape function given the factory's result: the same values on either device, so
         # the fix moves the device into the factory.
         Invalid(

@@ -166,6 +166,40 @@ def test_a_parameter_the_cpu_only_script_passes_keeps_the_host_verdict() -> None
     assert analysis.dataflow.device_target(call) is DeviceTarget.HOST
 
 
+def test_the_device_of_a_batch_tensor_still_on_the_host_is_the_host() -> None:
+    # normflows' bitsPerDatasetDL: `y.to(x.device)` with `x` the same batch, not moved.
+    analysis = _analysis(
+        """
+        for x, y in loader:
+            log_p = model(x, y.to(x.device))
+        for x, y in loader:
+            x = x.to(device)
+            log_p = model(x, y.to(x.device))
+        """
+    )
+    first, moved, second = _calls(analysis, "to")
+    assert analysis.dataflow.device_target(first) is DeviceTarget.HOST
+    assert analysis.dataflow.device_target(moved) is DeviceTarget.ACCELERATOR
+    assert analysis.dataflow.device_target(second) is DeviceTarget.ACCELERATOR
+
+
+def test_the_device_of_a_parameter_a_loop_passes_stays_a_device() -> None:
+    # ART's PGD `_projection(values)`: the caller hands over batch-derived values that may
+    # have been moved on the way; only the function's own loops decide.
+    analysis = _analysis(
+        """
+        import torch
+        def project(values, eps):
+            return torch.minimum(values, torch.ones(1).to(values.device) * eps)
+        def attack(model, loader, eps):
+            for x, y in loader:
+                x = project(x, eps)
+        """
+    )
+    (call,) = _calls(analysis, "to")
+    assert analysis.dataflow.device_target(call) is DeviceTarget.ACCELERATOR
+
+
 def test_device_name_with_any_accelerator_binding_stays_a_device() -> None:
     analysis = _analysis(
         """
