@@ -697,15 +697,6 @@ class DataflowAnalysis:
                 return not function.name.value.startswith("test")
             function = self.tree.enclosing_function(function)
         return True
-        function = self.tree.enclosing_function(at)
-        while function is not None:
-            params = function.params
-            if any(p.name.value == name for p in (*params.posonly_params, *params.params,
-                                                  *params.kwonly_params)):
-                callers, uses = self._callers_of(function)
-                return bool(callers or uses)
-            function = self.tree.enclosing_function(function)
-        return True
 
     def _moves_to_accelerator(self, call: cst.Call) -> bool:
         """The call's own spelling says it moves to an accelerator. Cheaper than
