@@ -34,6 +34,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -41,8 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# Where setup_suites.sh put the suites, and the interpreter that runs them; on a machine
+# with no package registry (the lent GPU machine) --work and --python point at carried trees
+# and at an interpreter that already holds the suites' dependencies.
 WORK = HERE / ".work"
-PYTHON = WORK / "suites-venv" / "bin" / "python"
+PYTHON = str(WORK / "suites-venv" / "bin" / "python")
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,7 @@ class Run:
 def _run(suite: Suite, extra: list[str], plugin_dir: str | None = None) -> Run:
     tag = "-".join(a.lstrip("-") for a in extra[:2]) + ("-before" if plugin_dir else "")
     report = WORK / f"{suite.name}-{tag}.outcomes"
-    args = [str(PYTHON), "-m", "pytest", *suite.tests, "-q", "-p", "no:randomly",
+    args = [PYTHON, "-m", "pytest", *suite.tests, "-q", "-p", "no:randomly",
             "-p", "no:cacheprovider", "-rA", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -88,7 +92,7 @@ def _run(suite: Suite, extra: list[str], plugin_dir: str | None = None) -> Run:
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    outcomes = {}
+    outcomes: dict[str, str] = {}
     for line in proc.stdout.splitlines():
         match = re.match(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS|MEMORY) (\S+)", line)
         if match:
@@ -101,6 +105,12 @@ def _run(suite: Suite, extra: list[str], plugin_dir: str | None = None) -> Run:
     return Run(cpu, wall, outcomes, summary)
 
 
+def _use(work: Path | None, python: str | None) -> None:
+    global WORK, PYTHON
+    WORK = work.resolve() if work else WORK
+    PYTHON = python or PYTHON
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", action="append", help="run only these suites")
@@ -108,9 +118,12 @@ def main() -> None:
                         help="gpumem backends to compare with plain (default: cpu-fast, cpu)")
     parser.add_argument("--before", metavar="DIR",
                         help="also measure the pytest_gpumem package in DIR, side by side")
+    parser.add_argument("--work", type=Path, help=f"the suites' trees (default {WORK})")
+    parser.add_argument("--python", help=f"the interpreter that runs them (default {PYTHON})")
     parser.add_argument("extra", nargs="*", help="more pytest arguments for both runs")
     ns = parser.parse_args()
-    if not PYTHON.exists():
+    _use(ns.work, ns.python)
+    if shutil.which(PYTHON) is None:
         sys.exit("run bash bench/setup_suites.sh first")
     for suite in SUITES:
         if ns.suite and suite.name not in ns.suite:

@@ -50,15 +50,18 @@ for entry in "${suites[@]}"; do
 done
 
 # kornia's sdist ships test/ but not the repository's root conftest.py, whose fixtures give
-# every test its device and dtype; these two stand in for it (CPU, float32 only).
+# every test its device and dtype; these two stand in for it (float32 only, on the CPU
+# unless KORNIA_TEST_DEVICE names another device, as on a GPU machine).
 cat > "$work/kornia-0.6.5/conftest.py" <<'PY'
+import os
+
 import pytest
 import torch
 
 
 @pytest.fixture
 def device():
-    return torch.device("cpu")
+    return torch.device(os.environ.get("KORNIA_TEST_DEVICE", "cpu"))
 
 
 @pytest.fixture

@@ -206,7 +206,7 @@ def _is_worker(config: pytest.Config) -> bool:
 
 def pin_device(config: pytest.Config, backend_choice: str, gate: GateSettings) -> int | None:
     """Make this process's current CUDA device its own, before the core picks a device."""
-    if backend_choice == "cpu":
+    if backend_choice in ("cpu", "cpu-fast"):
         return None
     import torch
 

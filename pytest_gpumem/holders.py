@@ -153,6 +153,10 @@ def reachable_storages(
         if id(obj) in seen or isinstance(obj, _OPAQUE) or inspect.isframe(obj):
             continue
         seen.add(id(obj))
+        # Kept till the walk ends, so that an id in ``seen`` stays its object's: a tensor's
+        # grad_fn and a node's saved tensors are new Python objects on each access (torch
+        # 2.11 reused a dropped one's id for the next, and a saved activation went unseen).
+        kept.append(obj)
         if isinstance(obj, torch.Tensor):
             try:
                 key = key_of(obj.untyped_storage())
@@ -168,7 +172,7 @@ def reachable_storages(
                 stack.append(obj.grad_fn)
         elif isinstance(obj, Node):
             made = _graph_referents(obj)  # new Python objects for saved tensors: kept alive
-            kept.extend(made)  # till the walk ends, so that their ids in ``seen`` stay theirs
+            kept.extend(made)  # while they wait on the stack, as every visited object is
             stack.extend(made)
         stack.extend(gc.get_referents(obj))
     return found

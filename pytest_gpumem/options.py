@@ -21,7 +21,7 @@ from pytest_gpumem.atomicfile import OutputPathError, check_output, check_output
 from pytest_gpumem.marker import Amount, MarkerSpec
 from pytest_gpumem.units import gib_to_bytes, mib_to_bytes
 
-BACKENDS = ("auto", "cuda", "cpu", "cpu-fast")
+BACKENDS = ("auto", "cuda", "cuda-fast", "cpu", "cpu-fast")
 NO_LEAK = Amount(0, "max_leak_mb=0")
 TIMELINE_SCOPES = ("failed", "all")
 
@@ -142,11 +142,13 @@ _OPTIONS = (
         "--gpumem-backend",
         "gpumem_backend",
         "gpumem_backend",
-        "auto (CUDA when available, else CPU), cuda, cpu (tensor storages followed per op, "
-        "with allocation sites) or cpu-fast (the allocator's events: about 1.2x a plain run "
+        "auto (CUDA when available, else CPU), cuda (the caching allocator's counters, with "
+        "its allocation history for sites and snapshots), cuda-fast (the counters alone: "
+        "no per-allocation work, no sites), cpu (tensor storages followed per op, with "
+        "allocation sites) or cpu-fast (the allocator's events: about 1.2x a plain run "
         "where cpu costs 1.5x to 3x; no sites).",
         _parse_backend,
-        "auto|cuda|cpu|cpu-fast",
+        "auto|cuda|cuda-fast|cpu|cpu-fast",
     ),
     _Option(
         "--gpumem-max-gb",

@@ -34,7 +34,7 @@ from pytest_gpumem.linked import Linker, link_measurement
 from pytest_gpumem.marker import MarkerError, MarkerSpec, marker_owner, marker_spec
 from pytest_gpumem.options import Settings, limits_for
 from pytest_gpumem.report import failure_text, headline, memory_longrepr
-from pytest_gpumem.result import PEAK, TestMeasurement, attach_record
+from pytest_gpumem.result import LEAK, PEAK, TestMeasurement, attach_record
 from pytest_gpumem.timeline import render_html
 from pytest_gpumem.units import format_bytes
 from pytest_gpumem.xfail import expected_failure, is_strict_xpass, mark_expected
@@ -253,6 +253,11 @@ class GpumemSession:
             return
         if m.peak is not None and not m.peak.sites:
             m.peak = replace(m.peak, sites=run.tracker.explain_peak())
+        if LEAK in found and m.limits.repeat > 1 and m.leak is None:
+            # grew on every run: what the runs left alive, and what holds it
+            m.leak = run.tracker.body_survivors()
+            if m.leak is not None and m.leak.survivors:
+                m.holders = _holders(run, m)
         link_measurement(self.linker, m)  # memlint's findings at the sites, if any
         backend = self.backend
         if backend is not None and backend.has_snapshots and m.snapshot_path is None:

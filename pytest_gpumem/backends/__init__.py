@@ -43,8 +43,8 @@ def require_torch() -> None:
 def make_backend(
     choice: str, *, round_bytes: int = 1, record_history: bool = True, timeline: bool = False
 ) -> Backend:
-    """Pick the backend for ``auto|cuda|cpu|cpu-fast``; a wrong choice is a one-line usage
-    error.
+    """Pick the backend for ``auto|cuda|cuda-fast|cpu|cpu-fast``; a wrong choice is a
+    one-line usage error. ``cuda-fast`` is the CUDA backend without allocation history.
 
     ``timeline`` makes the CPU backend keep each test's allocation events; the CUDA
     backend draws timelines from the allocation history it records anyway.
@@ -52,15 +52,15 @@ def make_backend(
     require_torch()
     import torch
 
-    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+    if choice in ("cuda", "cuda-fast") or (choice == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise pytest.UsageError(
-                "pytest_gpumem: --gpumem-backend=cuda, but torch.cuda.is_available() is False "
-                f"(torch {torch.__version__}); use --gpumem-backend=cpu or auto"
+                f"pytest_gpumem: --gpumem-backend={choice}, but torch.cuda.is_available() is "
+                f"False (torch {torch.__version__}); use --gpumem-backend=cpu or auto"
             )
         from pytest_gpumem.backends.cuda import CudaBackend
 
-        return CudaBackend(record_history=record_history)
+        return CudaBackend(record_history=record_history and choice != "cuda-fast")
     if choice == "cpu-fast":
         from pytest_gpumem.backends.cpu_events import CpuEventsBackend
 

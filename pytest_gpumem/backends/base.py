@@ -114,6 +114,12 @@ class TestTracker(ABC):
         """How this backend names a storage in ``LeakResult.survivors``: its identity."""
         return int(storage._cdata)
 
+    def body_survivors(self) -> LeakResult | None:
+        """What the body allocated that is still alive at its end, with sites: the report
+        of a test whose live memory grew on every ``repeat`` run, asked only then (its
+        verdict is already taken); ``None`` when the backend cannot tell."""
+        return None
+
     def explain_peak(self) -> tuple[Site, ...]:
         """The allocation sites alive at the body's peak, for a backend that works them out
         only when a test fails (reading them costs more than measuring); ``()`` when it

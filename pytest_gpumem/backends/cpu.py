@@ -385,6 +385,10 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
             owned = reachable_storages(owned_by, storage_identity, set(self._live))
             for key in owned:
                 self._live.pop(key, None)
+        return self.alive()
+
+    def alive(self) -> LeakResult:
+        """The storages alive now that were made while tracking, with their sites."""
         entries = list(self._live.items())
         return LeakResult(
             leaked_bytes=sum(e.nbytes for _, e in entries),
@@ -443,6 +447,9 @@ class CpuTestTracker(TestTracker):
     def finish(self, owned_by: Sequence[object] = (), tolerance: int = 0) -> LeakResult:
         self._exit()
         return self.mode.survivors(owned_by, tolerance)
+
+    def body_survivors(self) -> LeakResult | None:
+        return self.mode.alive()
 
     def timeline(self) -> Timeline | None:
         history = self.mode.history

@@ -87,6 +87,10 @@ class _Session:
         if not self.active:
             return []
         self.active = False
+        if not _profiler_enabled():
+            # another profiler replaced this session and has ended it (torch 2.11 raises
+            # "Can't disable Kineto profiler when it's not running"): its events are lost
+            return []
         with _quiet_stderr():
             result = _disable_profiler()
         events = []

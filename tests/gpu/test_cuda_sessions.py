@@ -240,3 +240,32 @@ def test_two_xdist_workers_share_one_gpu(
         record = records[f"test_sized[{mib}]"]
         assert record["peak_bytes"] == mib * MiB, record
         assert record["violations"] == (["peak"] if mib == 32 else [])
+
+
+FAST = """
+import pytest
+import torch
+
+
+@pytest.mark.gpu_mem(max_gb=0.001)
+def test_over_budget():
+    x = torch.ones(2**20, device="cuda")  # 4 MiB
+    del x
+"""
+
+
+def test_cuda_fast_measures_the_same_peak_without_history(pytester: pytest.Pytester) -> None:
+    """cuda-fast reads the same counters with no allocation history: the same peak and
+    verdict, no sites and no snapshot, and the report says why."""
+    pytester.makepyfile(test_fast=FAST)
+    figures = {}
+    for backend in ("cuda", "cuda-fast"):
+        result = pytester.runpytest(*plugin_args(), "--gpumem", f"--gpumem-backend={backend}",
+                                    f"--gpumem-json={backend}.json", "-p", "no:randomly")
+        result.assert_outcomes(failed=1)
+        figures[backend] = _records(pytester.path / f"{backend}.json")["test_over_budget"]
+    assert figures["cuda"]["peak_bytes"] == figures["cuda-fast"]["peak_bytes"] == 4 * MiB
+    assert figures["cuda"]["peak_sites"] and not figures["cuda-fast"]["peak_sites"]
+    assert figures["cuda-fast"]["backend"] == "cuda"
+    assert "no allocation history" in figures["cuda-fast"]["measurement"]
+    assert figures["cuda"]["snapshot"] and figures["cuda-fast"]["snapshot"] is None

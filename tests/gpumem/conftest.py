@@ -40,6 +40,8 @@ def cpu_only_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    # sessions in child processes (runpytest_subprocess, xdist workers) see no GPU either
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 __all__ = ["RunGpumem", "plugin_args"]
 
 

@@ -159,7 +159,7 @@ def test_command_line_beats_ini_for_paths(
         (["--gpumem-max-gb=0"], "", "--gpumem-max-gb must be greater than zero, got '0'"),
         (["--gpumem-max-gb=nan"], "", "--gpumem-max-gb must be a number, got 'nan'"),
         ([], "gpumem_max_leak_mb = inf", "ini option gpumem_max_leak_mb must be a number*"),
-        (["--gpumem-backend=tpu"], "", "--gpumem-backend must be one of auto, cuda, cpu*"),
+        (["--gpumem-backend=tpu"], "", "--gpumem-backend must be one of auto, cuda, cuda-fast,*"),
         ([], "gpumem_max_leak_mb = -1", "ini option gpumem_max_leak_mb must be zero or more*"),
         ([], "gpumem_top = many", "ini option gpumem_top must be a whole number*"),
         ([], "gpumem_backend = gpu", "ini option gpumem_backend must be one of*"),
@@ -177,17 +177,19 @@ def test_bad_values_are_one_line_errors(
     assert "Traceback" not in result.stderr.str()
 
 
+@pytest.mark.parametrize("backend", ["cuda", "cuda-fast"])
 def test_cuda_backend_without_cuda_is_one_line(
-    pytester: pytest.Pytester, run_gpumem: RunGpumem
+    pytester: pytest.Pytester, run_gpumem: RunGpumem, backend: str
 ) -> None:
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     pytester.makepyfile(FOUR_MIB_TEST.format(args=""))
-    result = run_gpumem("--gpumem", "--gpumem-backend=cuda")
+    result = run_gpumem("--gpumem", f"--gpumem-backend={backend}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: *--gpumem-backend=cuda, but torch.cuda.is_available()*"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: *--gpumem-backend={backend}, but torch.cuda.is_available()*"])
 
 
 def test_pytest_help_lists_every_gpumem_option(pytester: pytest.Pytester) -> None:

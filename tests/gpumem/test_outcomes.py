@@ -343,6 +343,10 @@ def test_grows_every_run():
         [
             "*live tensor memory grew by 8.00 KiB over 3 runs*",
             "*after each of 3 runs: 4.00 KiB, 8.00 KiB, 12.00 KiB*",
+            "still alive after the last run (3 storages):",
+            "*12.00 KiB  3 storages  test_repeat_separates_lazy_state_from_per_run_leaks.py:*"
+            " in test_grows_every_run",
+            "kept alive by: global 'KEPT' of *(3 storages, 12.00 KiB)",
             "MEMORY *test_grows_every_run*",
         ]
     )
