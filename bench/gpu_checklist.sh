@@ -2,7 +2,8 @@
 # Everything bench/RESULTS-gpu.md records, on a CUDA machine, with logs in ${1:-gpu-logs}/
 # (seven files, one per step group, so a lent machine's limit on returned files holds).
 # Needs torch with CUDA, pytest-xdist and nvidia-ml-py already installed, and this package
-# installed (pip install -e ".[torch,test]", or --no-deps where no registry is reachable).
+# installed (pip install -e ".[torch,test]", or --no-deps where no registry is reachable:
+# bench/gpu_prepare.sh readies the wheels and suites for a lent machine, and says how).
 # The real suites (issue 12's CUDA run) need bench/setup_suites.sh's trees under
 # ${SUITES_WORK:-bench/.work} and an interpreter that holds their dependencies
 # (${SUITES_PYTHON:-python3}); they run in the background, one core each, beside the rest.
