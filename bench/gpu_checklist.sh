@@ -18,7 +18,7 @@ step() {  # step LOG COMMAND...: run, keep the output, go on after a failure
     local log="$logs/$1"; shift
     echo "== $*" >> "$log"
     timeout "$limit" "$@" >> "$log" 2>&1
-    echo "== exit $? after ${SECONDS}s" >> "$log"
+    echo "== exit $? (checklist at ${SECONDS}s)" >> "$log"
 }
 { nvidia-smi; python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"; } > "$logs/gpu_tests.txt" 2>&1
 if [ -d "${SUITES_WORK:-bench/.work}/skorch-1.4.0" ]; then
@@ -33,5 +33,5 @@ step examples.txt python3 -m pytest examples/gpumem --gpumem -p no:cacheprovider
 step examples.txt python3 bench/gpumem_zoo.py
 step plugin_tests.txt python3 -m pytest tests/gpumem -q -n 6 -p no:cacheprovider --gpumem -rfEs
 step cuda_bench.txt python3 bench/cuda_experiments.py
+wait  # the suites use the GPU too: CUDA synchronisation spins on the CPU while they run
 step cuda_bench.txt python3 bench/gpumem_overhead.py --backend cuda --tests 3000 --rounds "${OVERHEAD_ROUNDS:-3}"
-wait

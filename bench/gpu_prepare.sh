@@ -26,7 +26,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 bash bench/setup_suites.sh
 mkdir -p .suites
 for tree in skorch-1.4.0 kornia-0.6.5 gpytorch-1.15.2; do
-    [ -d ".suites/$tree" ] || cp -r "bench/.work/$tree" .suites/
+    rm -rf ".suites/$tree" && cp -r "bench/.work/$tree" .suites/  # fresh: conftest stand-ins
 done
 find .suites -name __pycache__ -prune -exec rm -rf {} +
 du -sh .whl .suites

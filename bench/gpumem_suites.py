@@ -106,8 +106,12 @@ def _run(suite: Suite, extra: list[str], plugin_dir: str | None = None) -> Run:
 
 
 def _use(work: Path | None, python: str | None) -> None:
+    """Another suites folder takes its own venv when it has one, else this interpreter."""
     global WORK, PYTHON
-    WORK = work.resolve() if work else WORK
+    if work is not None:
+        WORK = work.resolve()
+        venv = WORK / "suites-venv" / "bin" / "python"
+        PYTHON = str(venv) if venv.exists() else sys.executable
     PYTHON = python or PYTHON
 
 

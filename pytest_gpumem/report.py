@@ -107,9 +107,10 @@ def failure_text(m: TestMeasurement, verbosity: int, found: Sequence[str] | None
                      "(the first run is a warm-up)")
     if leak is not None and (LEAK in violations or verbosity >= 2) and leak.storages:
         plural = "s" if leak.storages != 1 else ""
-        when = "the last run" if m.limits.repeat > 1 else "teardown"
-        lines += _sites(f"still alive after {when} ({leak.storages} storage{plural}):",
-                        leak.sites, verbosity, m.leak_links)
+        title = (f"made after the first run and still alive ({leak.storages} storage{plural}):"
+                 if m.limits.repeat > 1 else
+                 f"still alive after teardown ({leak.storages} storage{plural}):")
+        lines += _sites(title, leak.sites, verbosity, m.leak_links)
     if m.holders and LEAK in violations:
         lines.append("kept alive by:" if len(m.holders) > 1 else f"kept alive by: {m.holders[0]}")
         if len(m.holders) > 1:

@@ -253,17 +253,14 @@ class GpumemSession:
             return
         if m.peak is not None and not m.peak.sites:
             m.peak = replace(m.peak, sites=run.tracker.explain_peak())
-        if LEAK in found and m.limits.repeat > 1 and m.leak is None:
-            # grew on every run: what the runs left alive, and what holds it
-            m.leak = run.tracker.body_survivors()
-            if m.leak is not None and m.leak.survivors:
-                m.holders = _holders(run, m)
-        link_measurement(self.linker, m)  # memlint's findings at the sites, if any
         backend = self.backend
         if backend is not None and backend.has_snapshots and m.snapshot_path is None:
             snapshot = backend.dump_snapshot(self._snapshot_path(m.nodeid))
             m.snapshot_path = None if snapshot is None else str(snapshot)
         self._write_timeline(run)
+        if LEAK in found and m.limits.repeat > 1 and m.leak is None:
+            _explain_growth(run, m)  # after the snapshot: it may touch the allocator
+        link_measurement(self.linker, m)  # memlint's findings at the sites, if any
         report.longrepr = memory_longrepr(
             failure_text(m, verbosity, found), headline(m, found), report.location
         )
@@ -291,7 +288,7 @@ class GpumemSession:
             return
         timeline = run.tracker.timeline()
         if timeline is None:
-            self.notes.add("no memory timeline: this torch's allocator trace has no timestamps")
+            self.notes.add(f"no memory timeline: {run.tracker.no_timeline_reason}")
             return
         path = _artifact_path(settings.timeline_dir, m.nodeid, ".html")
         page = render_html(
@@ -354,10 +351,11 @@ class GpumemSession:
                      for r in self.records.values() if r.get("not_measured"))
         settings, backend = self.settings, self.backend
         if settings.snapshot_dir is not None and backend is not None and not backend.has_snapshots:
+            measured = "cuda-fast" if backend.name == "cuda" else backend.name
             notes.add(
-                f"--gpumem-snapshot-dir: no snapshots written, memory snapshots need the CUDA "
-                f"backend (this run measured on {backend.name}); --gpumem-timeline-dir draws "
-                "timelines on any backend"
+                "--gpumem-snapshot-dir: no snapshots written, memory snapshots need the CUDA "
+                f"backend's allocation history (this run measured on {measured}); "
+                "--gpumem-timeline-dir draws timelines on every backend but cuda-fast"
             )
         if settings.round_bytes != 1 and backend is not None and backend.name != "cpu":
             notes.add(f"--gpumem-round: no effect on the {backend.name} backend, which reads "
@@ -384,6 +382,17 @@ def _owned(run: TestRun) -> tuple[object, ...]:
     holds a TestCase until its reruns are decided) keeps the instance itself."""
     instance = run.instance() if run.instance is not None else None
     return () if instance is None else (instance,)
+
+
+def _explain_growth(run: TestRun, m: TestMeasurement) -> None:
+    """For a test that grew on every repeated run: what the runs after the first made and
+    still hold, and what keeps it; a clue, so a failure to find out leaves it out."""
+    try:
+        m.leak = run.tracker.growth_survivors()
+    except Exception:
+        m.leak = None
+    if m.leak is not None and m.leak.survivors:
+        m.holders = _holders(run, m)
 
 
 def _holders(run: TestRun, m: TestMeasurement) -> list[str]:

@@ -47,7 +47,7 @@ def make_backend(
     one-line usage error. ``cuda-fast`` is the CUDA backend without allocation history.
 
     ``timeline`` makes the CPU backend keep each test's allocation events; the CUDA
-    backend draws timelines from the allocation history it records anyway.
+    backend draws timelines from the allocation history it records (not ``cuda-fast``).
     """
     require_torch()
     import torch

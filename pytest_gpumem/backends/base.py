@@ -114,10 +114,14 @@ class TestTracker(ABC):
         """How this backend names a storage in ``LeakResult.survivors``: its identity."""
         return int(storage._cdata)
 
-    def body_survivors(self) -> LeakResult | None:
-        """What the body allocated that is still alive at its end, with sites: the report
-        of a test whose live memory grew on every ``repeat`` run, asked only then (its
-        verdict is already taken); ``None`` when the backend cannot tell."""
+    # Why ``timeline()`` gave none, for the run's closing note.
+    no_timeline_reason = "this backend keeps no allocation events"
+
+    def growth_survivors(self) -> LeakResult | None:
+        """What the repeated runs after the first (a warm-up: lazy state is made there)
+        allocated and still hold, with sites: the report of a test whose live memory grew
+        on every ``repeat`` run, asked only then (its verdict is already taken); ``None``
+        when the backend cannot tell."""
         return None
 
     def explain_peak(self) -> tuple[Site, ...]:

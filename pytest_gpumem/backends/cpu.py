@@ -387,9 +387,16 @@ class StorageTracker(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 self._live.pop(key, None)
         return self.alive()
 
-    def alive(self) -> LeakResult:
-        """The storages alive now that were made while tracking, with their sites."""
-        entries = list(self._live.items())
+    def live_refs(self) -> dict[int, weakref.ref[Any]]:
+        """The storages alive now, each with its own weak reference (a key alone can be
+        reused by a later storage at the same address)."""
+        return {key: entry.ref for key, entry in self._live.items()}
+
+    def alive(self, made_after: dict[int, weakref.ref[Any]] | None = None) -> LeakResult:
+        """The storages alive now that were made while tracking, with their sites; with
+        ``made_after`` (a :meth:`live_refs`), only those made in the body since then."""
+        entries = [(k, e) for k, e in self._live.items()
+                   if made_after is None or (e.in_window and made_after.get(k) is not e.ref)]
         return LeakResult(
             leaked_bytes=sum(e.nbytes for _, e in entries),
             storages=len(entries),
@@ -418,6 +425,7 @@ class CpuTestTracker(TestTracker):
             round_bytes=round_bytes, history=EventHistory() if history else None
         )
         self._entered = False
+        self._after_first_run: dict[int, weakref.ref[Any]] | None = None
 
     def start(self) -> None:
         self.mode.__enter__()  # type: ignore[no-untyped-call]
@@ -437,6 +445,8 @@ class CpuTestTracker(TestTracker):
 
     def live_bytes(self) -> int:
         gc.collect()
+        if self._after_first_run is None:
+            self._after_first_run = self.mode.live_refs()
         return self.mode.current
 
     def _exit(self) -> None:
@@ -448,8 +458,10 @@ class CpuTestTracker(TestTracker):
         self._exit()
         return self.mode.survivors(owned_by, tolerance)
 
-    def body_survivors(self) -> LeakResult | None:
-        return self.mode.alive()
+    def growth_survivors(self) -> LeakResult | None:
+        if self._after_first_run is None:
+            return None
+        return self.mode.alive(made_after=self._after_first_run)
 
     def timeline(self) -> Timeline | None:
         history = self.mode.history

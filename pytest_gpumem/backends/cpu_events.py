@@ -92,7 +92,10 @@ class _Session:
             # "Can't disable Kineto profiler when it's not running"): its events are lost
             return []
         with _quiet_stderr():
-            result = _disable_profiler()
+            try:
+                result = _disable_profiler()
+            except RuntimeError:  # ended by another profiler between the check and now
+                return []
         events = []
         for event in result.experimental_event_tree():
             fields = event.extra_fields

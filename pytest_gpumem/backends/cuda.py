@@ -285,6 +285,7 @@ class CudaTestTracker(TestTracker):
         gc.collect()
         live = self._workspaces.release() - self._start - self._excluded
         self._workspaces.prepare()  # the next run starts as the first one did
+        self._times.setdefault("first run ends", _now_us())
         return live
 
     def _trace(self) -> list[dict[str, Any]]:
@@ -309,14 +310,20 @@ class CudaTestTracker(TestTracker):
             return LeakResult(leaked_bytes=max(0, leaked))
         return self._survivors(self._times["start"], None, leaked)
 
-    def body_survivors(self) -> LeakResult | None:
-        if not self._history or "body ends" not in self._times:
+    @property
+    def no_timeline_reason(self) -> str:  # type: ignore[override]
+        if not self._history:
+            return "cuda-fast records no allocation history"
+        return "this torch's allocator trace has no timestamps"
+
+    def growth_survivors(self) -> LeakResult | None:
+        if not self._history or "first run ends" not in self._times:
             return None
         # Each repeated run's live count releases the cuBLAS workspaces and sets them up
         # again inside the body: released now, they are no survivor of it.
         self._workspaces.release()
         try:
-            return self._survivors(self._times["body starts"], None, None)
+            return self._survivors(self._times["first run ends"], None, None)
         finally:
             self._workspaces.prepare()
 

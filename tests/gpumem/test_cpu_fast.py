@@ -116,10 +116,36 @@ def test_block(gpumem):
     assert record["peak_bytes"] == 4000 + 4000 + 4_000_000
 
 
+# torch 2.11 raises where 2.13 returns quietly when no profiler is running (seen on the GPU
+# machine, bench/RESULTS-gpu.md): the tracker must not disable a session someone ended.
+STRICT_DISABLE_CONFTEST = """
+from pytest_gpumem.backends import cpu_events
+
+_real = cpu_events._disable_profiler
+
+
+def _strict():
+    if not cpu_events._profiler_enabled():
+        raise RuntimeError("Can't disable Kineto profiler when it's not running")
+    return _real()
+
+
+def pytest_configure(config):
+    cpu_events._disable_profiler = _strict
+
+
+def pytest_unconfigure(config):
+    cpu_events._disable_profiler = _real
+"""
+
+
+@pytest.mark.parametrize("disable", ["as installed", "strict, as torch 2.11"])
 def test_a_test_running_its_own_profiler_is_left_unmeasured(
-    pytester: pytest.Pytester, run_gpumem: RunGpumem
+    pytester: pytest.Pytester, run_gpumem: RunGpumem, disable: str
 ) -> None:
     """torch.profiler replaces cpu-fast's session: no verdict on lost events, and it says so."""
+    if disable.startswith("strict"):
+        pytester.makeconftest(STRICT_DISABLE_CONFTEST)
     pytester.makepyfile("""
 import pytest
 import torch

@@ -323,33 +323,45 @@ def test_second_user(model):
 def test_repeat_separates_lazy_state_from_per_run_leaks(
     pytester: pytest.Pytester, run_gpumem: RunGpumem
 ) -> None:
+    """Growth on every run fails; its report names what the runs after the first made and
+    still hold (the warm-up run's lazy state and a function fixture's tensor are not it)."""
     pytester.makepyfile(
         HEADER
         + """
 CACHE = {}
+
+@pytest.fixture
+def batch():
+    return torch.ones(4096)  # 16 KiB, made in setup
 
 @pytest.mark.gpu_mem(repeat=3)
 def test_lazy_cache():
     CACHE.setdefault("table", torch.ones(1024))  # allocated on the first run only
 
 @pytest.mark.gpu_mem(repeat=3)
-def test_grows_every_run():
+def test_grows_every_run(batch):
+    CACHE.setdefault("other", torch.ones(2048))  # lazy: the first run only
     KEPT.append(torch.ones(1024))
 """
     )
-    result = run_gpumem("--gpumem", "-rA")
+    result = run_gpumem("--gpumem", "-rA", "--gpumem-json=out.json")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*live tensor memory grew by 8.00 KiB over 3 runs*",
-            "*after each of 3 runs: 4.00 KiB, 8.00 KiB, 12.00 KiB*",
-            "still alive after the last run (3 storages):",
-            "*12.00 KiB  3 storages  test_repeat_separates_lazy_state_from_per_run_leaks.py:*"
+            "*after each of 3 runs: 28.00 KiB, 32.00 KiB, 36.00 KiB*",
+            "made after the first run and still alive (2 storages):",
+            "*8.00 KiB  2 storages  test_repeat_separates_lazy_state_from_per_run_leaks.py:*"
             " in test_grows_every_run",
-            "kept alive by: global 'KEPT' of *(3 storages, 12.00 KiB)",
+            "kept alive by: global 'KEPT' of *(2 storages, 8.00 KiB)",
             "MEMORY *test_grows_every_run*",
         ]
     )
+    records = {r["nodeid"].split("::")[-1]: r for r in json.loads(
+        (pytester.path / "out.json").read_text())["tests"]}
+    grows = records["test_grows_every_run"]
+    assert (grows["leaked_bytes"], grows["leaked_storages"]) == (8192, 2)
+    assert [s["count"] for s in grows["leak_sites"]] == [2]
 
 
 def test_json_report(pytester: pytest.Pytester, run_gpumem: RunGpumem) -> None:

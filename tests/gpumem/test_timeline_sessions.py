@@ -51,8 +51,8 @@ def test_failing_test_gets_a_timeline_with_budget_and_points(
         [
             "*memory timeline: timelines/test_suite.py_test_big.html",
             "*gpumem notes*",
-            "--gpumem-snapshot-dir: no snapshots written, memory snapshots need the CUDA backend"
-            " (this run measured on cpu)*",
+            "--gpumem-snapshot-dir: no snapshots written, memory snapshots need the CUDA backend's"
+            " allocation history (this run measured on cpu)*",
             "1 memory timeline(s) written to timelines",
         ]
     )
