@@ -42,6 +42,7 @@ import libcst as cst
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.tree import Loop, TreeIndex
 from memlint.vocabulary import (
+    BATCH_INDEX,
     COPYING_CONSTRUCTORS,
     DTYPE_NAME,
     LEGACY_TENSOR_TYPES,
@@ -950,6 +951,35 @@ class DataflowAnalysis:
         for source in self._sources(expr):
             if self._is_loader_like(source):
                 return source
+        return self._batch_indexed_source(expr)
+
+    def _batch_indexed_source(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``for batch_idx, (x, y) in enumerate(train_data):``: a loop whose header says it
+        draws batches (an index named for them, each item unpacked) over what a parameter or
+        an attribute hands in (``train_data``, ``self.local_training_data``) iterates a
+        loader built elsewhere: FedML's ``train(self, train_data, device, args)``. A name the
+        function binds itself (a list of slices it cut) is left alone."""
+        if not (isinstance(expr, cst.Call) and _call_name(expr) == "enumerate"
+                and len(expr.args) == 1 and not expr.args[0].star):
+            return None
+        loop = self.tree.parent(expr)
+        if not (isinstance(loop, cst.For) and loop.iter is expr
+                and isinstance(loop.target, cst.Tuple) and len(loop.target.elements) == 2):
+            return None
+        index, item = (element.value for element in loop.target.elements)
+        if not (isinstance(index, cst.Name) and BATCH_INDEX.match(index.value)
+                and isinstance(item, (cst.Tuple, cst.List))):
+            return None
+        source = expr.args[0].value
+        if isinstance(source, cst.Attribute) and isinstance(source.value, cst.Name) and (
+                source.value.value == "self"):
+            return source
+        func = self.tree.enclosing_function(loop)
+        if isinstance(source, cst.Name) and func is not None and source.value in {
+                param.name.value for param in (*func.params.posonly_params,
+                                               *func.params.params,
+                                               *func.params.kwonly_params)}:
+            return source
         return None
 
     def _sources(
