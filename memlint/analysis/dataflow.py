@@ -168,6 +168,12 @@ def _last_part(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+def _self_attribute(expr: cst.BaseExpression) -> bool:
+    """``self.train_data``: an attribute of the object itself."""
+    return (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+            and expr.value.value == "self")
+
+
 def _annotates_loader(annotation: cst.BaseExpression) -> bool:
     """``DataLoader``, ``data.DataLoader``, ``"DataLoader"``, ``DataLoader[Batch]``,
     ``Optional[DataLoader]``, ``DataLoader | None``: an annotation of one loader (maybe
@@ -957,8 +963,9 @@ class DataflowAnalysis:
         """``for batch_idx, (x, y) in enumerate(train_data):``: a loop whose header says it
         draws batches (an index named for them, each item unpacked) over what a parameter or
         an attribute hands in (``train_data``, ``self.local_training_data``) iterates a
-        loader built elsewhere: FedML's ``train(self, train_data, device, args)``. A name the
-        function binds itself (a list of slices it cut) is left alone."""
+        loader built elsewhere: FedML's ``train(self, train_data, device, args)``, also a name
+        the function binds only to such attributes (``test_data = self.test_global``). A name
+        it binds to anything else (a list of slices it cut) is left alone."""
         if not (isinstance(expr, cst.Call) and _call_name(expr) == "enumerate"
                 and len(expr.args) == 1 and not expr.args[0].star):
             return None
@@ -971,14 +978,21 @@ class DataflowAnalysis:
                 and isinstance(item, (cst.Tuple, cst.List))):
             return None
         source = expr.args[0].value
-        if isinstance(source, cst.Attribute) and isinstance(source.value, cst.Name) and (
-                source.value.value == "self"):
+        if _self_attribute(source):
             return source
         func = self.tree.enclosing_function(loop)
-        if isinstance(source, cst.Name) and func is not None and source.value in {
-                param.name.value for param in (*func.params.posonly_params,
-                                               *func.params.params,
-                                               *func.params.kwonly_params)}:
+        if not isinstance(source, cst.Name) or func is None:
+            return None
+        if source.value in {param.name.value for param in (*func.params.posonly_params,
+                                                           *func.params.params,
+                                                           *func.params.kwonly_params)}:
+            return source
+        # `test_data = self.local_test_data if test else self.local_training_data`, also in
+        # `if`/`else` branches: one of the object's own, handed in by whoever set it.
+        values = self._bindings_before(loop, source.value, deep=True)
+        if values and all(_self_attribute(value) or (
+                isinstance(value, cst.IfExp) and _self_attribute(value.body)
+                and _self_attribute(value.orelse)) for value in values):
             return source
         return None
 

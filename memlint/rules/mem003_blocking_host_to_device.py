@@ -511,8 +511,15 @@ class BlockingHostToDevice(Rule):
                 def extract(self, device):
                     for b_idx, (x, _) in enumerate(self.local_training_data):
                         self.feats[b_idx] = self.model(x.to(device)).detach()
+                def test(self, device, use_test):
+                    if use_test:
+                        data = self.local_test_data
+                    else:
+                        data = self.local_training_data
+                    for batch_idx, (x, y) in enumerate(data):
+                        self.model(x.to(device))
             """,
-            lines=(6, 7, 11),
+            lines=(6, 7, 11, 18),
             fixed="""
             class ModelTrainer:
                 def train(self, train_data, device, args):
@@ -524,6 +531,13 @@ class BlockingHostToDevice(Rule):
                 def extract(self, device):
                     for b_idx, (x, _) in enumerate(self.local_training_data):
                         self.feats[b_idx] = self.model(x.to(device, non_blocking=True)).detach()
+                def test(self, device, use_test):
+                    if use_test:
+                        data = self.local_test_data
+                    else:
+                        data = self.local_training_data
+                    for batch_idx, (x, y) in enumerate(data):
+                        self.model(x.to(device, non_blocking=True))
             """,
         ),
         # The device of a batch tensor moved earlier in the iteration is the accelerator.
