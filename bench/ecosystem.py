@@ -515,6 +515,17 @@ BLIND20_PACKAGES: tuple[tuple[str, str], ...] = (
     ("unimol-tools", "0.1.6"),
 )
 
+BLIND21_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("kd-lib", "0.0.32"),
+    ("adapters", "1.3.0"),
+    ("chronos-forecasting", "2.3.2"),
+    ("continual-learning", "0.1.6.6"),
+    ("fedml", "0.9.6"),
+    ("mmselfsup", "1.0.0"),
+    ("torch-spatiotemporal", "0.9.5"),
+    ("uni2ts", "2.0.0"),
+)
+
 
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
@@ -545,6 +556,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind18": _blind("blind18", BLIND18_PACKAGES),
     "blind19": _blind("blind19", BLIND19_PACKAGES),
     "blind20": _blind("blind20", BLIND20_PACKAGES),
+    "blind21": _blind("blind21", BLIND21_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 
 from memlint.astwalk import fields_of, walk
 from memlint.vocabulary import (
+    BATCH_INDEX,
     BROAD_ERROR_TYPES,
     DETERMINISTIC_FACTORIES,
     DTYPE_NAME,
@@ -131,6 +132,18 @@ def _names_eval_loader(iterable: ast.expr) -> bool:
                for n in walk(iterable))
 
 
+def _draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
+    """``for batch_idx, (x, y) in enumerate(data):``: a loop header that says it draws batches
+    (the dataflow analysis takes its iterable for a loader when a parameter or an attribute
+    hands it in)."""
+    target, items = loop.target, loop.iter
+    return (type(items) is ast.Call and type(items.func) is ast.Name
+            and items.func.id == "enumerate" and type(target) is ast.Tuple
+            and len(target.elts) == 2 and type(target.elts[0]) is ast.Name
+            and BATCH_INDEX.match(target.elts[0].id) is not None
+            and type(target.elts[1]) in (ast.Tuple, ast.List))
+
+
 def _opens_block(tree: ast.AST, switches: set[int]) -> bool:
     """Does one of these eval switches open an evaluation block, as MEM002 reads one: a
     statement of its own with statements after it in its block, where a model call can be
@@ -183,7 +196,8 @@ class _Structure:
     enclosing loop counts):
 
     - ``fact:loader-name``: a name in the code (not in a string) that could hold a
-      DataLoader; every loader the dataflow analysis follows starts at one.
+      DataLoader, or a loop header that draws batches (``for batch_idx, (x, y) in
+      enumerate(data):``); every loader the dataflow analysis follows starts at one.
     - ``fact:eval-collection``: ``c.append(v)``/``c.extend(v)``/``c += [v]`` inside a loop of a
       function named like evaluation or that calls ``.eval()`` itself (module level: a
       module-level ``.eval()``), unless the function sits in a model class: one that defines
@@ -257,6 +271,7 @@ class _Structure:
         self.oom_handler = False
         self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
         self.eval_loader_loop = False
+        self.batch_loop = False  # `for batch_idx, (x, y) in enumerate(data):`
         self.imported: set[str] = set()  # top-level packages of absolute imports
         self.loss_entry = False  # `out["loss"]`
         self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
@@ -302,6 +317,8 @@ class _Structure:
                     if not self.eval_loader_loop and _names_eval_loader(
                             node.iter):  # type: ignore[attr-defined]  # a for loop
                         self.eval_loader_loop = True
+                    if not self.batch_loop and _draws_batches(node):  # type: ignore[arg-type]
+                        self.batch_loop = True
             elif kind is ast.ClassDef:
                 inner_class, inner_body = (*klass, id(node)), True
                 names.add(node.name)  # type: ignore[attr-defined]  # an ast.ClassDef
@@ -482,7 +499,7 @@ class _Structure:
             self.factory_names.add(target)
 
     def facts(self, source: bytes | None) -> list[str]:
-        loader = any(LOADER_NAME.search(name) for name in self.names)
+        loader = self.batch_loop or any(LOADER_NAME.search(name) for name in self.names)
         found = []
         if self.oom_handler or (self.broad_handlers and (
                 source is None or _says_oom(source, self.broad_handlers))):

@@ -24,6 +24,11 @@ TORCH_DTYPES = frozenset({
 # A name that holds (or makes) a DataLoader: `train_loader`, `DataLoader`, `dl`, `val_dl_iter`;
 # not `downloader`/`uploader`. Every loader the analyses follow starts at such a name.
 LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECASE)
+# The index of a loop that draws batches, by its name: `for batch_idx, (x, y) in
+# enumerate(train_data):` (the PyTorch MNIST example's header, copied into FedML's trainers,
+# whose `train_data` is a DataLoader built in another module). Its iterable is taken for a loader.
+BATCH_INDEX = re.compile(
+    r"^(?:batch_?(?:idx|index|id|i|ind|num|no|nb)|i_?batch|b_?idx)$", re.IGNORECASE)
 # A loader of held-out data, by its name: `test_loader`, `testloader`, `val_dl`, `eval_dataloader`.
 # A loop over one that runs no backward pass is evaluation code wherever it stands (a script's
 # top level, a `main()` that also trains).

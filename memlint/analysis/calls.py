@@ -54,9 +54,15 @@ _NOT_A_LOSS = re.compile(
 
 def _class_like(name: str) -> bool:
     """A class name (``MSELoss``, ``FocalLoss``): a constructor builds a loss, it computes none.
-    A capital before an underscore is a GAN's side instead (``D_loss_fn``, ``G_criterion``)."""
+    A capital before an underscore is a GAN's side instead (``D_loss_fn``, ``G_criterion``),
+    unless every part is capitalised and the last names a loss class (``KL_Loss``,
+    ``Focal_Loss``: an ``nn.Module`` spelled with underscores)."""
     bare = name.lstrip("_")  # `_FocalLoss`: a private class
-    return bare[:1].isupper() and "_" not in bare
+    if not bare[:1].isupper():
+        return False
+    parts = bare.split("_")
+    return len(parts) == 1 or (all(part[:1].isupper() for part in parts)
+                               and parts[-1].endswith("Loss"))
 
 
 # Metrics libraries compute on the host and return numbers.

@@ -42,6 +42,7 @@ import libcst as cst
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.tree import Loop, TreeIndex
 from memlint.vocabulary import (
+    BATCH_INDEX,
     COPYING_CONSTRUCTORS,
     DTYPE_NAME,
     LEGACY_TENSOR_TYPES,
@@ -165,6 +166,12 @@ def _last_part(expr: cst.BaseExpression) -> str | None:
     if isinstance(expr, cst.Attribute):
         return expr.attr.value
     return None
+
+
+def _self_attribute(expr: cst.BaseExpression) -> bool:
+    """``self.train_data``: an attribute of the object itself."""
+    return (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+            and expr.value.value == "self")
 
 
 def _annotates_loader(annotation: cst.BaseExpression) -> bool:
@@ -950,6 +957,43 @@ class DataflowAnalysis:
         for source in self._sources(expr):
             if self._is_loader_like(source):
                 return source
+        return self._batch_indexed_source(expr)
+
+    def _batch_indexed_source(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``for batch_idx, (x, y) in enumerate(train_data):``: a loop whose header says it
+        draws batches (an index named for them, each item unpacked) over what a parameter or
+        an attribute hands in (``train_data``, ``self.local_training_data``) iterates a
+        loader built elsewhere: FedML's ``train(self, train_data, device, args)``, also a name
+        the function binds only to such attributes (``test_data = self.test_global``). A name
+        it binds to anything else (a list of slices it cut) is left alone."""
+        if not (isinstance(expr, cst.Call) and _call_name(expr) == "enumerate"
+                and len(expr.args) == 1 and not expr.args[0].star):
+            return None
+        loop = self.tree.parent(expr)
+        if not (isinstance(loop, cst.For) and loop.iter is expr
+                and isinstance(loop.target, cst.Tuple) and len(loop.target.elements) == 2):
+            return None
+        index, item = (element.value for element in loop.target.elements)
+        if not (isinstance(index, cst.Name) and BATCH_INDEX.match(index.value)
+                and isinstance(item, (cst.Tuple, cst.List))):
+            return None
+        source = expr.args[0].value
+        if _self_attribute(source):
+            return source
+        func = self.tree.enclosing_function(loop)
+        if not isinstance(source, cst.Name) or func is None:
+            return None
+        if source.value in {param.name.value for param in (*func.params.posonly_params,
+                                                           *func.params.params,
+                                                           *func.params.kwonly_params)}:
+            return source
+        # `test_data = self.local_test_data if test else self.local_training_data`, also in
+        # `if`/`else` branches: one of the object's own, handed in by whoever set it.
+        values = self._bindings_before(loop, source.value, deep=True)
+        if values and all(_self_attribute(value) or (
+                isinstance(value, cst.IfExp) and _self_attribute(value.body)
+                and _self_attribute(value.orelse)) for value in values):
+            return source
         return None
 
     def _sources(

@@ -294,6 +294,22 @@ class LossKeptWithGraph(Rule):
                     self.net_ = self._train_model(loader)
                     self.crit_ = _FocalLoss()
         """),
+        # `KL_Loss` is an `nn.Module` class spelled with underscores (FedML's FedGKT): its
+        # constructor, in a method that switches the model to training, keeps no loss.
+        Valid("""
+            from .utils import KL_Loss
+            class ServerTrainer:
+                def __init__(self, model, args):
+                    self.model = model
+                    self.model.train()
+                    self.criterion_KL = KL_Loss(args.temperature)
+                def train(self, loader, optimizer):
+                    for x, teacher in loader:
+                        loss = self.criterion_KL(self.model(x), teacher)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+        """),
         Valid("""
             import torch
             seen = []

@@ -209,7 +209,8 @@ class BlockingHostToDevice(Rule):
         "`pin_memory=True`; pageable batches cannot be copied asynchronously"
     )
     # Every finding sits in, or is fed by, a loop over something named or built as a loader.
-    triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl")
+    triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl", "batch_i", "batchi", "batch_n",
+                "i_batch", "ibatch", "b_idx", "bidx")
     # ... and such a name in the code itself, not only in a docstring or comment.
     code_gate = ("fact:loader-name",)
     # A test copies a batch or two of toy data: no input pipeline to overlap.
@@ -421,6 +422,13 @@ class BlockingHostToDevice(Rule):
                     weights = [torch.tensor(w).unsqueeze(1) for w in weights]
                     model(batch, masks.to(device), [w.to(device) for w in weights])
         """),
+        # Batches the function cut itself from whole tensors: no loader behind them.
+        Valid("""
+            def train(model, x_all, y_all, device):
+                batches = [(x_all[i:i + 32], y_all[i:i + 32]) for i in range(0, len(x_all), 32)]
+                for batch_idx, (x, y) in enumerate(batches):
+                    model(x.to(device), y.to(device))
+        """),
     )
     invalid = (
         # Computed from the batch alone by a same-file helper that moves nothing: host data.
@@ -487,6 +495,49 @@ class BlockingHostToDevice(Rule):
                 for imgs, targets in loader:
                     with torch.no_grad():
                         outputs = model(imgs.type(Tensor, non_blocking=True))
+            """,
+        ),
+        # A loop header that draws batches over what a parameter or an attribute hands in
+        # (FedML's trainers: the DataLoader is built in another module).
+        Invalid(
+            """
+            class ModelTrainer:
+                def train(self, train_data, device, args):
+                    for epoch in range(args.epochs):
+                        for batch_idx, (x, labels) in enumerate(train_data):
+                            x = x.to(device)
+                            loss = self.loss(self.model(x), labels.to(device))
+                            loss.backward()
+                def extract(self, device):
+                    for b_idx, (x, _) in enumerate(self.local_training_data):
+                        self.feats[b_idx] = self.model(x.to(device)).detach()
+                def test(self, device, use_test):
+                    if use_test:
+                        data = self.local_test_data
+                    else:
+                        data = self.local_training_data
+                    for batch_idx, (x, y) in enumerate(data):
+                        self.model(x.to(device))
+            """,
+            lines=(6, 7, 11, 18),
+            fixed="""
+            class ModelTrainer:
+                def train(self, train_data, device, args):
+                    for epoch in range(args.epochs):
+                        for batch_idx, (x, labels) in enumerate(train_data):
+                            x = x.to(device, non_blocking=True)
+                            loss = self.loss(self.model(x), labels.to(device, non_blocking=True))
+                            loss.backward()
+                def extract(self, device):
+                    for b_idx, (x, _) in enumerate(self.local_training_data):
+                        self.feats[b_idx] = self.model(x.to(device, non_blocking=True)).detach()
+                def test(self, device, use_test):
+                    if use_test:
+                        data = self.local_test_data
+                    else:
+                        data = self.local_training_data
+                    for batch_idx, (x, y) in enumerate(data):
+                        self.model(x.to(device, non_blocking=True))
             """,
         ),
         # The device of a batch tensor moved earlier in the iteration is the accelerator.
