@@ -526,6 +526,17 @@ BLIND21_PACKAGES: tuple[tuple[str, str], ...] = (
     ("uni2ts", "2.0.0"),
 )
 
+BLIND22_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("anomalib", "0.7.0"),
+    ("nerfstudio", "1.1.5"),
+    ("laion-clap", "1.1.7"),
+    ("netcal", "1.4.0"),
+    ("pytorch-frame", "0.3.0"),
+    ("open-flamingo", "2.0.1"),
+    ("hear21passt", "0.0.26"),
+    ("msclap", "1.3.4"),
+)
+
 
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
@@ -557,6 +568,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind19": _blind("blind19", BLIND19_PACKAGES),
     "blind20": _blind("blind20", BLIND20_PACKAGES),
     "blind21": _blind("blind21", BLIND21_PACKAGES),
+    "blind22": _blind("blind22", BLIND22_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

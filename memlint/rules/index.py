@@ -285,7 +285,7 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='EvalOutputsOnDevice',
         default_enabled=False,
         fix_safety=None,
-        triggers=('cuda',),
+        triggers=('cuda', 'device'),
         requires=(),
         trigger_pattern=(b'\\.eval\\(|Loader|loader|def validate(?:_(?:epoch|model|one_epoch|loop'
                          b'))?\\(|def (?:\\w*_)?(?i:eval|evaluate|evaluation|validation|val|predi'

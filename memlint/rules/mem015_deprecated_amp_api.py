@@ -16,6 +16,12 @@ DEPRECATED = {
     "torch.cuda.amp.GradScaler": ("cuda", "GradScaler"),
     "torch.cpu.amp.autocast": ("cpu", "autocast"),
     "torch.cpu.amp.GradScaler": ("cpu", "GradScaler"),
+    # The same classes under the submodules that define them
+    # (`from torch.cuda.amp.grad_scaler import GradScaler`).
+    "torch.cuda.amp.autocast_mode.autocast": ("cuda", "autocast"),
+    "torch.cuda.amp.grad_scaler.GradScaler": ("cuda", "GradScaler"),
+    "torch.cpu.amp.autocast_mode.autocast": ("cpu", "autocast"),
+    "torch.cpu.amp.grad_scaler.GradScaler": ("cpu", "GradScaler"),
 }
 # The old autocast took (enabled, dtype, cache_enabled) positionally; the new one takes
 # (device_type, dtype, enabled, cache_enabled), so positional arguments become keywords.
@@ -73,7 +79,11 @@ class DeprecatedAmpApi(Rule):
     Flags calls to `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler` and their
     `torch.cpu.amp` twins, however they were imported, also when the old callable is first
     bound to a name that the file then calls (`autocast = torch.cuda.amp.autocast if fp16
-    else nullcontext`, then `with autocast():`; reported at the binding, without a fix).
+    else nullcontext`, then `with autocast():`; reported at the binding, without a fix) or
+    returned for the caller to call (`def get_autocast(precision): return
+    torch.cuda.amp.autocast`; reported at the return, without a fix). The classes count
+    under the submodules that define them too
+    (`from torch.cuda.amp.grad_scaler import GradScaler`).
 
     ## Why is this bad?
     These device-specific entry points are deprecated: every call emits a `FutureWarning`
@@ -184,6 +194,11 @@ class DeprecatedAmpApi(Rule):
                 if not hasattr(torch.amp, "GradScaler"):
                     return torch.cuda.amp.GradScaler()
                 return torch.amp.GradScaler("cuda")
+
+            def autocast_class():
+                if not hasattr(torch.amp, "autocast"):
+                    return torch.cuda.amp.autocast
+                return torch.amp.autocast
             """
         ),
     )
@@ -302,6 +317,31 @@ class DeprecatedAmpApi(Rule):
             """,
         ),
         Invalid(
+            # The classes imported from the submodules that define them; and the old
+            # autocast returned for the caller to enter (open_clip's `get_autocast`).
+            """
+            import torch
+            from torch.cuda.amp.grad_scaler import GradScaler
+            scaler = GradScaler(enabled=use_amp)
+
+            def get_autocast(precision):
+                if precision == "amp":
+                    return torch.cuda.amp.autocast
+                return contextlib.suppress
+            """,
+            lines=(4, 8),
+            fixed="""
+            import torch
+            from torch.cuda.amp.grad_scaler import GradScaler
+            scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+
+            def get_autocast(precision):
+                if precision == "amp":
+                    return torch.cuda.amp.autocast
+                return contextlib.suppress
+            """,
+        ),
+        Invalid(
             # An inline conditional whose other arm is not the new API is no fallback.
             """
             import contextlib
@@ -334,7 +374,17 @@ class DeprecatedAmpApi(Rule):
             return
         if not self.context.analysis.tree.calls_by_name.get(node.targets[0].target.value):
             return
-        value = node.value
+        self._report_callable(node.value)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        """``def get_autocast(precision): return torch.cuda.amp.autocast``: the deprecated
+        callable handed to a caller, which has no other use for it than calling it."""
+        if node.value is not None:
+            self._report_callable(node.value)
+
+    def _report_callable(self, value: cst.BaseExpression) -> None:
+        """Report the deprecated callable ``value`` is (or an arm of it, if inline
+        conditional), without a fix: the call is elsewhere."""
         arms = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
         imports = self.context.analysis.imports
         for arm in arms:

@@ -60,7 +60,8 @@ class EvalOutputsOnDevice(EvalCollectionRule):
     ```
     Device-resident accumulation is often deliberate (a fused metric computed once at the end,
     avoiding a synchronisation per batch), which is why this rule is off by default. It only
-    runs on files that mention CUDA.
+    runs on files that mention CUDA or a device (Lightning modules move batches with
+    ``.to(self.device)`` and never name CUDA).
     """
 
     code = "MEM016"
@@ -70,7 +71,7 @@ class EvalOutputsOnDevice(EvalCollectionRule):
         "host (`.cpu()`) or reduce it before storing"
     )
     default_enabled = False
-    triggers = ("cuda",)
+    triggers = ("cuda", "device")
     # The same evaluation context MEM005 needs.
     trigger_pattern = EvalOutputsRetained.trigger_pattern
 
@@ -157,6 +158,23 @@ class EvalOutputsOnDevice(EvalCollectionRule):
                 return torch.cat(preds)
             """,
             lines=(10,),
+        ),
+        Invalid(
+            # A Lightning module: the device is `self.device`, CUDA is never named.
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            class EfficientAd(AnomalyModule):
+                @torch.no_grad()
+                def teacher_statistics(self, dataloader: DataLoader):
+                    teacher_outputs = []
+                    for batch in dataloader:
+                        y = self.model.teacher(batch["image"].to(self.device))
+                        teacher_outputs.append(y)
+                    return teacher_outputs
+            """,
+            lines=(11,),
         ),
     )
 
