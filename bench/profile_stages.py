@@ -34,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.folder.is_dir():
         parser.error(f"{args.folder} is not a folder")
 
+    from memlint.astwalk import statement_lines
     from memlint.context import FileContext
     from memlint.engine import decoded_source, parse, position_findings, run_rules
     from memlint.filecheck import syntax_errors
@@ -89,8 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         t = lap("libcst parse", t)
         linted += 1
+        # The scan pass hands the worker the statements' lines, as here.
         context = FileContext(path=str(path), source=decoded_source(source, module),
-                              module=module)
+                              module=module,
+                              statements=None if tree is None else statement_lines(tree.body))
         context.analysis.tree  # noqa: B018  # built lazily: timed on its own
         t = lap("tree index", t)
         found = run_rules(context, active)

@@ -428,7 +428,7 @@ class CallClassifier:
             isinstance(switch.func, cst.Attribute) and not switch.args
             and dotted_name(switch.func.value) == recv
             and self.tree.enclosing_function(switch) is scope
-            for switch in self.tree.calls_by_name.get("eval", ())) or (
+            for switch in self.tree.calls_within(scope or self.tree.module, "eval")) or (
                 _held_key(func.value) in self._held_in_eval(call))
 
     def _held_in_eval(self, call: cst.Call) -> frozenset[str]:
@@ -445,10 +445,10 @@ class CallClassifier:
             if not self.is_module_class(cls) and not any(
                     self.tree.enclosing_class(call) is cls and not (name == "train" and call.args)
                     for name in ("backward", "step", "train")
-                    for call in self.tree.calls_by_name.get(name, ())):
+                    for call in self.tree.calls_within(cls, name)):
                 # (a class that trains, or switches a network back to training, has phases)
                 cached = frozenset(
-                    key for call in self.tree.calls_by_name.get("eval", ())
+                    key for call in self.tree.calls_within(cls, "eval")
                     if not call.args and isinstance(call.func, cst.Attribute)
                     and self.tree.enclosing_class(call) is cls
                     and (key := _held_key(call.func.value)) is not None

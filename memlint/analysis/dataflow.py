@@ -1939,7 +1939,7 @@ class DataflowAnalysis:
         known = self._callers.get(scope)
         if known is None:
             name = scope.name.value
-            callers = [c for c in self.tree.calls_by_name.get(name, ())
+            callers = [c for c in self.tree.calls_of(scope)
                        if not self.tree.is_inside(c, scope)
                        and self._visible(scope, c, attribute=isinstance(c.func, cst.Attribute))]
             uses = [c for c, attribute in self._callback_refs.get(name, ())
@@ -2251,13 +2251,19 @@ class DataflowAnalysis:
         candidates = set(direct_args)
         for k in {k for k, _ in keys}:
             candidates.update(index.get(k, ()))
+        positions, loaders = self._loader_positions, self.dataloader_calls
         return [
             call
-            for call in self.dataloader_calls
-            if call in candidates and (
-                call in direct_args
-                or any(self._binds(call, k, at, file_wide=file_wide) for k, at in keys))
+            for call in (loaders[i] for i in sorted(
+                {positions[id(c)] for c in candidates if id(c) in positions}))
+            if call in direct_args
+            or any(self._binds(call, k, at, file_wide=file_wide) for k, at in keys)
         ]
+
+    @cached_property
+    def _loader_positions(self) -> dict[int, int]:
+        """id of each of ``dataloader_calls`` -> its place in it (answers keep that order)."""
+        return {id(call): i for i, call in enumerate(self.dataloader_calls)}
 
     def _loaders_by_key(self, file_wide: bool) -> dict[str, list[cst.Call]]:
         """The file's DataLoader calls by every key :meth:`_binds` can match them under."""
@@ -2339,7 +2345,7 @@ class DataflowAnalysis:
         )
         if returned and function is not None:
             out.append((f"{function.name.value}()", function))
-            for call in self.tree.calls_by_name.get(function.name.value, ()):
+            for call in self.tree.calls_of(function):
                 call_parent = self.tree.parent(call)
                 if isinstance(call_parent, cst.Assign) and self._visible(
                     function, call, attribute=isinstance(call.func, cst.Attribute)
@@ -2359,7 +2365,7 @@ class DataflowAnalysis:
             return
         index = params.index(key)
         is_method = bool(params) and params[0] in ("self", "cls")
-        for call in self.tree.calls_by_name.get(function.name.value, ()):
+        for call in self.tree.calls_of(function):
             position = index - 1 if is_method and isinstance(call.func, cst.Attribute) else index
             positional = [a for a in call.args if a.keyword is None and not a.star]
             for arg in call.args:

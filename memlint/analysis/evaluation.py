@@ -183,7 +183,7 @@ class EvaluationCollections:
     def _caller_trains(self, func: cst.FunctionDef) -> bool:
         """A same-file caller trains: outputs ``func`` returns may feed its backward pass."""
         analysis = self.analysis
-        for call in analysis.tree.calls_by_name.get(func.name.value, ()):
+        for call in analysis.tree.calls_of(func):
             caller = analysis.tree.enclosing_function(call)
             if caller is not None and caller is not func and analysis.loops.function_trains(
                 caller

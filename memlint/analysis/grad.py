@@ -251,7 +251,7 @@ class GradModeAnalysis:
 
     def _mode_from_callers(self, func: cst.FunctionDef) -> GradMode:
         modes: list[GradMode] = []
-        for call in self.tree.calls_by_name.get(func.name.value, ()):
+        for call in self.tree.calls_of(func):
             if self.tree.is_inside(call, func):
                 continue  # recursion says nothing about how the outside world calls it
             caller = self.tree.enclosing_function(call)

@@ -688,7 +688,7 @@ class GraphAnalysis:
         index = names.index(name) if name in names else None
         is_method = bool(names) and names[0] in ("self", "cls")
         states: list[Tri] = []
-        for call in self.tree.calls_by_name.get(func.name.value, ()):
+        for call in self.tree.calls_of(func):
             arg = _argument_for(call, name, index, is_method)
             if arg is None:
                 if param.default is not None:

@@ -132,7 +132,7 @@ class LoopAnalysis:
         if known is None:
             known = self._training_callers[func] = [
                 call
-                for call in self.tree.calls_by_name.get(func.name.value, ())
+                for call in self.tree.calls_of(func)
                 if not self.tree.is_inside(call, func)
                 and any(self.is_training_loop(loop) for loop in self.tree.enclosing_loops(call))
             ]

@@ -7,8 +7,10 @@ who calls this function) instead of walking the tree again.
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import cached_property
 
 import libcst as cst
 
@@ -141,6 +143,8 @@ class TreeIndex:
         self._order: dict[int, int] = {}
         # enclosing_function's answers: analyses ask it for the same nodes again and again.
         self._functions: dict[int, cst.FunctionDef | None] = {}
+        # name -> the ``preorder`` index of each of ``calls_by_name[name]`` (``calls_within``)
+        self._call_positions: dict[str, list[int]] = {}
         self._build(module)
 
     def _build(self, root: cst.CSTNode) -> None:
@@ -198,6 +202,73 @@ class TreeIndex:
         elif kind is cst.ImportFrom:
             assert isinstance(node, cst.ImportFrom)
             self.imports.add_import_from(node, fallback=_in_except(node, self.parents))
+
+    def calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """The calls by ``function``'s name that can run this definition.
+
+        All of them, except where the module defines the name more than once at its top
+        level, each unconditionally: a bare-name call there runs the definition in force,
+        the last one before it for a call at module level, the module's last for a call
+        inside a function (which runs after the module is loaded). Without this, a file
+        that repeats a script (``def train`` forty times) asks forty callers of each.
+        """
+        resolved = self._calls_by_definition.get(id(function))
+        if resolved is not None:
+            return resolved
+        return self.calls_by_name.get(function.name.value, [])
+
+    def calls_within(self, node: cst.CSTNode, name: str) -> list[cst.Call]:
+        """The calls by this name inside ``node`` (nested scopes included), in source order:
+        a slice of ``calls_by_name``, which the index fills in visiting order. For questions
+        asked per class or function, which would otherwise scan the whole file's calls."""
+        calls = self.calls_by_name.get(name)
+        if not calls:
+            return []
+        start = self._order.get(id(node))
+        if start is None or self.preorder[start] is not node:
+            return [c for c in calls if self.is_inside(c, node)]
+        positions = self._call_positions.get(name)
+        if positions is None:
+            positions = self._call_positions[name] = [self._order[id(c)] for c in calls]
+        return calls[bisect_left(positions, start):bisect_left(positions,
+                                                                self.subtree_end[start])]
+
+    @cached_property
+    def _calls_by_definition(self) -> dict[int, list[cst.Call]]:
+        """``calls_of`` for the definitions of names defined twice or more at top level."""
+        module, parents, order = self.module, self.parents, self._order
+        resolved: dict[int, list[cst.Call]] = {}
+        for name, functions in self.functions_by_name.items():
+            if len(functions) < 2:
+                continue
+            top = [f for f in functions if parents.get(id(f)) is module]
+            if len(top) < 2 or any(parents.get(id(f)) is not module and self._at_module_scope(f)
+                                   for f in functions):
+                continue  # a conditional definition: which one is in force is not known
+            starts = [order[id(f)] for f in top]
+            lists: list[list[cst.Call]] = [[] for _ in top]
+            for call in self.calls_by_name.get(name, ()):
+                if type(call.func) is not cst.Name:
+                    for calls in lists:
+                        calls.append(call)
+                    continue
+                if not self._at_module_scope(call):
+                    lists[-1].append(call)
+                    continue
+                before = bisect_right(starts, order[id(call)]) - 1
+                if before < 0:
+                    for calls in lists:
+                        calls.append(call)
+                else:
+                    lists[before].append(call)
+            for function, calls in zip(top, lists, strict=True):
+                resolved[id(function)] = calls
+        return resolved
+
+    def _at_module_scope(self, node: cst.CSTNode) -> bool:
+        """Runs as the module loads: in no function or lambda (a class body counts)."""
+        return not any(type(a) is cst.FunctionDef or type(a) is cst.Lambda
+                       for a in self.ancestors(node))
 
     def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """The direct children of ``node`` in source order (a cheap ``node.children``)."""
@@ -265,6 +336,11 @@ class TreeIndex:
         return node
 
     def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+        order = self._order
+        start, at = order.get(id(container)), order.get(id(node))
+        if (start is not None and at is not None and self.preorder[start] is container
+                and self.preorder[at] is node):
+            return start <= at < self.subtree_end[start]  # a subtree is a slice of preorder
         parents = self.parents
         current: cst.CSTNode | None = node
         while current is not None:

@@ -1052,7 +1052,7 @@ class EvalWithoutNoGrad(Rule):
         tree = self.context.analysis.tree
         return any(isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
                    and call.func.value.value == "self" and tree.enclosing_class(call) is cls
-                   for call in tree.calls_by_name.get(name, ()))
+                   for call in tree.calls_within(cls, name))
 
     def _feeds_training(self, function: cst.FunctionDef) -> bool:
         """Does code in this file backpropagate what it returns (``evaluate_actions`` in a
@@ -1060,7 +1060,7 @@ class EvalWithoutNoGrad(Rule):
         Then autograd must stay on, whatever its name says."""
         tree = self.context.analysis.tree
         graph = self.context.analysis.graph
-        for call in tree.calls_by_name.get(function.name.value, ()):
+        for call in tree.calls_of(function):
             if tree.is_inside(call, function):
                 continue  # recursion
             statement = tree.parent(call)
@@ -1081,8 +1081,8 @@ class EvalWithoutNoGrad(Rule):
                for node in tree.walk(function.body)):
             return True
         return any(
-            tree.is_inside(call, cls) and _is_eval_switch(call)
-            for name in ("eval", "train") for call in tree.calls_by_name.get(name, ())
+            _is_eval_switch(call)
+            for name in ("eval", "train") for call in tree.calls_within(cls, name)
         )
 
     def _runs_inference(self, function: cst.FunctionDef) -> bool:
@@ -1102,7 +1102,7 @@ class EvalWithoutNoGrad(Rule):
         tree = self.context.analysis.tree
         if tree.enclosing_class(function) is not None:
             return False
-        calls = [c for c in tree.calls_by_name.get(function.name.value, ())
+        calls = [c for c in tree.calls_of(function)
                  if isinstance(c.func, cst.Name) and not tree.is_inside(c, function)]
         if not calls:
             return False

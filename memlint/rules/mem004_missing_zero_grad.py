@@ -271,7 +271,7 @@ class MissingZeroGrad(Rule):
         self._clears: dict[cst.FunctionDef, bool] = {}
         self._reported: set[cst.CSTNode] = set()
         # (target, value) source of every assignment in the file, built on first need.
-        self._assignments: list[tuple[str, str]] | None = None
+        self._assignments: list[tuple[str, cst.BaseExpression]] | None = None
 
     # ------------------------------------------------------------------ visitor
 
@@ -561,10 +561,11 @@ class MissingZeroGrad(Rule):
     def _built_only_from(self, optimizer: str, model: str) -> bool:
         """``optimizer = SGD(model.parameters(), ...)`` somewhere in the file, and no other
         module's parameters in it: clearing ``model`` clears what the optimizer steps."""
+        code = self.context.module.code_for_node
         if self._assignments is None:
-            code = self.context.module.code_for_node
+            # Targets only: a value's source is rendered when its target is the optimizer.
             self._assignments = [
-                (code(target.target), code(node.value))
+                (code(target.target), node.value)
                 for node in self.context.analysis.tree.preorder
                 if isinstance(node, cst.Assign)
                 for target in node.targets
@@ -572,8 +573,7 @@ class MissingZeroGrad(Rule):
         own = re.compile(rf"(?<![\w.]){re.escape(model)}\s*\.\s*(?:named_)?parameters\s*\(")
         any_params = re.compile(r"parameters\s*\(")
         return any(
-            target == optimizer
-            and own.search(value) is not None
+            own.search(value) is not None
             and len(own.findall(value)) == len(any_params.findall(value))
-            for target, value in self._assignments
+            for value in (code(v) for target, v in self._assignments if target == optimizer)
         )

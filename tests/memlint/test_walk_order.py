@@ -171,12 +171,25 @@ def _check(source: str) -> None:
     for node in index.preorder:  # the sliced walk is the field-by-field one
         assert [id(n) for n in index.walk(node)] == [id(n) for n in _field_walk(node)]
 
+    # The answers read from preorder slices are the parent-walking ones, false ones included.
+    sample = index.preorder[:: max(1, len(index.preorder) // 30)]
+    for container in sample:
+        for node in sample:
+            assert index.is_inside(node, container) is _walks_up_to(index, node, container)
+        for name, calls in index.calls_by_name.items():
+            assert [id(c) for c in index.calls_within(container, name)] == [
+                id(c) for c in calls if _walks_up_to(index, c, container)]
+
     types = _node_types()
     expected: list[tuple[str, int]] = []
     cst.visit_batched(module, [_event_log_visitor(expected, types)])
     actual: list[tuple[str, int]] = []
     visit_batched(index, [_event_log_visitor(actual, types)])
     assert actual == expected
+
+
+def _walks_up_to(index: TreeIndex, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    return node is container or any(a is container for a in index.ancestors(node))
 
 
 @pytest.mark.parametrize("name,source", _sources(), ids=[n for n, _ in _sources()])
