@@ -19,6 +19,7 @@ side by side with the peers.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memlint.prefilter import applicable_rules
     from memlint.project.summary import needs_summary, parse_source, summary_of
     from memlint.pruning import blank_ranges, blanked
+    from memlint.pool import GC_THRESHOLDS
     from memlint.rules import all_rules
 
     wanted = {c.strip() for c in args.select.split(",") if c.strip()}
@@ -52,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "positions"),
                            0.0)
     files = sorted(args.folder.rglob("*.py"))
+    gc.set_threshold(*GC_THRESHOLDS)  # as a worker runs
     lines = linted = findings = 0
 
     def lap(stage: str, since: float) -> float:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
+from typing import TypeVar
 
 import libcst as cst
 
@@ -121,6 +122,8 @@ _SCOPE_TYPES: frozenset[type[cst.CSTNode]] = frozenset({cst.FunctionDef, cst.Cla
 
 _UNKNOWN = object()
 
+_D = TypeVar("_D", cst.FunctionDef, cst.ClassDef)
+
 
 class TreeIndex:
     def __init__(self, module: cst.Module) -> None:
@@ -145,6 +148,9 @@ class TreeIndex:
         self._functions: dict[int, cst.FunctionDef | None] = {}
         # name -> the ``preorder`` index of each of ``calls_by_name[name]`` (``calls_within``)
         self._call_positions: dict[str, list[int]] = {}
+        self._bases_memo: dict[str, frozenset[str]] = {}
+        self._sharing_memo: dict[tuple[str, str], bool] = {}
+        self._classes_in_force: dict[str, list[cst.ClassDef] | None] = {}
         self._build(module)
 
     def _build(self, root: cst.CSTNode) -> None:
@@ -206,11 +212,14 @@ class TreeIndex:
     def calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
         """The calls by ``function``'s name that can run this definition.
 
-        All of them, except where the module defines the name more than once at its top
-        level, each unconditionally: a bare-name call there runs the definition in force,
-        the last one before it for a call at module level, the module's last for a call
-        inside a function (which runs after the module is loaded). Without this, a file
-        that repeats a script (``def train`` forty times) asks forty callers of each.
+        All of them, except where a name has several definitions that can be told apart.
+        A module that defines a function more than once at its top level, each
+        unconditionally: a bare-name call runs the definition in force, the last one before
+        it for a call at module level, the module's last for a call inside a function (which
+        runs after the module is loaded). Methods of several classes: ``self.step()`` in a
+        class that defines ``step`` runs its own, or that of a class that can share its
+        instances (a subclass, a class deriving from both; by base names). Without this, a
+        file that repeats a script (``def train`` forty times) asks forty callers of each.
         """
         resolved = self._calls_by_definition.get(id(function))
         if resolved is not None:
@@ -235,35 +244,142 @@ class TreeIndex:
 
     @cached_property
     def _calls_by_definition(self) -> dict[int, list[cst.Call]]:
-        """``calls_of`` for the definitions of names defined twice or more at top level."""
-        module, parents, order = self.module, self.parents, self._order
+        """``calls_of`` for the definitions it tells apart, by id."""
         resolved: dict[int, list[cst.Call]] = {}
         for name, functions in self.functions_by_name.items():
-            if len(functions) < 2:
-                continue
-            top = [f for f in functions if parents.get(id(f)) is module]
-            if len(top) < 2 or any(parents.get(id(f)) is not module and self._at_module_scope(f)
-                                   for f in functions):
-                continue  # a conditional definition: which one is in force is not known
-            starts = [order[id(f)] for f in top]
-            lists: list[list[cst.Call]] = [[] for _ in top]
-            for call in self.calls_by_name.get(name, ()):
-                if type(call.func) is not cst.Name:
-                    for calls in lists:
-                        calls.append(call)
-                    continue
-                if not self._at_module_scope(call):
-                    lists[-1].append(call)
-                    continue
-                before = bisect_right(starts, order[id(call)]) - 1
-                if before < 0:
-                    for calls in lists:
-                        calls.append(call)
-                else:
-                    lists[before].append(call)
-            for function, calls in zip(top, lists, strict=True):
-                resolved[id(function)] = calls
+            if len(functions) > 1:
+                calls = self.calls_by_name.get(name, [])
+                self._resolve_top_level(functions, calls, resolved)
+                self._resolve_methods(functions, calls, resolved)
         return resolved
+
+    def _resolve_top_level(self, functions: list[cst.FunctionDef], calls: list[cst.Call],
+                           resolved: dict[int, list[cst.Call]]) -> None:
+        top = self._in_force_order(functions)
+        if top is None:
+            return
+        lists: list[list[cst.Call]] = [[] for _ in top]
+        for call in calls:
+            # An attribute (``module.train()``, ``model.train()``) at most runs the one in force.
+            before = self._in_force(top, call)
+            for k, found in enumerate(lists):
+                if before < 0 or k == before:
+                    found.append(call)
+        for function, found in zip(top, lists, strict=True):
+            resolved[id(function)] = found
+
+    def _in_force_order(self, definitions: Sequence[_D]) -> list[_D] | None:
+        """The definitions of one name at the module's top level, in order, when there are
+        several and none elsewhere at module scope (in an ``if`` or ``try``); else None."""
+        module, parents = self.module, self.parents
+        top = [d for d in definitions if parents.get(id(d)) is module]
+        if len(top) < 2 or any(parents.get(id(d)) is not module and self._at_module_scope(d)
+                               for d in definitions):
+            return None
+        return top
+
+    def _in_force(self, top: Sequence[cst.CSTNode], at: cst.CSTNode) -> int:
+        """Which of ``top`` (:meth:`_in_force_order`) a reference at ``at`` means: the last
+        one from inside a function, the last one before it at module level; -1 if none is
+        defined yet there."""
+        if not self._at_module_scope(at):
+            return len(top) - 1
+        order = self._order
+        return bisect_right([order[id(d)] for d in top], order[id(at)]) - 1
+
+    def _resolve_methods(self, functions: list[cst.FunctionDef], calls: list[cst.Call],
+                         resolved: dict[int, list[cst.Call]]) -> None:
+        owned = [(f, c) for f in functions if (c := self._owner(f)) is not None]
+        if len(owned) < 2:
+            return
+        by_owner_name: dict[str, list[int]] = {}
+        for i, (_, owner) in enumerate(owned):
+            by_owner_name.setdefault(owner.name.value, []).append(i)
+        owners = {id(c): i for i, (_, c) in enumerate(owned)}
+        in_functions: list[int] | None = None  # targets of any other call inside a function
+        lists: list[list[cst.Call]] = [[] for _ in owned]
+        for call in calls:
+            func = call.func
+            receiver = func.value if type(func) is cst.Attribute else None
+            caller = None if receiver is None else self.enclosing_class(call)
+            targets: Iterable[int]
+            if caller is not None and type(receiver) is cst.Name and receiver.value in (
+                    "self", "cls"):
+                # Its own method, or one of a class that can share its instances.
+                own = owners.get(id(caller))
+                targets = [i for name, found in by_owner_name.items()
+                           if self._names_share(name, caller.name.value)
+                           for i in found if i != own]
+                if own is not None:
+                    targets.append(own)
+            elif (caller is not None and type(receiver) is cst.Call
+                  and type(receiver.func) is cst.Name and receiver.func.value == "super"):
+                bases = self._base_names(caller.name.value)  # ``super().step()``
+                targets = [i for name, found in by_owner_name.items() if name in bases
+                           for i in found]
+            elif not self._at_module_scope(call):
+                if in_functions is None:
+                    in_functions = [i for i, (_, owner) in enumerate(owned)
+                                    if self._class_in_force(owner, call)]
+                targets = in_functions
+            else:
+                targets = [i for i, (_, owner) in enumerate(owned)
+                           if self._class_in_force(owner, call)]
+            for i in targets:
+                lists[i].append(call)
+        for (function, _), found in zip(owned, lists, strict=True):
+            resolved[id(function)] = found
+
+    def _class_in_force(self, owner: cst.ClassDef, at: cst.CSTNode) -> bool:
+        """Can code at ``at`` hold an instance of ``owner``? Not when the module defines
+        another class of that name at its top level that is in force there."""
+        name = owner.name.value
+        if name not in self._classes_in_force:
+            self._classes_in_force[name] = self._in_force_order(self.classes_by_name[name])
+        top = self._classes_in_force[name]
+        if top is None or all(c is not owner for c in top):
+            return True
+        at_index = self._in_force(top, at)
+        return at_index < 0 or top[at_index] is owner
+
+    def _owner(self, function: cst.FunctionDef) -> cst.ClassDef | None:
+        """The class ``function`` is a method of, if it is one."""
+        block = self.parents.get(id(function))
+        owner = None if block is None else self.parents.get(id(block))
+        return owner if type(owner) is cst.ClassDef else None
+
+    def _names_share(self, name: str, other: str) -> bool:
+        """Can a method of a class called ``name`` run on ``self`` in a class called
+        ``other`` (another class)? When one derives from the other or a class of the file
+        from both, by name. (Two classes of one name, a script pasted twice, share nothing
+        unless a class derives from that name.)"""
+        pair = (name, other)
+        known = self._sharing_memo.get(pair)
+        if known is None:
+            known = self._sharing_memo[pair] = (
+                other in self._base_names(name) or name in self._base_names(other)
+                or any(name in bases and other in bases
+                       for bases in map(self._base_names, self.classes_by_name)))
+        return known
+
+    def _base_names(self, name: str) -> frozenset[str]:
+        """The names of the classes that classes called ``name`` derive from, transitively
+        through the file's classes (a base's last dotted name: ``nn.Module`` -> ``Module``)."""
+        known = self._bases_memo.get(name)
+        if known is None:
+            found: set[str] = set()
+            todo = [name]
+            while todo:
+                for cls in self.classes_by_name.get(todo.pop(), ()):
+                    for base in cls.bases:
+                        value = base.value
+                        while type(value) is cst.Attribute:
+                            value = value.attr
+                        if type(value) is cst.Name and value.value not in found:
+                            found.add(value.value)
+                            todo.append(value.value)
+            known = self._bases_memo[name] = frozenset(found)
+        return known
 
     def _at_module_scope(self, node: cst.CSTNode) -> bool:
         """Runs as the module loads: in no function or lambda (a class body counts)."""

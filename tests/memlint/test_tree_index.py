@@ -34,7 +34,7 @@ def test_a_bare_call_runs_the_definition_in_force() -> None:
         "early = train\n"
     )
     first, second = index.functions_by_name["train"]
-    assert _lines(index, index.calls_of(first)) == ["train(2)", "trainer.train(5)"]
+    assert _lines(index, index.calls_of(first)) == ["train(2)"]
     assert _lines(index, index.calls_of(second)) == [
         "train(3)", "train(4)", "trainer.train(5)"]
 
@@ -75,3 +75,52 @@ def test_one_definition_and_nested_ones_keep_every_caller() -> None:
     assert _lines(index, index.calls_of(evaluate)) == ["obj.evaluate(3)"]
     for function in index.functions_by_name["step"]:
         assert _lines(index, index.calls_of(function)) == ["step(b)", "step(2)"]
+
+
+def test_self_calls_run_the_method_of_their_class_or_of_a_related_one() -> None:
+    index = _index(
+        "class Base:\n"
+        "    def step(self):\n        return 0\n"
+        "    def run(self):\n        return self.step()\n"
+        "class Child(Base):\n"
+        "    def step(self):\n        return super().step()\n"
+        "class Other:\n"
+        "    def step(self):\n        return 1\n"
+        "    def loop(self):\n        return self.step()\n"
+        "def main(m):\n    m.step()\n"
+    )
+    base, child, other = index.functions_by_name["step"]
+    # Base.run's self may be a Child; Other's self is neither.
+    assert _lines(index, index.calls_of(base)) == ["self.step()", "super().step()", "m.step()"]
+    assert _lines(index, index.calls_of(child)) == ["self.step()", "m.step()"]
+    assert _lines(index, index.calls_of(other)) == ["self.step()", "m.step()"]
+    assert _class_of(index, index.calls_of(child)[0]) == "Base"
+    assert _class_of(index, index.calls_of(other)[0]) == "Other"
+
+
+def _class_of(index: TreeIndex, call: cst.Call) -> str | None:
+    cls = index.enclosing_class(call)
+    return None if cls is None else cls.name.value
+
+
+def test_a_class_defined_again_leaves_its_methods_to_the_one_in_force() -> None:
+    index = _index(
+        "class Net:\n    def forward(self, x):\n        return x\n"
+        "early = Net().forward(1)\n"
+        "class Net:\n    def forward(self, x):\n        return -x\n"
+        "def main():\n    return Net().forward(2)\n"
+        "late = Net().forward(3)\n"
+    )
+    first, second = index.functions_by_name["forward"]
+    assert _lines(index, index.calls_of(first)) == ["Net().forward(1)"]
+    assert _lines(index, index.calls_of(second)) == ["Net().forward(2)", "Net().forward(3)"]
+
+
+def test_classes_of_one_name_share_methods_when_a_class_derives_from_it() -> None:
+    index = _index(
+        "class Net:\n    def step(self):\n        return self.step()\n"
+        "class Net:\n    def step(self):\n        return self.step()\n"
+        "class Big(Net):\n    pass\n"
+    )
+    first, second = index.functions_by_name["step"]
+    assert len(index.calls_of(first)) == len(index.calls_of(second)) == 2
