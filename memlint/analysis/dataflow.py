@@ -614,6 +614,8 @@ class DataflowAnalysis:
             dict[cst.CSTNode, int], dict[str, list[tuple[int, cst.BaseExpression]]]]] = {}
         self._loader_scopes: dict[cst.Call, list[tuple[str, cst.FunctionDef | None]]] = {}
         self._loader_index: dict[bool, dict[str, list[cst.Call]]] = {}
+        # id(node) -> bindings(node); the nodes are the tree's, alive as long as this is
+        self._bindings: dict[int, frozenset[str]] = {}
 
     # -- device targets -------------------------------------------------------------------
 
@@ -886,9 +888,16 @@ class DataflowAnalysis:
                 return source
         return None
 
-    def bindings(self, value: cst.BaseExpression) -> set[str]:
+    def bindings(self, value: cst.BaseExpression) -> frozenset[str]:
         """Keys under which ``value`` can be found later: assigned names, a dict or list that
-        holds it, or ``fn()`` when ``fn`` returns it (and the names bound from ``fn(...)``)."""
+        holds it, or ``fn()`` when ``fn`` returns it (and the names bound from ``fn(...)``).
+        Kept per node: each loader is asked about by every loop that may draw from it."""
+        known = self._bindings.get(id(value))
+        if known is None:
+            known = self._bindings[id(value)] = frozenset(self._bindings_uncached(value))
+        return known
+
+    def _bindings_uncached(self, value: cst.BaseExpression) -> set[str]:
         keys: set[str] = set()
         node: cst.CSTNode = value
         parent = self.tree.parent(node)
@@ -912,9 +921,8 @@ class DataflowAnalysis:
         # `return loader`, also by name: `loader = DataLoader(...)` ... `return loader, sampler`
         if function is not None and (
                 isinstance(parent, cst.Return) or keys & self._returned_names(function)):
-            fn = function.name.value
-            keys.add(f"{fn}()")
-            for call in self.tree.calls_by_name.get(fn, ()):
+            keys.add(f"{function.name.value}()")
+            for call in self.tree.calls_of(function):
                 call_parent = self.tree.parent(call)
                 if isinstance(call_parent, cst.Assign):
                     for target in call_parent.targets:
@@ -2249,8 +2257,15 @@ class DataflowAnalysis:
         # Only a loader bound under one of the keys can match: ask the index, not every loader.
         index = self._loaders_by_key(file_wide)
         candidates = set(direct_args)
-        for k in {k for k, _ in keys}:
-            candidates.update(index.get(k, ()))
+        for k, at in keys:
+            if file_wide or "." in k or k.endswith("()"):
+                candidates.update(index.get(k, ()))
+            else:  # a plain name: bound in ``at``'s function or at module level (``_binds``)
+                scoped = self._loaders_by_scope
+                function = self.tree.enclosing_function(at)
+                candidates.update(scoped.get((k, None), ()))
+                if function is not None:
+                    candidates.update(scoped.get((k, id(function)), ()))
         positions, loaders = self._loader_positions, self.dataloader_calls
         return [
             call
@@ -2276,6 +2291,17 @@ class DataflowAnalysis:
                 for key in keys:
                     known.setdefault(key, []).append(call)
             self._loader_index[file_wide] = known
+        return known
+
+    @cached_property
+    def _loaders_by_scope(self) -> dict[tuple[str, int | None], list[cst.Call]]:
+        """The file's DataLoader calls by each plain name they are bound to and the id of
+        the function that binds it (None: module level): a query for ``loader`` in one
+        function need not try the loaders of the file's other functions."""
+        known: dict[tuple[str, int | None], list[cst.Call]] = {}
+        for call in self.dataloader_calls:
+            for bound, scope in self._scoped_bindings(call):
+                known.setdefault((bound, None if scope is None else id(scope)), []).append(call)
         return known
 
     def _binds(
