@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
+from operator import attrgetter
 from typing import TypeVar
 
 import libcst as cst
@@ -78,26 +79,43 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """``node.children`` without its cost, and without the layout leaves.
 
     ``CSTNode.children`` and ``CSTNode.visit`` rebuild every node they pass through; reading
-    the child fields directly is about three times faster and yields the same nodes in the
-    same (source) order.
+    the child fields directly (all of a type's at once, through one ``attrgetter``) is about
+    three times faster and yields the same nodes in the same (source) order.
     """
-    fields = _CHILD_FIELDS.get(type(node))
-    if fields is None:
-        fields = _learn_child_fields(node)
+    getter = _CHILD_GETTERS.get(type(node))
+    if getter is None:
+        getter = _child_getter(node)
     out: list[cst.CSTNode] = []
     kept = _KEPT
-    for name in fields:
-        value = getattr(node, name)
+    for value in getter(node):
         value_type = type(value)
         if value_type is tuple or value_type is list:
-            out.extend(value)
+            out.extend(value)  # type: ignore[arg-type]  # a sequence of nodes
         else:
             keep = kept.get(value_type)
             if keep is None:
                 keep = _is_kept_type(value_type)
             if keep:
-                out.append(value)
+                out.append(value)  # type: ignore[arg-type]  # a node: by the type test
     return out
+
+
+# Per node type: a function giving the values of its child fields, in visiting order.
+_CHILD_GETTERS: dict[type[cst.CSTNode], Callable[[cst.CSTNode], tuple[object, ...]]] = {}
+
+
+def _child_getter(node: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[object, ...]]:
+    fields = _CHILD_FIELDS.get(type(node)) or _learn_child_fields(node)
+    getter: Callable[[cst.CSTNode], tuple[object, ...]]
+    if len(fields) == 1:
+        one = attrgetter(fields[0])
+        getter = lambda n: (one(n),)  # noqa: E731  # attrgetter of one field gives no tuple
+    elif fields:
+        getter = attrgetter(*fields)
+    else:
+        getter = lambda n: ()  # noqa: E731
+    _CHILD_GETTERS[type(node)] = getter
+    return getter
 
 
 def last_child(node: cst.CSTNode) -> cst.CSTNode | None:
