@@ -539,9 +539,9 @@ BLIND22_PACKAGES: tuple[tuple[str, str], ...] = (
 
 
 # blind23: OCR (LaTeX OCR, document OCR and layout), molecular potentials, protein language
-# models, 3D medical imaging, weather forecasting, sequential recommenders, an LLM training
-# framework and neural SDEs, labelled by reading their training, evaluation and inference code
-# before memlint's findings on it were read.
+# models and their embedding pipelines, 3D medical imaging, weather forecasting, sequential
+# recommenders, an LLM training framework and neural SDEs, labelled by reading their
+# training, evaluation and inference code before memlint's findings on it were read.
 BLIND23_PACKAGES: tuple[tuple[str, str], ...] = (
     ("pix2tex", "0.0.8"),
     ("surya-ocr", "0.22.1"),
@@ -553,6 +553,7 @@ BLIND23_PACKAGES: tuple[tuple[str, str], ...] = (
     ("rectools", "0.19.0"),
     ("nanotron", "0.4"),
     ("torchsde", "0.2.6"),
+    ("bio-embeddings", "0.1.6"),
 )
 
 
