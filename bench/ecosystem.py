@@ -538,6 +538,25 @@ BLIND22_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind23: OCR (LaTeX OCR, document OCR and layout), molecular potentials, protein language
+# models and their embedding pipelines, 3D medical imaging, weather forecasting, sequential
+# recommenders, an LLM training framework and neural SDEs, labelled by reading their
+# training, evaluation and inference code before memlint's findings on it were read.
+BLIND23_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("pix2tex", "0.0.8"),
+    ("surya-ocr", "0.22.1"),
+    ("torchmd-net", "3.1.0"),
+    ("fair-esm", "2.0.0"),
+    ("torchio", "1.2.1"),
+    ("microsoft-aurora", "2.0.1"),
+    ("graph-weather", "1.0.146"),
+    ("rectools", "0.19.0"),
+    ("nanotron", "0.4"),
+    ("torchsde", "0.2.6"),
+    ("bio-embeddings", "0.1.6"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -569,6 +588,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind20": _blind("blind20", BLIND20_PACKAGES),
     "blind21": _blind("blind21", BLIND21_PACKAGES),
     "blind22": _blind("blind22", BLIND22_PACKAGES),
+    "blind23": _blind("blind23", BLIND23_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -194,9 +194,9 @@ RULES: tuple[RuleSpec, ...] = (
                          b' \\t]*return\\b[^\\n]*\\w\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|ar'
                          b'ange|eye|linspace|logspace|rand\\w*|normal|hann_window|hamming_window'
                          b'|blackman_window|bartlett_window|kaiser_window)\\((?:[^()]|\\((?:[^()]'
-                         b'|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))'
-                         b'*[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w'
-                         b'\\.(?:cuda|to|type_as)\\('),
+                         b'|\\([^()]*\\))*\\))*\\)(?:\\s*,(?:[^()]|\\([^()]*\\))*\\))?(?:\\s*\\.\\'
+                         b'w+\\((?:[^()]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]'
+                         b'*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|type_as)\\('),
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,

@@ -445,7 +445,9 @@ class FactoryThenMove(Rule):
     name, or an ``else`` branch leaves it alone. So is a factory bound to a name that the very next
     statement of a function moves where it uses it, when that is the tensor's only use there
     (``support = torch.linspace(a, b, n).view(1, -1)`` then ``q = (support.type_as(dist) *
-    dist).sum(-1)``); a name read anywhere else in the function is left alone. A
+    dist).sum(-1)``, also through a shape function: ``positions =
+    torch.tile(torch.arange(n), (b, 1))`` then ``emb(positions.to(x.device))``); a name
+    read anywhere else in the function is left alone. A
     ``.type_as(tensor)`` moves to that tensor's device like ``.to(tensor)`` (reported
     without a fix). A legacy typed constructor given sizes
     (``torch.Tensor(b, n).to(device)``, ``torch.FloatTensor(*shape).cuda()``) allocates on
@@ -557,6 +559,9 @@ class FactoryThenMove(Rule):
         rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
         rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window)"
         rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        # (maybe closed by a shape function's other arguments: `positions =
+        # torch.tile(torch.arange(n), (b, 1))`, the closing parenthesis on its own line)
+        rb"(?:\s*,(?:[^()]|\([^()]*\))*\))?"
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*[ \t]*(?:#[^\n]*)?\r?\n"
         rb"(?:[ \t]*(?:#[^\n]*)?\r?\n)*[^\n]*\w\.(?:cuda|to|type_as)\("
     )
@@ -866,6 +871,20 @@ class FactoryThenMove(Rule):
                 return q_value + offsets
             """,
             lines=(4, 8),
+        ),
+        # The same with the factory inside a shape function, its closing parenthesis on a
+        # line of its own (rectools' inverse positions).
+        Invalid(
+            """
+            import torch
+            def add_positions(self, sessions, batch_size, n):
+                positions = torch.tile(
+                    torch.arange(n - 1, -1, -1), (batch_size, 1)
+                )  # [batch_size, n]
+                sessions += self.pos_emb(positions.to(sessions.device))
+                return sessions
+            """,
+            lines=(5,),
         ),
         # `requires_grad_()` before the move: the moved tensor is a non-leaf copy (unsafe fix:
         # the fixed tensor is the leaf).

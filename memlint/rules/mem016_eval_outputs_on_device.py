@@ -21,6 +21,26 @@ _KEEP_DEVICE = frozenset({
 })
 
 
+# Reductions that, given no dimension, collapse the whole tensor into one number: what stays
+# on the device per batch is a scalar (`losses.append(model(x).mean())`), not an output.
+_FULL_REDUCTIONS = frozenset({
+    "mean", "sum", "max", "min", "amax", "amin", "norm", "std", "var", "prod", "nansum",
+    "nanmean", "logsumexp", "all", "any",
+})
+
+
+def _reduces_to_scalar(call: cst.Call, as_function: bool) -> bool:
+    """``x.mean()``, ``torch.sum(x)``: a reduction given no dimension (positional after the
+    tensor, or ``dim=``/``axis=``)."""
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args):
+        return False
+    if len(positional) > (1 if as_function else 0):
+        return False
+    return not any(a.keyword is not None and a.keyword.value in ("dim", "axis")
+                   for a in call.args)
+
+
 # torch functions whose result stays where their first argument is: `torch.stack(samples)`,
 # `torch.softmax(logits, 1)`.
 _KEEP_DEVICE_FUNCTIONS = frozenset({
@@ -58,6 +78,9 @@ class EvalOutputsOnDevice(EvalCollectionRule):
         for x, _ in val_loader:
             preds.append(model(x.cuda()).cpu())
     ```
+    A value reduced to one number per batch (``model(x).mean()``, ``torch.sum(out)``, no
+    dimension given) is not reported: what piles up is a scalar per batch.
+
     Device-resident accumulation is often deliberate (a fused metric computed once at the end,
     avoiding a synchronisation per batch), which is why this rule is off by default. It only
     runs on files that mention CUDA or a device (Lightning modules move batches with
@@ -119,6 +142,19 @@ class EvalOutputsOnDevice(EvalCollectionRule):
                 for x, _ in val_loader:
                     preds.append(model(x.cuda()).cpu())
                     scores.extend(model(x.cuda()).argmax(-1).tolist())
+        """),
+        # One number per batch stays on the device, not the batch's outputs.
+        Valid("""
+            import torch
+            def evaluate(model, val_loader):
+                model.eval()
+                energies, norms = [], []
+                with torch.no_grad():
+                    for x, _ in val_loader:
+                        out = model(x.cuda())
+                        energies.append(out.sum())
+                        norms.append(torch.norm(out))
+                return torch.stack(energies), torch.stack(norms)
         """),
         Valid("""
             import torch
@@ -201,6 +237,14 @@ class EvalOutputsOnDevice(EvalCollectionRule):
             return inner is not None and self._device_model_output(inner, site, depth + 1)
         if isinstance(expr, cst.Call):
             qualified = self.context.analysis.imports.qualified_name(expr.func) or ""
+            if (qualified.startswith("torch.") and qualified.count(".") == 1
+                    and qualified[len("torch."):] in _FULL_REDUCTIONS
+                    and _reduces_to_scalar(expr, as_function=True)):
+                return False  # `torch.mean(out)`: one number per batch
+            if (method_name(expr) in _FULL_REDUCTIONS and isinstance(expr.func, cst.Attribute)
+                    and not qualified.startswith("torch.")
+                    and _reduces_to_scalar(expr, as_function=False)):
+                return False  # `model(x).sum()`: one number per batch
             if (qualified.startswith("torch.") and expr.args
                     and qualified.rsplit(".", 1)[-1] in _KEEP_DEVICE_FUNCTIONS):
                 first = expr.args[0].value
