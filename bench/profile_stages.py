@@ -40,10 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memlint.engine import decoded_source, parse, position_findings, run_rules
     from memlint.filecheck import syntax_errors
     from memlint.gates import code_facts, for_path, gated
+    from memlint.pool import GC_THRESHOLDS
     from memlint.prefilter import applicable_rules
     from memlint.project.summary import needs_summary, parse_source, summary_of
     from memlint.pruning import blank_ranges, blanked
-    from memlint.pool import GC_THRESHOLDS
     from memlint.rules import all_rules
 
     wanted = {c.strip() for c in args.select.split(",") if c.strip()}
