@@ -382,7 +382,8 @@ class TreeIndex:
 
     def _base_names(self, name: str) -> frozenset[str]:
         """The names of the classes that classes called ``name`` derive from, transitively
-        through the file's classes (a base's last dotted name: ``nn.Module`` -> ``Module``)."""
+        through the file's classes (a base's last dotted name: ``nn.Module`` -> ``Module``,
+        a generic's own: ``BaseTrainer[Config]`` -> ``BaseTrainer``)."""
         known = self._bases_memo.get(name)
         if known is None:
             found: set[str] = set()
@@ -391,7 +392,9 @@ class TreeIndex:
                 for cls in self.classes_by_name.get(todo.pop(), ()):
                     for base in cls.bases:
                         value = base.value
-                        while type(value) is cst.Attribute:
+                        while type(value) is cst.Subscript:
+                            value = value.value
+                        if type(value) is cst.Attribute:
                             value = value.attr
                         if type(value) is cst.Name and value.value not in found:
                             found.add(value.value)

@@ -124,3 +124,16 @@ def test_classes_of_one_name_share_methods_when_a_class_derives_from_it() -> Non
     )
     first, second = index.functions_by_name["step"]
     assert len(index.calls_of(first)) == len(index.calls_of(second)) == 2
+
+
+def test_a_generic_base_is_a_base() -> None:
+    index = _index(
+        "class Base(Generic[T]):\n"
+        "    def step(self):\n        return 0\n"
+        "    def run(self):\n        return self.step()\n"
+        "class Child(Base[int]):\n"
+        "    def step(self):\n        return 1\n"
+    )
+    base, child = index.functions_by_name["step"]
+    assert _lines(index, index.calls_of(base)) == _lines(index, index.calls_of(child)) == [
+        "self.step()"]
