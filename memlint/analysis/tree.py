@@ -280,9 +280,8 @@ class TreeIndex:
         for call in calls:
             # An attribute (``module.train()``, ``model.train()``) at most runs the one in force.
             before = self._in_force(top, call)
-            for k, found in enumerate(lists):
-                if before < 0 or k == before:
-                    found.append(call)
+            for found in (lists if before < 0 else (lists[before],)):
+                found.append(call)
         for function, found in zip(top, lists, strict=True):
             resolved[id(function)] = found
 
