@@ -14,11 +14,12 @@ A loader reaches its loop through pass-through wrappers (``enumerate``, ``tqdm``
 ``metric_logger.log_every``, ``iter``), names bound to them, generator expressions, and
 same-file infinite-iterator helpers (a generator that re-iterates its argument, or a small
 class with ``__iter__``/``__next__`` around it). Batches also arrive through ``next(it)``
-inside a loop, through same-file helpers and callbacks the loop hands its batch to, and
-through step functions an engine runs over a loader (``Engine(step).run(loader)``):
-:meth:`DataflowAnalysis.host_batch_origins` follows all of these, and leaves out batches
-that are already on the device (a loader Accelerate or Fabric prepared, a dataset built
-from device tensors, a value moved earlier in the same iteration).
+inside a loop, through a same-file fetch helper a step loop calls (``next(it)`` in it,
+restarted on ``StopIteration``), through same-file helpers and callbacks the loop hands its
+batch to, and through step functions an engine runs over a loader
+(``Engine(step).run(loader)``): :meth:`DataflowAnalysis.host_batch_origins` follows all of
+these, and leaves out batches that are already on the device (a loader Accelerate or Fabric
+prepared, a dataset built from device tensors, a value moved earlier in the same iteration).
 
 :func:`classify_to_target` answers the second question from the call alone (plus the file's
 imports); :class:`DataflowAnalysis` adds the file-wide facts (names bound only to the CPU,
@@ -616,6 +617,7 @@ class DataflowAnalysis:
         self._loader_index: dict[bool, dict[str, list[cst.Call]]] = {}
         # id(node) -> bindings(node); the nodes are the tree's, alive as long as this is
         self._bindings: dict[int, frozenset[str]] = {}
+        self._helper_draw_calls: dict[cst.Call, cst.BaseExpression] | None = None
 
     # -- device targets -------------------------------------------------------------------
 
@@ -1405,6 +1407,8 @@ class DataflowAnalysis:
         if isinstance(expr, (cst.Tuple, cst.List)):
             return any(self._derives(e.value, known, next_ok) for e in expr.elements)
         if isinstance(expr, cst.Call):
+            if next_ok and expr in self._helper_draws():
+                return True
             if isinstance(expr.func, cst.Attribute):
                 return self._derives(expr.func.value, known, next_ok)
             if next_ok and _is_builtin_next(expr):
@@ -1577,7 +1581,7 @@ class DataflowAnalysis:
                 if decided is not None:
                     return decided
             child = anc
-        if isinstance(scope, cst.FunctionDef) and scope in self._cycled_draws:
+        if isinstance(scope, cst.FunctionDef) and scope in self._function_draws:
             decided = self._draw_origin(scope, expr, at, comprehensions)
             if decided is not None:
                 return decided
@@ -1649,13 +1653,8 @@ class DataflowAnalysis:
             if source is not None:
                 groups.append((source, self.batch_names(loop), False))
         draws = self._loader_draws.get(loop)
-        # An epoch loop that samples one batch with next() beside its own loop over a loader
-        # (a preview, a fixed visualisation batch) is not where batches stream through.
-        if draws and not any(
-            isinstance(node, cst.For) and self.is_dataloader_loop(node)
-            for node in self.tree.walk(loop.body)
-        ):
-            source = self.loader_source(draws[0].args[0].value)
+        if draws and self._streams_draws(loop):
+            source = self._drawn_source(draws[0])
             if source is not None:
                 names = self._propagate(loop.body, set(), next_ok=True)
                 groups.append((source, frozenset(names), True))
@@ -1663,16 +1662,86 @@ class DataflowAnalysis:
         self._groups[loop] = frozen
         return frozen
 
+    def _streams_draws(self, loop: Loop) -> bool:
+        """Does each pass of ``loop`` draw a new batch with the ``next()`` calls in it? Not an
+        epoch loop that samples one batch beside its own loop over a loader (a preview, a
+        fixed visualisation batch): batches stream through that inner loop instead."""
+        return not any(
+            isinstance(node, cst.For) and self.is_dataloader_loop(node)
+            for node in self.tree.walk(loop.body)
+        )
+
+    def _drawn_source(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The loader a draw takes its batch from: ``next(it)`` over a loader, or a call of a
+        same-file helper that returns what it draws (:meth:`_helper_draws`)."""
+        if _is_builtin_next(call):
+            return self.loader_source(call.args[0].value)
+        return self._helper_draws().get(call)
+
     @cached_property
     def _loader_draws(self) -> dict[Loop, list[cst.Call]]:
-        """``next(it)`` calls over a loader, by each loop (in their function) around them."""
+        """Draws of a batch (``next(it)`` over a loader, a call of a helper that returns one),
+        by each loop (in their function) around them."""
         draws: dict[Loop, list[cst.Call]] = {}
-        for call in self.tree.calls_by_name.get("next", ()):
-            if not _is_builtin_next(call) or self.loader_source(call.args[0].value) is None:
+        calls = [*self.tree.calls_by_name.get("next", ()), *self._helper_draws()]
+        for call in calls:
+            if self._drawn_source(call) is None:
                 continue
             for loop in self.tree.enclosing_loops(call):
                 draws.setdefault(loop, []).append(call)
         return draws
+
+    @cached_property
+    def _stepped_draws(self) -> dict[cst.FunctionDef, list[cst.Call]]:
+        """``next(it)`` over a loader outside any loop, by function, where the function is
+        called once per pass of a loop elsewhere in the file: a step's batch fetch that
+        restarts an exhausted iterator (``try: batch = next(self.train_iter)`` ``except
+        StopIteration: self.train_iter = iter(self.train_loader)``), run by
+        ``for step in range(n):``. A call from an epoch loop that streams its batches
+        through an inner loop over a loader draws one batch per epoch and does not count."""
+        found: dict[cst.FunctionDef, list[cst.Call]] = {}
+        for call in self.tree.calls_by_name.get("next", ()):
+            if (not _is_builtin_next(call) or self.tree.enclosing_loops(call)
+                    or self.loader_source(call.args[0].value) is None):
+                continue
+            function = self.tree.enclosing_function(call)
+            if function is not None:
+                found.setdefault(function, []).append(call)
+        return {
+            function: draws for function, draws in found.items()
+            if function.name.value not in ("__next__", "__iter__")
+            and not any(isinstance(n, cst.Yield) for n in self.tree.walk(function))
+            and any(
+                any(self._streams_draws(loop) for loop in self.tree.enclosing_loops(caller))
+                for caller in self.tree.calls_of(function)
+            )
+        }
+
+    def _helper_draws(self) -> dict[cst.Call, cst.BaseExpression]:
+        """Calls of same-file helpers that return the batch they draw (a function of
+        :attr:`_stepped_draws` whose ``return`` hands on the drawn value), with the loader
+        each draws from: ``x, y = self.get_batch()`` in a step loop holds a batch, as
+        ``next(it)`` there would. A helper's own calls of other helpers are not followed."""
+        if self._helper_draw_calls is not None:
+            return self._helper_draw_calls
+        self._helper_draw_calls = {}  # while the helpers' own bodies are read
+        found: dict[cst.Call, cst.BaseExpression] = {}
+        for function, draws in self._stepped_draws.items():
+            source = self.loader_source(draws[0].args[0].value)
+            if source is None:
+                continue
+            names = self._propagate(function.body, set(), next_ok=True)
+            if not any(
+                isinstance(node, cst.Return) and node.value is not None
+                and self.tree.enclosing_function(node) is function
+                and self._derives(node.value, names, True)
+                for node in self.tree.walk(function.body)
+            ):
+                continue
+            for call in self.tree.calls_of(function):
+                found[call] = source
+        self._helper_draw_calls = found
+        return found
 
     @cached_property
     def _cycled_draws(self) -> dict[cst.FunctionDef, list[cst.Call]]:
@@ -1708,6 +1777,12 @@ class DataflowAnalysis:
                 draws.setdefault(function, []).append(call)
         return draws
 
+    @cached_property
+    def _function_draws(self) -> dict[cst.FunctionDef, list[cst.Call]]:
+        """Functions that draw one batch each time they run, outside any loop of their own:
+        from a cycle kept on the object, or as a step's fetch (:attr:`_stepped_draws`)."""
+        return {**self._stepped_draws, **self._cycled_draws}
+
     def _draw_origin(
         self,
         function: cst.FunctionDef,
@@ -1715,9 +1790,9 @@ class DataflowAnalysis:
         at: cst.CSTNode,
         comprehensions: list[_Comprehension],
     ) -> list[BatchOrigin] | None:
-        """The origins of ``expr`` if it holds a batch drawn from a cycle kept on the object
-        (see :attr:`_cycled_draws`), else None."""
-        draws = self._cycled_draws.get(function)
+        """The origins of ``expr`` if it holds a batch the function draws once per run (see
+        :attr:`_function_draws`), else None."""
+        draws = self._function_draws.get(function)
         source = None if not draws else self.loader_source(draws[0].args[0].value)
         if source is None:
             return None

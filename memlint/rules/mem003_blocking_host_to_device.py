@@ -78,7 +78,12 @@ class BlockingHostToDevice(Rule):
       sampled per epoch beside a loop over a loader, is a one-off and stays silent), and
       through ``next(self.replay)`` anywhere in a method when ``self.replay`` holds
       ``cycle(loader)``: an endless iterator kept on the object is drawn once per step (its
-      ``DataLoader`` is found inside the ``cycle(...)`` call for the ``pin_memory`` report);
+      ``DataLoader`` is found inside the ``cycle(...)`` call for the ``pin_memory`` report),
+      and through a same-file fetch helper that a step loop calls (``try: batch =
+      next(self.train_iter)`` ``except StopIteration: self.train_iter =
+      iter(self.train_loader)``): its own copies, and those of the batch it returns to the
+      loop, are per batch (a helper called once before the loop, or once per epoch beside
+      the epoch's own loop over the loader, is a one-off);
     - into same-file helpers the loop hands the batch to (``to_device(batch, device)``,
       ``self.training_step(batch)``, a few calls deep), callbacks applied to it
       (``apply_to(batch, lambda t: t.cuda())``, ``map(to_gpu, batch)``), and step functions an
@@ -114,7 +119,7 @@ class BlockingHostToDevice(Rule):
 
     Not followed yet: loaders and engines defined in another file, list/set/dict
     comprehensions over a loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()``
-    outside any loop in a method the framework calls per step (unless it draws from a
+    outside any loop in a method only the framework calls per step (unless it draws from a
     ``cycle`` kept on the object), and (for the ``pin_memory`` report) a DataLoader that
     reaches an engine's ``run`` only as a closure variable of a nested handler.
 
@@ -218,6 +223,21 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # A fetch helper run once before the loop, or once per epoch beside the epoch's own
+        # loop over the loader (a preview batch): no batch streams through it.
+        Valid("""
+            class Trainer:
+                def sample_batch(self):
+                    x, _ = next(iter(self.val_loader))
+                    return x.to(self.device)
+                def train(self, epochs):
+                    fixed = self.sample_batch()
+                    for epoch in range(epochs):
+                        preview = self.sample_batch()
+                        for x, y in self.train_loader:
+                            self.step(x.to(self.device, non_blocking=True), y)
+                        self.show(preview, fixed)
+        """),
         Valid("""
             from torch.utils.data import DataLoader
             def bits_per_dim(model, dataset):
@@ -875,6 +895,55 @@ class BlockingHostToDevice(Rule):
             def train(net, train_loader, devices):
                 for features, labels in train_loader:
                     train_batch(net, features, labels, devices)
+            """,
+        ),
+        # A step's batch fetch that restarts an exhausted iterator, called once per step: the
+        # copies in it, and those of the batch it returns to the step loop.
+        Invalid(
+            """
+            class Trainer:
+                def fetch(self, it):
+                    try:
+                        x, y = next(it)
+                    except StopIteration:
+                        it = iter(self.train_loader)
+                        x, y = next(it)
+                    return it, (x.to(self.device), y)
+                def get_batch(self):
+                    try:
+                        return next(self.train_iter)
+                    except StopIteration:
+                        self.train_iter = iter(self.train_loader)
+                        return next(self.train_iter)
+                def train(self, steps):
+                    it = iter(self.train_loader)
+                    for step in range(steps):
+                        it, (x, y) = self.fetch(it)
+                        images, labels = self.get_batch()
+                        self.step(x, y.cuda(), images.cuda())
+            """,
+            lines=(9, 21, 21),
+            fixed="""
+            class Trainer:
+                def fetch(self, it):
+                    try:
+                        x, y = next(it)
+                    except StopIteration:
+                        it = iter(self.train_loader)
+                        x, y = next(it)
+                    return it, (x.to(self.device, non_blocking=True), y)
+                def get_batch(self):
+                    try:
+                        return next(self.train_iter)
+                    except StopIteration:
+                        self.train_iter = iter(self.train_loader)
+                        return next(self.train_iter)
+                def train(self, steps):
+                    it = iter(self.train_loader)
+                    for step in range(steps):
+                        it, (x, y) = self.fetch(it)
+                        images, labels = self.get_batch()
+                        self.step(x, y.cuda(non_blocking=True), images.cuda(non_blocking=True))
             """,
         ),
         # A context manager that hands out a loader for the one it is given (a memory-limiting
