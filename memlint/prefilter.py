@@ -39,6 +39,11 @@ def applicable_rules(text: str | bytes, rules: Iterable[T]) -> list[T]:
             and (r.trigger_pattern is None or search(r.trigger_pattern, data))]
 
 
+# How many places holding a part's literal prefix are tried one by one before the parts
+# search the rest of the file themselves.
+_TRIES = 8
+
+
 def search(pattern: bytes, data: bytes) -> bool:
     """Does ``pattern`` match anywhere in ``data``? As ``re.search``, but faster.
 
@@ -46,16 +51,33 @@ def search(pattern: bytes, data: bytes) -> bool:
     the regular expression engine try every alternative at every byte of the file; a
     pattern that opens with a literal lets it skip to where that literal occurs, which is
     ten times faster. So the pattern is split into its alternatives once, and it matches
-    where any of them does.
+    where any of them does. Each part is tried only where its literal opening occurs.
     """
     groups = _alternatives(pattern)
     present = [False] * len(groups)
     for i, (prefix, guard, parts) in enumerate(groups):
         if guard >= 0 and not present[guard]:
             continue  # `Tensor(` is absent, so `FloatTensor(` is too: no need to look
-        if prefix in data:
-            present[i] = True
+        at = data.find(prefix)
+        if at < 0:
+            continue
+        present[i] = True
+        if not prefix:
             if any(part.search(data) for part in parts):
+                return True
+            continue
+        # Every match starts with the prefix: try the parts where it occurs, rather than
+        # have each part scan the whole file for it again; where it occurs often (`def `),
+        # the parts' own scans from there on are cheaper than a try at each place.
+        find = data.find
+        for _ in range(_TRIES):
+            if any(part.match(data, at) for part in parts):
+                return True
+            at = find(prefix, at + 1)
+            if at < 0:
+                break
+        else:
+            if any(part.search(data, at) for part in parts):
                 return True
     return False
 

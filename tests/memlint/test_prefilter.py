@@ -110,3 +110,18 @@ def test_a_text_inside_another_guards_it(text: bytes) -> None:
     longer one; its presence must not stop the longer one's own pattern from matching."""
     pattern = rb"(?:FloatTensor|Tensor|BoolTensor|LongTensor)\(\d"
     assert search(pattern, text) == (re.search(pattern, text) is not None)
+
+
+@pytest.mark.parametrize("text", [
+    b"def f(): pass\n" * 12 + b"def predict(self, x):",
+    b"def f(): pass\n" * 3 + b"def predict(self, x):" + b"def g(): pass\n" * 12,
+    b"zeros(a) " * 11 + b"x = torch.zeros(3).cuda()",
+    b"zeros(a) " * 11,
+    b"def f(): pass\n" * 20,
+])
+def test_a_literal_opening_found_many_times(text: bytes) -> None:
+    """Parts are tried where their literal opening occurs, one place at a time for the
+    first few and by the parts' own search after: a match past those first few places, or
+    none at all, is judged as the whole pattern judges it."""
+    for pattern in PATTERNS:
+        assert search(pattern, text) == (re.search(pattern, text) is not None)
