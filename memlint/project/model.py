@@ -102,6 +102,8 @@ class ProjectModel:
         self._clears: dict[tuple[str, int], bool] = {}
         self._resolved: dict[tuple[str, str], str] = {}
         self._methods_without_grad: dict[str, frozenset[str]] = {}
+        # (module, id of a summary's Class) -> its project bases elsewhere, transitively
+        self._elsewhere: dict[tuple[str, int], tuple[tuple[str, Class], ...]] = {}
         self._method_modes: dict[str, list[GradMode | None]] = {}
 
     # ------------------------------------------------------------------ names
@@ -721,7 +723,7 @@ class ProjectModel:
         own = self._functions.get(module, {})
         for klass in self.summaries[module].classes:
             fed: dict[str, set[str]] = {}
-            for where, base in self._bases_elsewhere(module, klass, 0):
+            for where, base in self._bases_elsewhere_of(module, klass):
                 for name, keys in fed_by_base.get((where, base.qualname), {}).items():
                     fed.setdefault(name, set()).update(keys)
             for name, keys in fed.items():
@@ -751,6 +753,15 @@ class ProjectModel:
         return {(module, owner): calls
                 for module, summary in self.summaries.items()
                 for owner, calls in self._alone.self_calls(summary)[which].items()}
+
+    def _bases_elsewhere_of(self, module: str, klass: Class) -> tuple[tuple[str, Class], ...]:
+        """:meth:`_bases_elsewhere` from the class itself, once per class: every module's
+        classes are asked twice (batches and loaders), and deep hierarchies share bases."""
+        key = (module, id(klass))
+        found = self._elsewhere.get(key)
+        if found is None:
+            found = self._elsewhere[key] = tuple(self._bases_elsewhere(module, klass, 0))
+        return found
 
     def _bases_elsewhere(self, module: str, klass: Class,
                          depth: int) -> Iterator[tuple[str, Class]]:
