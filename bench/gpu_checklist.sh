@@ -21,11 +21,17 @@ step() {  # step LOG COMMAND...: run, keep the output, go on after a failure
     echo "== exit $? (checklist at ${SECONDS}s)" >> "$log"
 }
 { nvidia-smi; python3 -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"; } > "$logs/gpu_tests.txt" 2>&1
+# kornia runs whole on CUDA; skorch and gpytorch only their CUDA tests (`-k cuda`: what a
+# GPU adds over CI, and skorch's whole suite alone outlasts a 15-minute lease), unless
+# SUITES_ALL=1. Each against plain pytest, with and without the allocation history.
 if [ -d "${SUITES_WORK:-bench/.work}/skorch-1.4.0" ]; then
     for suite in skorch kornia gpytorch; do
+        select=()
+        if [ "$suite" != kornia ] && [ -z "${SUITES_ALL:-}" ]; then select=(-- -k cuda); fi
         step "suite-$suite.txt" env KORNIA_TEST_DEVICE=cuda python3 bench/gpumem_suites.py \
-            --suite "$suite" --backend cuda --work "${SUITES_WORK:-bench/.work}" \
-            --python "${SUITES_PYTHON:-python3}" &
+            --suite "$suite" --backend cuda --backend cuda-fast \
+            --work "${SUITES_WORK:-bench/.work}" --python "${SUITES_PYTHON:-python3}" \
+            "${select[@]}" &
     done
 fi
 step gpu_tests.txt python3 -m pytest tests/gpu -v -rs -rP -p no:cacheprovider -p no:randomly
