@@ -29,6 +29,7 @@ from memlint.vocabulary import (
     ELEMENTWISE_FUNCTION_NAMES,
     EVAL_FUNCTION,
     EVAL_LOADER,
+    EVAL_STEP_HOOK,
     EVAL_WORDS,
     FOREIGN_FRAMEWORKS,
     FRAMEWORK_HOOK,
@@ -395,7 +396,7 @@ class _Structure:
             count = len(node.args) + len(node.keywords)
             if count and not self.forward_call and (
                     method == "forward" or INFERENCE_METHOD.match(method)
-                    or forward_by_name(method)):
+                    or EVAL_STEP_HOOK.match(method) or forward_by_name(method)):
                 self.forward_call = True
             if method in ("append", "extend"):
                 if in_loop and count == 1:

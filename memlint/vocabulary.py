@@ -56,6 +56,10 @@ MUTATORS = frozenset({"append", "extend", "insert", "add", "appendleft"})
 PREDICT_API = frozenset({"predict", "predict_proba"})
 # Lightning runs these hooks under no_grad itself; `*_epoch_end` hooks only aggregate.
 FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch_(?:end|start)$")
+# A framework's evaluation step on a model: a forward when the user's own loop calls it on a
+# model it switched to eval (``model.eval()`` ... ``model.validation_step(batch)``), which a
+# framework would have wrapped in no_grad.
+EVAL_STEP_HOOK = re.compile(r"^(?:validation|test|predict)_step$")
 # A model's own machinery: an `.eval()` switch there is part of what the model computes.
 MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
 # `optimizer`, `opt`, `optG`, `opt_d`, `g_optim`, `optimizer_D`, `self.opt`: whose `.step()`

@@ -19,6 +19,7 @@ import libcst as cst
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import TreeIndex
 from memlint.vocabulary import (
+    EVAL_STEP_HOOK,
     FUNCTIONAL_LOSSES,
     INFERENCE_METHOD,
     MODULE_BASES,
@@ -411,7 +412,11 @@ class CallClassifier:
         if not isinstance(func, cst.Attribute) or not call.args:
             return False
         method = func.attr.value
-        if (not INFERENCE_METHOD.match(method) or "no_grad" in method
+        if EVAL_STEP_HOOK.match(method):
+            # `model.validation_step(batch)` in a trainer's own loop: a forward only where the
+            # receiver was switched to eval (below), never by its name in a batch loop.
+            in_batch_loop = False
+        elif (not INFERENCE_METHOD.match(method) or "no_grad" in method
                 or NOT_A_FORWARD.search(method + "_")):
             return False
         recv = dotted_name(func.value)

@@ -22,6 +22,7 @@ from memlint.vocabulary import (
     DERIVATIVE_REQUESTS,
     EVAL_FUNCTION,
     EVAL_LOADER,
+    EVAL_STEP_HOOK,
     FRAMEWORK_HOOK,
     MODEL_MACHINERY,
     PREDICT_API,
@@ -267,6 +268,13 @@ class EvalWithoutNoGrad(Rule):
     skips_test_code = True
 
     valid = (
+        # A step hook called on an object this function did not switch to eval may be any
+        # harness's: by its name alone it is no forward.
+        Valid("""
+            import torch
+            def validation_epoch(module, dataloader):
+                return [module.validation_step(batch, i) for i, batch in enumerate(dataloader)]
+        """),
         # A private helper runs as its callers run it: here always with grad off.
         Valid("""
             import torch
@@ -625,6 +633,24 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        # A trainer's own evaluation loops call a framework's step hooks on the model they
+        # switched to eval: no framework wraps them in no-grad here.
+        Invalid(
+            """
+            import torch
+            class Trainer:
+                def validation_epoch(self, model, dataloader):
+                    model.eval()
+                    return [model.validation_step(batch) for batch in dataloader]
+                def test_epoch(self, model, dataloader):
+                    model.eval()
+                    outputs = []
+                    for batch in dataloader:
+                        outputs.append(model.test_step(batch))
+                    return outputs
+            """,
+            lines=(6, 11),
+        ),
         # A tutorial's parameterless `test()` over a global loader is evaluation code, not a
         # smoke test, though it makes up a tensor too.
         Invalid(
@@ -1413,7 +1439,9 @@ class EvalWithoutNoGrad(Rule):
             return analysis.calls.is_model_method_forward(call, in_batch_loop=any(
                 analysis.dataflow.is_dataloader_loop(lp)
                 for lp in analysis.tree.enclosing_loops(call))) and not (
-                    _HELPER_VERB.match(last_name(call.func) or "")
+                    # `model.test_step(batch)`: one batch's step, not a `test_model(...)` helper
+                    (_HELPER_VERB.match(last_name(call.func) or "")
+                     and not EVAL_STEP_HOOK.match(last_name(call.func) or ""))
                     or self._defined_without_grad(last_name(call.func) or "")
                     or self._project_method_without_grad(call))
         name = last_name(call.func) or ""
