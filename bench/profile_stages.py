@@ -2,9 +2,9 @@
 
 Runs in one process over a folder of ``.py`` files with the default rules, in the order a
 worker does the work, with the worker's own functions: read, text prefilter, stdlib parse and
-module summary (files some rule's text admits, and files that may hold cross-file facts;
-a possible copy helper's file is summarised only when a caller needs it, in the parent),
-code gates, the syntax check of files left with no rule (skipped when the stdlib parse
+code gates, module summary (files some rule's code gate keeps, and files that may hold
+cross-file facts; any other file is summarised only when the project model asks, in the
+parent), the syntax check of files left with no rule (skipped when the stdlib parse
 already succeeded), the function bodies a file linted only for function-local rules leaves
 out (``memlint.pruning``), libcst parse, tree index, rule visits, positions of findings. It prints
 each stage's CPU seconds and share.
@@ -70,15 +70,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         active = applicable_rules(source, for_path(rules, str(path)))
         t = lap("prefilter", t)
         tree = None
-        if active or needs_summary(source) or path.name == "__init__.py":
+        wanted = needs_summary(source) or path.name == "__init__.py"
+        if active or wanted:
             tree = parse_source(source, str(path))
             t = lap("stdlib parse", t)
-            if tree is not None:
-                summary_of(tree)
-                t = lap("summary", t)
         if active and tree is not None:
             active = gated(active, code_facts(tree, source))
             t = lap("code gates", t)
+        if (active or wanted) and tree is not None:  # a file no rule keeps: only if wanted
+            summary_of(tree)
+            t = lap("summary", t)
         if not active:
             if tree is None:
                 syntax_errors(str(path), source)

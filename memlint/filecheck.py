@@ -219,7 +219,12 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
                imports_ready: Callable[[], None] | None = None, *,
                defer_check: bool = False) -> FileResult:
     """The first pass over a file: finished at once when no rule applies, else the rules that
-    do; the module summary when the file may hold facts other modules need.
+    do; the module summary of a file left with rules, and of one that may hold facts other
+    modules need (:func:`~memlint.project.summary.needs_summary`, a package's ``__init__``).
+    A file whose rules' words sit only in its text, not its code, is one no rule applies to:
+    summarised in the parent if the project model asks (a module calls into it), so that a
+    word in a docstring costs no summary (a third of a cold run's worker time on
+    transformers went to such files).
 
     The stdlib tree parsed here serves three purposes: the summary, the rules' code gates
     (:mod:`memlint.gates`: a rule whose trigger words only sit in docstrings or comments is
@@ -234,16 +239,19 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
     active = applicable_rules(source, [s for s in for_path(rules, display)
                                        if s.code not in ignored])
     # A package's __init__ re-exports names its siblings import: always worth its summary.
-    wanted = not summary_known and (bool(active) or needs_summary(source)
-                                    or display.endswith("__init__.py"))
+    wanted = not summary_known and (needs_summary(source) or display.endswith("__init__.py"))
     tree = parse_source(source, display) if active or wanted else None
-    summary = summary_of(tree) if wanted and tree is not None else None
     if active and tree is not None:
         active = gated(active, code_facts(tree, source))
         if not active:
             # Parsed, so no syntax error; the project model may still add a rule (active=()).
-            return FileResult(display, active=(), summary=summary,
+            # A rule's words in its text, and no code for the rule: summarised like a file
+            # no rule applies to (the project model asks for it when a module calls into it).
+            return FileResult(display, active=(),
+                              summary=summary_of(tree) if wanted else None,
                               statements=statement_lines(tree.body))
+    wanted = wanted or (bool(active) and not summary_known)  # linted: the model needs it
+    summary = summary_of(tree) if wanted and tree is not None else None
     if not active:
         if tree is None and defer_check and not wanted:
             return FileResult(display, unchecked=True)

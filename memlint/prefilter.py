@@ -53,6 +53,10 @@ def search(pattern: bytes, data: bytes) -> bool:
     ten times faster. So the pattern is split into its alternatives once, and it matches
     where any of them does. Each part is tried only where its literal opening occurs.
     """
+    if pattern.startswith(b"(?i)") and _lowercase(pattern):
+        # In any case: the same as the pattern on the lowered text, which is searched for
+        # literal openings as any other (a case-blind scan tries every byte).
+        pattern, data = pattern[4:], data.lower()
     groups = _alternatives(pattern)
     present = [False] * len(groups)
     for i, (prefix, guard, parts) in enumerate(groups):
@@ -80,6 +84,19 @@ def search(pattern: bytes, data: bytes) -> bool:
             if any(part.search(data, at) for part in parts):
                 return True
     return False
+
+
+@cache
+def _lowercase(pattern: bytes) -> bool:
+    """Does ``(?i)rest`` match where ``rest`` matches the lowered text? Yes when ``rest``
+    holds no upper-case letter (lowered text holds none, and ``\\W``, ``\\S``, ``\\B``
+    would change meaning) and no flag of its own (``(?-i:...)``); bytes patterns and
+    ``bytes.lower`` both fold ASCII letters only."""
+    rest = pattern[4:]
+    return rest == rest.lower() and _FLAGS.search(rest) is None
+
+
+_FLAGS = re.compile(rb"\(\?[-a-z]")
 
 
 @cache

@@ -222,7 +222,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             results[key] = _cached(entry, displays[key])
             continue
         digest = store.known(key, stats[key])
-        if entry is not None and entry.active is not None and digest is not None and (
+        if entry is not None and entry.active and digest is not None and (
                 store.summaries[digest] is None):
             digest = None  # linted now, but stored without a summary: scan it again
         if entry is not None and keep_summary(key, digest):

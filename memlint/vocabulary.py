@@ -27,8 +27,12 @@ LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECA
 # The index of a loop that draws batches, by its name: `for batch_idx, (x, y) in
 # enumerate(train_data):` (the PyTorch MNIST example's header, copied into FedML's trainers,
 # whose `train_data` is a DataLoader built in another module). Its iterable is taken for a loader.
-BATCH_INDEX = re.compile(
-    r"^(?:batch_?(?:idx|index|id|i|ind|num|no|nb)|i_?batch|b_?idx)$", re.IGNORECASE)
+_BATCH_INDEX = r"(?:batch_?(?:idx|index|id|i|ind|num|no|nb)|i_batch|ibatch|b_idx|bidx)"
+BATCH_INDEX = re.compile(rf"^{_BATCH_INDEX}$", re.IGNORECASE)
+# Where a file's text may hold either (MEM003's prefilter, in any case): `loader`, `dl` not
+# followed by a letter or digit, a batch index not followed by more of a name. Every file
+# whose code has such a name matches; `batching`, `from_dlpack` and `batch_isend` do not.
+LOADER_TEXT = rb"(?i)loader|dl(?![a-z0-9])|" + _BATCH_INDEX.encode() + rb"(?![a-z0-9_])"
 # A loader of held-out data, by its name: `test_loader`, `testloader`, `val_dl`, `eval_dataloader`.
 # A loop over one that runs no backward pass is evaluation code wherever it stands (a script's
 # top level, a `main()` that also trains).

@@ -51,7 +51,8 @@ RULES: tuple[RuleSpec, ...] = (
         triggers=('loader', 'Loader', '_dl', 'dl_', ' dl', '(dl', 'batch_i', 'batchi', 'batch_n',
                   'i_batch', 'ibatch', 'b_idx', 'bidx'),
         requires=(),
-        trigger_pattern=None,
+        trigger_pattern=(b'(?i)loader|dl(?![a-z0-9])|(?:batch_?(?:idx|index|id|i|ind|num|no|nb)'
+                         b'|i_batch|ibatch|b_idx|bidx)(?![a-z0-9_])'),
         code_gate=('fact:loader-name',),
         code_requires=(),
         skips_test_code=True,

@@ -21,6 +21,7 @@ from memlint.analysis.testcode import in_ci_branch
 from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, positional_count
 from memlint.rules.base import Fix, Invalid, Rule, Valid
+from memlint.vocabulary import LOADER_TEXT
 
 if TYPE_CHECKING:
     from memlint.analysis.imports import ImportTable
@@ -216,7 +217,9 @@ class BlockingHostToDevice(Rule):
     # Every finding sits in, or is fed by, a loop over something named or built as a loader.
     triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl", "batch_i", "batchi", "batch_n",
                 "i_batch", "ibatch", "b_idx", "bidx")
-    # ... and such a name in the code itself, not only in a docstring or comment.
+    # ... as a name (not `batching`, `from_dlpack`), and in the code itself, not only in a
+    # docstring or comment.
+    trigger_pattern = LOADER_TEXT
     code_gate = ("fact:loader-name",)
     # A test copies a batch or two of toy data: no input pipeline to overlap.
     skips_test_code = True

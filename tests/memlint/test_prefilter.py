@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from memlint.prefilter import literal_prefix, search, split_alternatives
 from memlint.project.summary import _PROJECT_FACTS
 from memlint.rules.index import RULES
+from memlint.vocabulary import BATCH_INDEX, LOADER_NAME, LOADER_TEXT
 
 PATTERNS = [r.trigger_pattern for r in RULES if r.trigger_pattern is not None] + [
     _PROJECT_FACTS]
@@ -57,11 +58,11 @@ def test_literal_prefix(pattern: bytes, prefix: bytes) -> None:
 
 def test_every_rule_pattern_opens_with_literals_once_split() -> None:
     """The point of splitting: each part starts with a literal the engine can skip to. A
-    pattern in any case (``(?i)``) has none to skip to; it is searched only in the few
-    files that hold one of its rule's triggers."""
+    pattern in any case (``(?i)``) is split as the lowered text is searched."""
     for pattern in PATTERNS:
         if pattern.startswith(b"(?i)"):
-            continue
+            pattern = pattern[4:]
+            assert pattern == pattern.lower()
         for part in split_alternatives(pattern):
             assert re.match(rb"(?:\\.|\w)", part), part
 
@@ -74,8 +75,10 @@ def _pieces(pattern: bytes) -> list[bytes]:
 @given(st.data())
 def test_split_search_agrees_with_the_whole_pattern(data: st.DataObject) -> None:
     pattern = data.draw(st.sampled_from(PATTERNS))
+    pieces = _pieces(pattern)  # in other cases too: a `(?i)` pattern searches lowered text
     words = [
-        *_pieces(pattern), b"(", b")", b".", b"\n", b" ", b":", b"def ", b"torch.", b".to(",
+        *pieces, *(p.upper() for p in pieces), *(p.capitalize() for p in pieces),
+        b"(", b")", b".", b"\n", b" ", b":", b"def ", b"torch.", b".to(",
         b".cuda(", b", ", b"return ", b"x", b"device", b"=False"]
     text = b"".join(data.draw(st.lists(st.sampled_from(words), max_size=40)))
     assert search(pattern, text) == (re.search(pattern, text) is not None)
@@ -125,3 +128,40 @@ def test_a_literal_opening_found_many_times(text: bytes) -> None:
     none at all, is judged as the whole pattern judges it."""
     for pattern in PATTERNS:
         assert search(pattern, text) == (re.search(pattern, text) is not None)
+
+
+_CASED = st.sampled_from(["loader", "Loader", "LOADER", "dl", "DL", "Dl", "batch_idx", "batchIdx",
+                          "batch_i", "i_batch", "iBatch", "bidx", "b_idx", "batch_nb", "batching",
+                          "dlpack"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(r"[A-Za-z_]{0,6}", fullmatch=True), _CASED,
+       st.from_regex(r"[A-Za-z0-9_]{0,6}", fullmatch=True),
+       st.sampled_from(["x = {}\n", "for {}, (x, y) in enumerate(data):", "f({})", "a.{}.b"]))
+def test_mem003_text_admits_every_name_its_gate_reads_as_a_loader(
+        before: str, word: str, after: str, shape: str) -> None:
+    """MEM003's pattern must hold wherever its code gate finds a loader name or a batch
+    index (a name the gate reads, in any code around it); it may hold elsewhere too."""
+    name = before + word + after
+    if not name.isidentifier():
+        return
+    if LOADER_NAME.search(name) or BATCH_INDEX.match(name):
+        assert search(LOADER_TEXT, shape.format(name).encode()), name
+
+
+def test_mem003_text_leaves_words_that_are_no_loader_names() -> None:
+    for text in (b"continuous_batching = True", b"torch.from_dlpack(x)",
+                 b"dist.batch_isend_irecv(ops)", b"batch_number = 0"):
+        assert not search(LOADER_TEXT, text), text
+    for text in (b"for batch_idx, (x, y) in enumerate(data):", b"self.val_dl = dl",
+                 b"train_loader = DataLoader(ds)", b"for b_idx, batch in enumerate(it):"):
+        assert search(LOADER_TEXT, text), text
+
+
+def test_a_pattern_in_any_case_is_searched_on_lowered_text_only_when_that_is_the_same() -> None:
+    """``(?i)`` patterns are searched on the lowered text; one that says ``\\W`` or turns the
+    flag off for a part is searched as it is, so that the answer stays re.search's."""
+    for pattern, text in ((rb"(?i)a\Wb", b"A b"), (rb"(?i)x(?-i:Y)", b"xy"),
+                          (rb"(?i)x(?-i:Y)", b"XY"), (rb"(?i)oom\b", b"OOM!")):
+        assert search(pattern, text) == (re.search(pattern, text) is not None), pattern

@@ -173,3 +173,52 @@ def test_a_copy_helper_summarised_on_demand_is_kept_and_followed_when_it_changes
     helper.write_text(helper.read_text(encoding="utf-8").replace(
         "return [t.to(device) for t in pair]", "return list(pair)"), encoding="utf-8")
     assert copy not in run()
+
+
+def test_a_module_only_its_words_admitted_is_summarised_when_evaluation_calls_into_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``helpers.py`` names ``loss.backward()`` in its docstring only: a rule's text admits
+    it, no code gate keeps it, and the scan leaves it unsummarised, as a file no rule applies
+    to. ``evaluate()`` calls its loop after ``.eval()``, so the run summarises it then and
+    lints it for MEM002; with a cache, an edit to the caller finds it again from the store."""
+    from memlint.filecheck import scan_bytes
+    from memlint.rules import all_rules
+    from memlint.rules.spec import as_specs
+
+    root = tmp_path / "app"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    helper = '''"""Batch helpers; the caller runs loss.backward() itself when it trains."""
+
+
+def run_batches(net, batches):
+    outputs = []
+    for x in batches:
+        outputs.append(net(x))
+    return outputs
+'''
+    (root / "pkg" / "helpers.py").write_text(helper, encoding="utf-8")
+    caller = root / "pkg" / "evaluation.py"
+    caller.write_text("import torch\n\nfrom pkg.helpers import run_batches\n\n\n"
+                      "def evaluate(model, loader):\n    model.eval()\n"
+                      "    return torch.cat(run_batches(model, loader))\n", encoding="utf-8")
+    scanned = scan_bytes("pkg/helpers.py", helper.encode(), as_specs(all_rules()),
+                         frozenset(), summary_known=False)
+    assert scanned.active == () and scanned.summary is None
+    forward = ("pkg/helpers.py", 7, "MEM002")
+    assert forward in actual(root, capsys, monkeypatch)
+
+    def run() -> set[Label]:
+        monkeypatch.chdir(root)
+        capsys.readouterr()
+        main(["--cache-dir", str(tmp_path / "cache"), "--isolated", "--output-format", "json",
+              "."])
+        return {(d["path"], d["line"], d["code"]) for d in json.loads(capsys.readouterr().out)}
+
+    assert forward in run()
+    caller.write_text(caller.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert forward in run()
+    caller.write_text(caller.read_text(encoding="utf-8").replace("    model.eval()\n", ""),
+                      encoding="utf-8")
+    assert forward not in run()  # no evaluation calls into it any more
