@@ -232,6 +232,10 @@ class _Structure:
       AMP scaler (``opts[0].step()`` reads as ``opts``), the steps the training analysis
       (:mod:`memlint.analysis.loops`) counts; a scheduler's or an environment's ``step()``
       is none.
+    - ``fact:unplaced-load``: a ``load(...)`` call that leaves its tensors' device to the
+      file (no ``map_location`` by keyword or second position, no ``*``/``**`` arguments),
+      called on ``torch`` or a module alias of it, or by a bare ``load`` or a name imported
+      as it (``from torch import load as tl``).
     - ``fact:forward-call``: a call with arguments that MEM002 can take for a forward pass
       (a superset, by name): ``m.forward(x)``, a call named like a module (``model(x)``,
       ``self.text_encoder(ids)``), an inference method (``self.net.predict(x)``),
@@ -278,6 +282,9 @@ class _Structure:
         self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
         self.forward_call = False  # `model(x)`, `self.net.predict(x)`, `self(x)`
         self.module_class = False  # a class with a base named like `nn.Module`
+        # `r` of `r.load(f)` and `n` of `n(f)` in a call that leaves `map_location` to the file
+        self.load_receivers: set[str] = set()
+        self.load_names: set[str] = set()
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -410,6 +417,9 @@ class _Structure:
                     node.keywords[0].value if node.keywords else None)
                 if count == 1 and type(value) is ast.Constant and value.value is False:
                     self._switch(node, klass)
+            elif method == "load":
+                if type(func.value) is ast.Name and _leaves_location(node):
+                    self.load_receivers.add(func.value.id)
             elif method == "step":
                 if not self.optimizer_step and _steps_optimizer(func.value):
                     self.optimizer_step = True
@@ -421,6 +431,8 @@ class _Structure:
                     self.moved_names.add(receiver)
         elif type(func) is ast.Name:
             self.called.add(func.id)
+            if _leaves_location(node):
+                self.load_names.add(func.id)
             if (not self.forward_call and (node.args or node.keywords)
                     and (func.id == "self" or forward_by_name(func.id))):
                 self.forward_call = True
@@ -528,6 +540,10 @@ class _Structure:
             found.append("fact:factory-move")
         if self.optimizer_step:
             found.append("fact:optimizer-step")
+        aliases = self.aliases
+        if any(r == "torch" or aliases.get(r) == "torch" for r in self.load_receivers) or any(
+                n == "load" or aliases.get(n) == "load" for n in self.load_names):
+            found.append("fact:unplaced-load")
         if self.forward_call or self.module_class:
             found.append("fact:forward-call")
         if (self.module_class or self.loss_entry or any(map(_starts_graph, self.called))
@@ -561,6 +577,13 @@ def _starts_graph(callee: str) -> bool:
     (it marks the names it consumes as carrying a graph)."""
     return (callee in ("forward", "backward", "manual_backward") or names_a_loss(callee)
             or callee in FUNCTIONAL_LOSSES or forward_by_name(callee))
+
+
+def _leaves_location(call: ast.Call) -> bool:
+    """No ``map_location`` given: neither by keyword, nor second positional, nor maybe in
+    ``*args``/``**kwargs`` (as MEM014 reads a ``torch.load`` call)."""
+    return len(call.args) < 2 and not any(type(a) is ast.Starred for a in call.args) and all(
+        k.arg is not None and k.arg != "map_location" for k in call.keywords)
 
 
 def _steps_optimizer(receiver: ast.expr) -> bool:

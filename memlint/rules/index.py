@@ -259,7 +259,7 @@ RULES: tuple[RuleSpec, ...] = (
         requires=(),
         trigger_pattern=(b'load\\((?:(?!map_location|\\*\\*)(?:[^()]|\\((?:[^()]|\\((?:[^()]|\\(('
                          b'?:[^()]|\\([^()]*\\))*\\))*\\))*\\)))*\\)'),
-        code_gate=(),
+        code_gate=('fact:unplaced-load',),
         code_requires=(),
         skips_test_code=False,
         function_local=False,

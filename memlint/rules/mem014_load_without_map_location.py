@@ -127,6 +127,7 @@ class LoadWithoutMapLocation(Rule):
         rb"load\((?:(?!map_location|\*\*)(?:[^()]|"
         rb"\((?:[^()]|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))*\)))*\)"
     )
+    code_gate = ("fact:unplaced-load",)
     fix_safety = FixSafety.UNSAFE
     valid = (
         # A cache of tokenised data chunks, its path built by a helper named for them.

@@ -38,7 +38,7 @@ def _passes(code: str, source: str) -> bool:
 
 def test_the_training_and_except_rules_are_gated() -> None:
     assert {r.code for r in GATED} >= {"MEM001", "MEM004", "MEM005", "MEM006", "MEM007",
-                                       "MEM008", "MEM013", "MEM016"}
+                                       "MEM008", "MEM013", "MEM014", "MEM016"}
     for spec in RULES:  # the generated index carries the classes' gates
         assert spec.code_gate == spec.load().code_gate
 
@@ -347,6 +347,25 @@ def test_a_factory_move_in_code() -> None:
                  "torch.zeros(n).to(x.dtype)", "torch.arange(n).to(torch.float16)",
                  "torch.ones(n).to(compute_type)", "torch.ones(n).to(device=self.half)"):
         assert "fact:factory-move" not in _facts(code), code
+
+
+def test_a_torch_load_that_leaves_the_device_to_the_file() -> None:
+    """MEM014's gate: its text pattern also admits ``hf_hub_download(x)``, ``json.load(f)``
+    and loads whose location sits in a nested call; the code decides."""
+    for code in ("import torch\nstate = torch.load(path)",
+                 "import torch as th\nth.load(path, weights_only=True)",
+                 "from torch import load\nload(path)",
+                 "def f():\n    return tl(p)\nfrom torch import load as tl"):
+        assert "fact:unplaced-load" in _facts(code), code
+        assert _passes("MEM014", code), code
+    for code in ("import torch, json\njson.load(f)\nhf_hub_download(repo)",
+                 "import torch\ntorch.load(p, map_location=device)",
+                 "import torch\ntorch.load(p, device)",
+                 "import torch\ntorch.load(*args)\ntorch.load(p, **options)",
+                 "import torch\nx = 'torch.load(p)'",
+                 "import torch\nself.torch.load(p)"):
+        assert "fact:unplaced-load" not in _facts(code), code
+        assert not _passes("MEM014", code), code
 
 
 def test_an_oom_handler_by_its_type_or_its_words() -> None:
