@@ -7,7 +7,8 @@ the scan pass has the file's stdlib ``ast`` (the module summary needs it anyway)
 
 A gate states a necessary condition of the rule's findings, in two kinds of token:
 ``call:NAME`` (a call whose callee's last name is NAME: ``x.NAME(...)`` or ``NAME(...)``, as
-the libcst analyses index calls) and ``node:TYPE`` (a stdlib ``ast`` node type, ``node:Try``).
+the libcst analyses index calls, or a name imported as NAME: ``ck(...)`` after ``from m import
+NAME as ck``) and ``node:TYPE`` (a stdlib ``ast`` node type, ``node:Try``).
 The rule stays when the code holds any one of its tokens; a gate that is too narrow loses
 findings, so ``tests/memlint/test_gates.py`` checks every gate against the rule's own
 examples and the labelled corpus.
@@ -90,7 +91,11 @@ def code_facts(tree: ast.AST, source: bytes | None = None) -> frozenset[str]:
     from, for what only the text shows, such as comments; without it such facts hold)."""
     structure = _Structure()
     structure.walk(tree)
+    aliases = structure.aliases
     return frozenset([*(f"call:{name}" for name in structure.called),
+                      # `ck(...)` after `from torch.utils.checkpoint import checkpoint as ck`
+                      *(f"call:{aliases[name].rpartition('.')[2]}"
+                        for name in structure.called if name in aliases),
                       *(f"node:{kind.__name__}" for kind in structure.kinds),
                       *structure.facts(source)])
 

@@ -63,6 +63,7 @@ class ZeroGradNotNone(Rule):
         "drop the argument so gradients are freed (set to None)"
     )
     triggers = ("set_to_none", "zero_grad(False")
+    code_gate = ("call:zero_grad",)
     fix_safety = FixSafety.UNSAFE
 
     valid = (

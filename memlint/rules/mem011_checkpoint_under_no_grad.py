@@ -77,6 +77,7 @@ class CheckpointUnderNoGrad(Rule):
     message = NO_GRAD_MESSAGE
     # Only torch's checkpoint counts, and every way of naming it mentions one of these.
     triggers = ("utils.checkpoint", "import checkpoint")
+    code_gate = ("call:checkpoint", "call:checkpoint_sequential")
     valid = (
         Valid(
             """

@@ -60,6 +60,7 @@ class EmptyCacheInLoop(Rule):
     )
     default_enabled = False
     triggers = ("empty_cache",)
+    code_gate = ("call:empty_cache",)
     valid = (
         Valid(
             """

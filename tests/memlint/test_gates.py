@@ -38,7 +38,8 @@ def _passes(code: str, source: str) -> bool:
 
 def test_the_training_and_except_rules_are_gated() -> None:
     assert {r.code for r in GATED} >= {"MEM001", "MEM004", "MEM005", "MEM006", "MEM007",
-                                       "MEM008", "MEM013", "MEM014", "MEM016"}
+                                       "MEM008", "MEM009", "MEM011", "MEM012", "MEM013",
+                                       "MEM014", "MEM016"}
     for spec in RULES:  # the generated index carries the classes' gates
         assert spec.code_gate == spec.load().code_gate
 
@@ -366,6 +367,29 @@ def test_a_torch_load_that_leaves_the_device_to_the_file() -> None:
                  "import torch\nself.torch.load(p)"):
         assert "fact:unplaced-load" not in _facts(code), code
         assert not _passes("MEM014", code), code
+
+
+def test_a_call_counts_under_the_name_it_was_imported_as() -> None:
+    """``call:NAME`` holds for ``ck(...)`` after ``from m import NAME as ck``, as the rules
+    resolve callees through the imports; passing the function on is no call of it."""
+    facts = code_facts(ast.parse(
+        "from torch.utils.checkpoint import checkpoint as ck\ny = ck(block, x)\n"))
+    assert {"call:ck", "call:checkpoint"} <= facts
+    for code, source in (
+            ("MEM011", "import torch\nwith torch.no_grad():\n"
+                       "    y = torch.utils.checkpoint.checkpoint(f, x)"),
+            ("MEM011", "from torch.utils.checkpoint import checkpoint_sequential as cs\n"
+                       "cs(m, 2, x)"),
+            ("MEM012", "import torch\nfor b in loader:\n    torch.cuda.empty_cache()"),
+            ("MEM009", "opt.zero_grad(set_to_none=False)")):
+        assert _passes(code, source), source
+    for code, source in (
+            ("MEM011", "import functools\nfrom torch.utils.checkpoint import checkpoint\n"
+                       "run = functools.partial(checkpoint, use_reentrant=False)"),
+            ("MEM012", "import torch\n# torch.cuda.empty_cache() every step was slow\n"
+                       "release = 'empty_cache'"),
+            ("MEM009", "def f(set_to_none=True):\n    return 'zero_grad(set_to_none=False)'")):
+        assert not _passes(code, source), source
 
 
 def test_an_oom_handler_by_its_type_or_its_words() -> None:
