@@ -187,9 +187,11 @@ class UnusedNoqa(Rule):
     name = "unused-noqa"
     message = "unused suppression"
     default_enabled = False
-    # Only memlint codes can be unused here, and every such comment names one.
-    triggers = ("MEM",)
-    requires = (("noqa", "NOQA", "Noqa", "memlint:"),)
+    # Only memlint codes can be unused here, and every such comment names one after its
+    # directive on the same line (codes are read case-insensitively: `# noqa: mem001`).
+    triggers = ("MEM", "mem", "Mem")
+    requires = (("noqa", "NOQA", "Noqa", "NoQA", "memlint:"),)
+    trigger_pattern = rb"(?i)(?:noqa|memlint:)[^\n]*mem[0-9]"
     fix_safety = FixSafety.SAFE
     valid = (
         Valid(

@@ -94,6 +94,21 @@ def test_the_oom_pattern_needs_the_word_in_any_case() -> None:
         assert not search(spec.trigger_pattern, text), text
 
 
+def test_the_unused_noqa_rule_needs_a_directive_naming_a_memlint_code() -> None:
+    """MEM998 reads a file only where a suppression comment names a MEM code after its
+    directive, in any case: not for "MEMORY" beside a ``# noqa: F401``."""
+    from memlint.prefilter import applicable_rules
+
+    spec = next(r for r in RULES if r.code == "MEM998")
+    for text in (b"x = f()  # noqa: MEM001", b"x = f()  # NOQA:E501,mem010 why",
+                 b"# memlint: noqa: MEM002\n", b"y = g()  # memlint: ignore[MEM013]",
+                 b"z = h()  # NoQA: Mem005"):
+        assert applicable_rules(text, [spec]) == [spec], text
+    for text in (b"MEMORY = 1\nimport os  # noqa: F401", b"# noqa\nMEM001 = 'code'",
+                 b"x = 1  # noqa: E501\ny = 'MEM001'"):
+        assert applicable_rules(text, [spec]) == [], text
+
+
 @pytest.mark.parametrize("text", [
     b"model.eval()", b"def predict(self, x):", b"x = torch.zeros(3, 4).float().to(device)",
     b"torch.randn(2).cuda()", b"return torch.no_grad()", b"with torch.no_grad():\n    return x",
