@@ -188,7 +188,7 @@ class UnusedNoqa(Rule):
     message = "unused suppression"
     default_enabled = False
     # Only memlint codes can be unused here, and every such comment names one after its
-    # directive on the same line (codes are read case-insensitively: `# noqa: mem001`).
+    # directive on the same line (codes are read case-insensitively: mem001 counts).
     triggers = ("MEM", "mem", "Mem")
     requires = (("noqa", "NOQA", "Noqa", "NoQA", "memlint:"),)
     trigger_pattern = rb"(?i)(?:noqa|memlint:)[^\n]*mem[0-9]"
