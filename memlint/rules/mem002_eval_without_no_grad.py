@@ -1090,7 +1090,7 @@ class EvalWithoutNoGrad(Rule):
     ) -> bool:
         """The statements after ``statement`` in ``block`` follow ``switch`` up to the next
         ``.train()``; False when one switches back."""
-        body = list(block.body)
+        body: list[cst.CSTNode] = list(block.body)
         following = body[body.index(statement) + 1:]
         for index, sibling in enumerate(following):
             if self._calls_train(sibling):
