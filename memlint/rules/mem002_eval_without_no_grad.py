@@ -140,7 +140,10 @@ class EvalWithoutNoGrad(Rule):
     Flags a model forward in evaluation or inference code that runs with autograd on.
     Evaluation code is a function named ``evaluate``, ``validate``, ``test``, ``predict``,
     ``infer*`` (also ``eval_*``, ``valid*``, ``run_validation`` ...), or the statements that
-    follow ``model.eval()`` in the same block, up to the next ``model.train()``. Code that
+    follow ``model.eval()`` in the same block, up to the next ``model.train()`` (a switch
+    under a guard or for each model of a collection, ``if isinstance(m, nn.Module):
+    m.eval()``, ``for m in models.values(): m.eval()``, holds after the guard and the loop
+    too; a name the function switches to eval holds a module whatever it is called). Code that
     calls ``backward()`` or ``torch.autograd.grad``, steps an optimizer, asks for input
     gradients (``requires_grad_()``, adversarial attacks, saliency maps, a model asked for
     forces: ``model(batch, compute_force=True)``) or reads the graph the forward records
