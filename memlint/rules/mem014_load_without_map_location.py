@@ -15,15 +15,14 @@ from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_keyword, has_star_args, keyword_arg, positional_count
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 
-# `training_args.bin`, `self.vocab_file`, f"{run}/config.pt", `label_map.pt`,
-# `lr_scheduler_path` (a scheduler's state is numbers): files of arguments, vocabularies and
-# bookkeeping that hold no tensors worth a device; and
+# `training_args.bin`, `self.vocab_file`, f"{run}/config.pt", `label_map.pt`: files of
+# arguments, vocabularies and bookkeeping that hold no tensors worth a device; and
 # `train_tokens.pt`, `data.pt`, `shard_03.pt`, `self.get_chunk_path(i)`: data that a
 # preprocessing job wrote.
 ARTIFACT_NAME = re.compile(
     r"(?:^|[^a-z])(?:args|arguments|config|cfg|conf|vocab|tokeni[sz]er|hparams|hyper_?params"
     r"|meta|metadata|opts|options|settings|labels?|label_map|classes|splits?|index|indices"
-    r"|stats|statistics|history|metrics|results?|(?:lr_)?schedul(?:er|ers|e)|sched"
+    r"|stats|statistics|history|metrics|results?"
     r"|data|dataset|tokens|token_ids|input_ids|shards?|chunks?|samples|examples)(?:$|[^a-z])"
     r"|\.(?:json|ya?ml|txt|csv)$",
     re.IGNORECASE,
@@ -71,8 +70,7 @@ class LoadWithoutMapLocation(Rule):
     - the function works on the host only: it converts to the CPU (`.cpu()`, `.numpy()`,
       `"cpu"`) and never names an accelerator or another device;
     - files of arguments, vocabularies and bookkeeping, and data files, by name
-      (`training_args.bin`, `config.pt`, `self.vocab_file`, `label_map.pt`, a learning-rate
-      scheduler's `lr_scheduler_path`,
+      (`training_args.bin`, `config.pt`, `self.vocab_file`, `label_map.pt`,
       `train_tokens.pt`, `shard_03.pt`), also a path a helper builds
       (`self.get_chunk_path(i)`);
     - dataset code (a `*Dataset` class, `__getitem__`, a `*dataset*` function, a module
@@ -213,8 +211,6 @@ class LoadWithoutMapLocation(Rule):
                 np.savez(out, **{k: v.cpu().numpy() for k, v in state.items()})
 
             training_args = torch.load(os.path.join(run_dir, "training_args.bin"))
-            lr_scheduler_path = os.path.join(run_dir, "lr_scheduler.pt")
-            lr_scheduler.load_state_dict(torch.load(lr_scheduler_path))
 
             class ShardDataset(Dataset):
                 def __init__(self, root):
