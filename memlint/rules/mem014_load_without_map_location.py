@@ -27,6 +27,8 @@ ARTIFACT_NAME = re.compile(
     r"|\.(?:json|ya?ml|txt|csv)$",
     re.IGNORECASE,
 )
+# A learning-rate scheduler (`self.lr_scheduler`, `sched`): its state_dict holds numbers.
+SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 # A test about the accelerator: `torch.cuda.is_available()`, `args.cuda`, `use_gpu`.
 ACCELERATOR_TEST = re.compile(r"cuda|gpu|is_available|device", re.IGNORECASE)
 # Any mention of an accelerator or of device placement in a function.
@@ -59,7 +61,8 @@ class LoadWithoutMapLocation(Rule):
       made of parameters of the loading function only (`path`, `str(path)`: `save(model,
       path)` and `load(model, path)` helpers name different files with one word) or the
       save writes `state_dict()`s of live objects (`torch.save(opt.state_dict(), p)`, a
-      dict of them: a checkpoint a training run wrote, on its devices), an `io.BytesIO`
+      dict of them: a checkpoint a training run wrote, on its devices; a learning-rate
+      scheduler's holds no tensors), an `io.BytesIO`
       buffer when the file
       also saves into one, or a file
       whose every `torch.save` writes CPU tensors (`v.cpu()`, `.to("cpu")`, or
@@ -211,6 +214,12 @@ class LoadWithoutMapLocation(Rule):
                 np.savez(out, **{k: v.cpu().numpy() for k, v in state.items()})
 
             training_args = torch.load(os.path.join(run_dir, "training_args.bin"))
+
+            def save_scheduler(lr_scheduler, root):
+                torch.save(lr_scheduler.state_dict(), root / "lr_scheduler.pt")
+
+            def load_scheduler(lr_scheduler, root):
+                lr_scheduler.load_state_dict(torch.load(root / "lr_scheduler.pt"))
 
             class ShardDataset(Dataset):
                 def __init__(self, root):
@@ -467,11 +476,13 @@ class LoadWithoutMapLocation(Rule):
         scope = self._scope(load)
         if any(self._scope(save) is scope for save in saves):
             return True
+        if saves and all(self._live_state(save) == "scheduler" for save in saves):
+            return True  # a learning-rate scheduler's state is numbers: no device to restore
         if isinstance(scope, cst.FunctionDef) and self._made_of_parameters(path, scope):
             return False
         # A checkpoint that another function of the file wrote from live training objects
         # (`torch.save(opt.state_dict(), p)`, a dict of state dicts) holds their devices.
-        return any(not self._saves_live_state(save) for save in saves)
+        return any(self._live_state(save) is None for save in saves)
 
     def _made_of_parameters(self, path: cst.BaseExpression, scope: cst.FunctionDef) -> bool:
         """The path is a parameter of the loading function, maybe wrapped (`str(path)`,
@@ -487,12 +498,13 @@ class LoadWithoutMapLocation(Rule):
         ]
         return bool(names) and all(n.value in every for n in names)
 
-    def _saves_live_state(self, save: cst.Call) -> bool:
-        """The save writes ``state_dict()`` of some object, directly or through a name bound
-        to a container of them earlier in its function."""
+    def _live_state(self, save: cst.Call) -> str | None:
+        """Does the save write ``state_dict()`` of some object, directly or through a name
+        bound to a container of them earlier in its function? "scheduler" when every one is
+        a learning-rate scheduler's, "state" when some other, None when none."""
         payload = self._argument(save, 0, "obj")
         if payload is None:
-            return False
+            return None
         tree = self.context.analysis.tree
         values: list[cst.CSTNode] = [payload]
         if isinstance(payload, cst.Name):
@@ -503,10 +515,14 @@ class LoadWithoutMapLocation(Rule):
                         isinstance(t.target, cst.Name) and t.target.value == payload.value
                         for t in n.targets):
                     values.append(n.value)
-        return any(
-            isinstance(n, cst.Call) and method_name(n) == "state_dict"
+        owners = [
+            self._code(receiver(n) or n)
             for value in values for n in [value, *tree.walk(value)]
-        )
+            if isinstance(n, cst.Call) and method_name(n) == "state_dict"
+        ]
+        if not owners:
+            return None
+        return "scheduler" if all(SCHEDULER_NAME.search(o) for o in owners) else "state"
 
     def _is_buffer(self, path: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """`io.BytesIO(...)`, or a name bound to one in the function around ``at``."""
