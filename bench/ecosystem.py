@@ -558,9 +558,9 @@ BLIND23_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
-# blind24: span-based NER on transformers, a Persian NLP toolkit with its trainer, portfolio
-# optimisation networks with their training loop, text utilities with examples, text-to-speech and audio
-# token models with their trainers, a video tokenizer and ECG deep learning,
+# blind24: span-based NER on transformers, a Persian NLP toolkit with its trainer,
+# portfolio optimisation networks with their training loop, text utilities, text-to-speech
+# and audio token models with their trainers, a video tokenizer and ECG deep learning,
 # labelled by reading their training, evaluation and inference code before memlint's
 # findings on it were read.
 BLIND24_PACKAGES: tuple[tuple[str, str], ...] = (
