@@ -55,7 +55,9 @@ class SyncInHotLoop(Rule):
     calls deep (`train()` -> `self.train_epoch()` ->
     `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
     function (one that runs backward or the optimizer step itself, outside any loop of its
-    own) is part of the step, and what it calls is not searched for a batch loop.
+    own) is part of the step, and what it calls is not searched for a batch loop. A step
+    function's sync behind an early return on a parameter being `None` (`if eval_res is
+    None: return`) runs per step only when the step loop passes that argument.
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
