@@ -38,6 +38,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind17       # the 17th blind set (bench/blind17_labels.csv)
     python bench/ecosystem.py --set blind18       # the 18th blind set (bench/blind18_labels.csv)
     python bench/ecosystem.py --set blind19       # the 19th blind set (bench/blind19_labels.csv)
+    python bench/ecosystem.py --set blind24       # the 24th blind set (bench/blind24_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -557,6 +558,25 @@ BLIND23_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind24: span-based NER on transformers, a Persian NLP toolkit with its trainer,
+# portfolio optimisation networks with their training loop, text utilities, text-to-speech
+# and audio token models with their trainers, a video tokenizer and ECG deep learning,
+# labelled by reading their training, evaluation and inference code before memlint's
+# findings on it were read.
+BLIND24_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("span-marker", "1.8.1"),
+    ("hezar", "1.0.0"),
+    ("deepdow", "0.2.3"),
+    ("pytorch-nlp", "0.5.0"),
+    ("e2-tts-pytorch", "2.2.2"),
+    ("voicebox-pytorch", "0.5.0"),
+    ("soundstorm-pytorch", "0.6.1"),
+    ("naturalspeech2-pytorch", "0.1.8"),
+    ("magvit2-pytorch", "0.5.1"),
+    ("torch-ecg", "0.0.33"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -589,6 +609,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind21": _blind("blind21", BLIND21_PACKAGES),
     "blind22": _blind("blind22", BLIND22_PACKAGES),
     "blind23": _blind("blind23", BLIND23_PACKAGES),
+    "blind24": _blind("blind24", BLIND24_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -155,28 +155,34 @@ def _opens_block(tree: ast.AST, switches: set[int]) -> bool:
     statement of its own with statements after it in its block, where a model call can be
     evaluation code (not in a model's ``forward``/``__init__``) or a plain-name call can run a
     helper as inference code?"""
-    stack: list[tuple[ast.AST, str]] = [(tree, "")]
+    # (node, enclosing function, whether statements follow the node's chain of enclosing
+    # `if`/`for` statements: a switch under a guard, or for each model of a collection,
+    # opens a block for what follows the guard or the loop)
+    stack: list[tuple[ast.AST, str, bool]] = [(tree, "", False)]
     while stack:
-        node, function = stack.pop()
+        node, function, follows = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             function = node.name
+        guarded = follows and type(node) in (ast.If, ast.For)
         for field in fields_of(type(node)):
             value = getattr(node, field)
             if type(value) is not list:
                 if isinstance(value, ast.AST):
-                    stack.append((value, function))
+                    stack.append((value, function, False))
                 continue
             for index, item in enumerate(value):
                 if not isinstance(item, ast.AST):
                     continue
-                stack.append((item, function))
+                later = index + 1 < len(value)
+                stack.append((item, function, later or guarded))
                 if (type(item) in (ast.Expr, ast.Assign)
-                        and id(item.value) in switches  # type: ignore[attr-defined]
-                        and index + 1 < len(value)
-                        and (function not in MODEL_MACHINERY or any(
+                        and id(item.value) in switches):  # type: ignore[attr-defined]
+                    if guarded and not later:
+                        return True
+                    if later and (function not in MODEL_MACHINERY or any(
                             type(n) is ast.Call and type(n.func) is ast.Name
-                            for later in value[index + 1:] for n in walk(later)))):
-                    return True
+                            for after in value[index + 1:] for n in walk(after))):
+                        return True
     return False
 
 
@@ -244,7 +250,8 @@ class _Structure:
     - ``fact:forward-call``: a call with arguments that MEM002 can take for a forward pass
       (a superset, by name): ``m.forward(x)``, a call named like a module (``model(x)``,
       ``self.text_encoder(ids)``), an inference method (``self.net.predict(x)``),
-      ``self(x)``, or any call in a file with a class whose base is named like
+      ``self(x)``, a call of a plain name that the file switches to eval (``bm.eval()``
+      ... ``bm(x)``), or any call in a file with a class whose base is named like
       ``nn.Module`` (its instances' calls are forwards).
     - ``fact:graph-source``: something the graph analysis starts an autograd graph at (a
       superset, by name): a call named like a module's forward or a loss
@@ -286,6 +293,8 @@ class _Structure:
         self.loss_entry = False  # `out["loss"]`
         self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
         self.forward_call = False  # `model(x)`, `self.net.predict(x)`, `self(x)`
+        self.switched_names: set[str] = set()  # `bm` of `bm.eval()`
+        self.name_calls: set[str] = set()  # `bm` of `bm(x)`
         self.module_class = False  # a class with a base named like `nn.Module`
         # `r` of `r.load(f)` and `n` of `n(f)` in a call that leaves `map_location` to the file
         self.load_receivers: set[str] = set()
@@ -417,6 +426,8 @@ class _Structure:
                 if count == 0:
                     self._switch(node, klass)
                     self.eval_scopes.add(scope)
+                    if type(func.value) is ast.Name:
+                        self.switched_names.add(func.value.id)
             elif method == "train":
                 value = node.args[0] if node.args else (
                     node.keywords[0].value if node.keywords else None)
@@ -438,6 +449,8 @@ class _Structure:
             self.called.add(func.id)
             if _leaves_location(node):
                 self.load_names.add(func.id)
+            if node.args or node.keywords:
+                self.name_calls.add(func.id)
             if (not self.forward_call and (node.args or node.keywords)
                     and (func.id == "self" or forward_by_name(func.id))):
                 self.forward_call = True
@@ -549,7 +562,8 @@ class _Structure:
         if any(r == "torch" or aliases.get(r) == "torch" for r in self.load_receivers) or any(
                 n == "load" or aliases.get(n) == "load" for n in self.load_names):
             found.append("fact:unplaced-load")
-        if self.forward_call or self.module_class:
+        if self.forward_call or self.module_class or not self.switched_names.isdisjoint(
+                self.name_calls):
             found.append("fact:forward-call")
         if (self.module_class or self.loss_entry or any(map(_starts_graph, self.called))
                 or any(n == "loss" or n.endswith("_loss") for n in self.names)):

@@ -260,6 +260,7 @@ class CallClassifier:
         self.project = project
         self._module_class_cache: dict[cst.ClassDef, bool] = {}
         self._held_eval_cache: dict[cst.ClassDef, frozenset[str]] = {}
+        self._switched_cache: dict[cst.CSTNode, frozenset[str]] = {}
 
     def is_module_class(self, cls: cst.ClassDef) -> bool:
         """Model code: the class defines ``forward``, or a base is named like a module
@@ -481,11 +482,33 @@ class CallClassifier:
         if isinstance(func, cst.Name) and name in self.tree.functions_by_name:
             # `evaluate_model(model, loader)`: a helper defined in this file, not a module call.
             return False
+        if isinstance(func, cst.Name) and name in self.switched_names(call):
+            # `bm.eval()` earlier in the function, then `bm(x)`: whatever its name, a module.
+            return True
         if self._own_method_sets_grad(call, name):
             # `self.predict_net(x)` where the class defines `predict_net` and it chooses its
             # own grad mode: the class's method, not a sub-network it holds.
             return False
         return forward_by_name(name)
+
+    def switched_names(self, node: cst.CSTNode) -> frozenset[str]:
+        """Plain names that the function around ``node`` switches to eval (``bm.eval()``):
+        whatever they are called, they hold modules (``for bm in benchmarks.values():
+        bm.eval()``, then ``for name, bm in benchmarks.items(): bm(x)``)."""
+        scope: cst.CSTNode | None = self.tree.enclosing_function(node)
+        if scope is None:
+            return frozenset()
+        cached = self._switched_cache.get(scope)
+        if cached is None:
+            cached = frozenset(
+                n.func.value.value
+                for n in self.tree.walk(scope)
+                if isinstance(n, cst.Call) and not n.args
+                and isinstance(n.func, cst.Attribute) and n.func.attr.value == "eval"
+                and isinstance(n.func.value, cst.Name)
+            )
+            self._switched_cache[scope] = cached
+        return cached
 
     def _own_method_sets_grad(self, call: cst.Call, name: str) -> bool:
         """``self.<name>(...)`` inside a class of this file whose own ``def <name>`` switches

@@ -13,7 +13,7 @@ import libcst as cst
 
 from memlint.analysis import ModuleAnalysis
 from memlint.analysis.calls import is_optimizer_step, last_name
-from memlint.analysis.tree import Loop
+from memlint.analysis.tree import Loop, TreeIndex
 
 # How many levels of same-file calls are followed to find the batch loop under an epoch loop.
 _MAX_DEPTH = 3
@@ -110,8 +110,11 @@ class StepAnalysis:
         func = tree.enclosing_function(node)
         if func is None or self._contains_training_loop(func):
             return False
+        needed = _given_before(node, func, tree)
         return any(self.step_loop(call) for call in (
-            *self.analysis.loops.training_callers(func), *self._steps_with(func)))
+            *(c for c in self.analysis.loops.training_callers(func)
+              if not needed or _passes_all(c, func, needed)),
+            *self._steps_with(func)))
 
     def _steps_with(self, func: cst.FunctionDef) -> list[cst.Call]:
         """Optimizer steps given ``func`` as their closure (``optimizer.step(closure)``, the
@@ -135,3 +138,56 @@ def _own_call(call: cst.Call) -> bool:
         isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
         and func.value.value == "self")
 
+
+
+def _given_before(node: cst.CSTNode, func: cst.FunctionDef, tree: TreeIndex) -> set[str]:
+    """Parameters of ``func`` that ``node`` needs: an earlier statement of a block around
+    it returns when one is None (``if eval_res is None: return``)."""
+    params = {p.name.value for p in (*func.params.posonly_params, *func.params.params,
+                                     *func.params.kwonly_params)}
+    needed: set[str] = set()
+    child: cst.CSTNode = node
+    for anc in tree.ancestors(node):
+        if anc is func:
+            break
+        if isinstance(anc, cst.IndentedBlock) and child in anc.body:
+            for statement in anc.body[:anc.body.index(child)]:
+                name = _returns_when_none(statement)
+                if name in params:
+                    needed.add(name)
+        child = anc
+    return needed
+
+
+def _returns_when_none(statement: cst.CSTNode) -> str | None:
+    """``P`` of ``if P is None: return``."""
+    if not (isinstance(statement, cst.If) and statement.orelse is None):
+        return None
+    test = statement.test
+    if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Is)
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"):
+        return None
+    body = statement.body
+    if not (isinstance(body, cst.IndentedBlock) and all(
+            isinstance(line, cst.SimpleStatementLine)
+            and all(isinstance(small, cst.Return) for small in line.body)
+            for line in body.body)):
+        return None
+    return test.left.value
+
+
+def _passes_all(call: cst.Call, func: cst.FunctionDef, needed: set[str]) -> bool:
+    """``call`` passes every parameter in ``needed`` (by keyword or position; a starred
+    argument may pass any)."""
+    if any(arg.star for arg in call.args):
+        return True
+    names = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+    if names and names[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
+        names = names[1:]
+    positional = sum(1 for arg in call.args if arg.keyword is None)
+    given = set(names[:positional]) | {
+        arg.keyword.value for arg in call.args if arg.keyword is not None}
+    return needed <= given

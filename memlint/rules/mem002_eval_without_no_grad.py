@@ -140,7 +140,10 @@ class EvalWithoutNoGrad(Rule):
     Flags a model forward in evaluation or inference code that runs with autograd on.
     Evaluation code is a function named ``evaluate``, ``validate``, ``test``, ``predict``,
     ``infer*`` (also ``eval_*``, ``valid*``, ``run_validation`` ...), or the statements that
-    follow ``model.eval()`` in the same block, up to the next ``model.train()``. Code that
+    follow ``model.eval()`` in the same block, up to the next ``model.train()`` (a switch
+    under a guard or for each model of a collection, ``if isinstance(m, nn.Module):
+    m.eval()``, ``for m in models.values(): m.eval()``, holds after the guard and the loop
+    too; a name the function switches to eval holds a module whatever it is called). Code that
     calls ``backward()`` or ``torch.autograd.grad``, steps an optimizer, asks for input
     gradients (``requires_grad_()``, adversarial attacks, saliency maps, a model asked for
     forces: ``model(batch, compute_force=True)``) or reads the graph the forward records
@@ -268,6 +271,23 @@ class EvalWithoutNoGrad(Rule):
     skips_test_code = True
 
     valid = (
+        # A switch in one branch of several (`elif`) holds only there; one that a later
+        # statement switches back to training holds until it.
+        Valid("""
+            import torch
+            def run(benchmarks, loader, phase, opt):
+                for bm in benchmarks.values():
+                    if phase == "train":
+                        bm.train()
+                    elif phase == "val":
+                        bm.eval()
+                for bm in benchmarks.values():
+                    bm.train()
+                for x in loader:
+                    for name, bm in benchmarks.items():
+                        bm(x).sum().backward()
+                        opt.step()
+            """),
         # A step hook called on an object this function did not switch to eval may be any
         # harness's: by its name alone it is no forward.
         Valid("""
@@ -633,6 +653,30 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        # A switch under a guard, or for each model of a collection, holds after the guard
+        # and the loop too; a name switched to eval holds a module whatever it is called.
+        Invalid(
+            """
+            import torch
+            def weights_table(network, loader):
+                if isinstance(network, torch.nn.Module):
+                    network.eval()
+                rows = []
+                for x in loader:
+                    rows.append(network(x).detach().cpu().numpy())
+                return rows
+            def metrics_table(benchmarks, loader):
+                for bm in benchmarks.values():
+                    if isinstance(bm, torch.nn.Module):
+                        bm.eval()
+                rows = []
+                for x in loader:
+                    for name, bm in benchmarks.items():
+                        rows.append(bm(x).detach().cpu().numpy())
+                return rows
+            """,
+            lines=(8, 17),
+        ),
         # A trainer's own evaluation loops call a framework's step hooks on the model they
         # switched to eval: no framework wraps them in no-grad here.
         Invalid(
@@ -1019,15 +1063,44 @@ class EvalWithoutNoGrad(Rule):
             block = tree.parent(statement)
             if not isinstance(block, (cst.IndentedBlock, cst.Module)):
                 continue
-            body = list(block.body)
-            following = body[body.index(statement) + 1:]
-            for index, sibling in enumerate(following):
-                if self._calls_train(sibling):
-                    self._region_tail[statement] = following[index:]
+            self._extend_region(statement, statement, block, regions)
+            # A switch under a guard or for each model of a collection (`if isinstance(m,
+            # nn.Module): m.eval()`, `for m in models.values(): m.eval()`) holds for what
+            # follows the guard or the loop too.
+            owner = tree.parent(block)
+            while (
+                isinstance(block, cst.IndentedBlock)
+                and isinstance(owner, (cst.If, cst.For))
+                and not self._calls_train(owner)
+            ):
+                outer = tree.parent(owner)
+                if isinstance(outer, cst.Else | cst.If):
+                    break  # an elif or else branch: the switch is one of alternatives
+                if not isinstance(outer, (cst.IndentedBlock, cst.Module)):
                     break
-                regions.setdefault(sibling, statement)
+                if not self._extend_region(statement, owner, outer, regions):
+                    break
+                block, owner = outer, tree.parent(outer)
         self._region_of_statement = regions
         return regions
+
+    def _extend_region(
+        self,
+        switch: cst.CSTNode,
+        statement: cst.CSTNode,
+        block: cst.IndentedBlock | cst.Module,
+        regions: dict[cst.CSTNode, Region],
+    ) -> bool:
+        """The statements after ``statement`` in ``block`` follow ``switch`` up to the next
+        ``.train()``; False when one switches back."""
+        body: list[cst.CSTNode] = list(block.body)
+        following = body[body.index(statement) + 1:]
+        for index, sibling in enumerate(following):
+            if self._calls_train(sibling):
+                self._region_tail.setdefault(switch, following[index:])
+                return False
+            regions.setdefault(sibling, switch)
+        return True
 
     def _calls_train(self, statement: cst.CSTNode) -> bool:
         tree = self.context.analysis.tree

@@ -55,7 +55,9 @@ class SyncInHotLoop(Rule):
     calls deep (`train()` -> `self.train_epoch()` ->
     `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
     function (one that runs backward or the optimizer step itself, outside any loop of its
-    own) is part of the step, and what it calls is not searched for a batch loop.
+    own) is part of the step, and what it calls is not searched for a batch loop. A step
+    function's sync behind an early return on a parameter being `None` (`if eval_res is
+    None: return`) runs per step only when the step loop passes that argument.
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
@@ -114,6 +116,28 @@ class SyncInHotLoop(Rule):
     # step (memlint.analysis.loops), so the code calls one of them.
     code_gate = ("call:backward", "call:manual_backward", "call:step")
     valid = (
+        # The step helper reads the metric only after returning when it was not given, and
+        # the batch loop gives none: once per epoch, from the evaluation's caller.
+        Valid(
+            """
+            class Trainer:
+                def update_lr(self, eval_res=None):
+                    if self.kind == "plateau":
+                        if eval_res is None:
+                            return
+                        self.scheduler.step(eval_res["loss"].item())
+                    else:
+                        self.scheduler.step()
+                def train(self, loader, epochs):
+                    for epoch in range(epochs):
+                        for x, y in loader:
+                            loss = self.model(x, y)
+                            loss.backward()
+                            self.optimizer.step()
+                            self.update_lr()
+                        self.update_lr(self.evaluate())
+            """
+        ),
         # The epoch loop around a helper whose own helper holds the batch loop: per epoch.
         Valid(
             """
@@ -218,6 +242,23 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        # The batch loop passes what the helper's early return asks for: per step.
+        Invalid(
+            """
+            class Trainer:
+                def log_loss(self, loss=None):
+                    if loss is None:
+                        return
+                    self.history.append(loss.item())
+                def train(self, loader):
+                    for x, y in loader:
+                        loss = self.model(x, y)
+                        loss.backward()
+                        self.optimizer.step()
+                        self.log_loss(loss)
+            """,
+            lines=(6,),
+        ),
         # `self.model_s.train()` in a helper the batch loop calls is a mode switch, not the
         # file's `def train` holding the epoch loop.
         Invalid(

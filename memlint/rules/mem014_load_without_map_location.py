@@ -27,6 +27,8 @@ ARTIFACT_NAME = re.compile(
     r"|\.(?:json|ya?ml|txt|csv)$",
     re.IGNORECASE,
 )
+# A learning-rate scheduler (`self.lr_scheduler`, `sched`): its state_dict holds numbers.
+SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 # A test about the accelerator: `torch.cuda.is_available()`, `args.cuda`, `use_gpu`.
 ACCELERATOR_TEST = re.compile(r"cuda|gpu|is_available|device", re.IGNORECASE)
 # Any mention of an accelerator or of device placement in a function.
@@ -56,8 +58,12 @@ class LoadWithoutMapLocation(Rule):
     silent:
     - the file wrote what it reads: a `torch.save` to the same path expression (a cache, a
       round trip) in the same function, or anywhere in the file unless the expression is
-      just a parameter of the loading function (`save(model, path)` and `load(model, path)`
-      helpers name different files with one word), an `io.BytesIO` buffer when the file
+      made of parameters of the loading function only (`path`, `str(path)`: `save(model,
+      path)` and `load(model, path)` helpers name different files with one word) or the
+      save writes `state_dict()`s of live objects (`torch.save(opt.state_dict(), p)`, a
+      dict of them: a checkpoint a training run wrote, on its devices; a learning-rate
+      scheduler's holds no tensors), an `io.BytesIO`
+      buffer when the file
       also saves into one, or a file
       whose every `torch.save` writes CPU tensors (`v.cpu()`, `.to("cpu")`, or
       `model.cpu()` before saving its `state_dict`);
@@ -210,6 +216,12 @@ class LoadWithoutMapLocation(Rule):
 
             training_args = torch.load(os.path.join(run_dir, "training_args.bin"))
 
+            def save_scheduler(lr_scheduler, root):
+                torch.save(lr_scheduler.state_dict(), root / "lr_scheduler.pt")
+
+            def load_scheduler(lr_scheduler, root):
+                lr_scheduler.load_state_dict(torch.load(root / "lr_scheduler.pt"))
+
             class ShardDataset(Dataset):
                 def __init__(self, root):
                     self.x, self.y = torch.load(os.path.join(root, "train.pt"))
@@ -217,6 +229,45 @@ class LoadWithoutMapLocation(Rule):
         ),
     )
     invalid = (
+        # A checkpoint another method wrote from live objects' state dicts, resumed: the
+        # same path expression is no round trip; nor is a path made of a parameter.
+        Invalid(
+            """
+            import os
+            import torch
+            class Trainer:
+                def save(self, folder):
+                    opt_path = os.path.join(folder, "optimizer.pt")
+                    torch.save(self.optimizer.state_dict(), opt_path)
+                def resume(self, folder):
+                    opt_path = os.path.join(folder, "optimizer.pt")
+                    self.optimizer.load_state_dict(torch.load(opt_path))
+                def save_all(self, path):
+                    pkg = dict(model=self.model.state_dict(), step=self.step)
+                    torch.save(pkg, str(path))
+                def load_all(self, path):
+                    pkg = torch.load(str(path))
+                    self.model.load_state_dict(pkg["model"])
+            """,
+            lines=(10, 15),
+            fixed="""
+            import os
+            import torch
+            class Trainer:
+                def save(self, folder):
+                    opt_path = os.path.join(folder, "optimizer.pt")
+                    torch.save(self.optimizer.state_dict(), opt_path)
+                def resume(self, folder):
+                    opt_path = os.path.join(folder, "optimizer.pt")
+                    self.optimizer.load_state_dict(torch.load(opt_path, map_location="cpu"))
+                def save_all(self, path):
+                    pkg = dict(model=self.model.state_dict(), step=self.step)
+                    torch.save(pkg, str(path))
+                def load_all(self, path):
+                    pkg = torch.load(str(path), map_location="cpu")
+                    self.model.load_state_dict(pkg["model"])
+            """,
+        ),
         # A path a helper builds is judged by the helper's name: a checkpoint here.
         Invalid(
             """
@@ -426,12 +477,53 @@ class LoadWithoutMapLocation(Rule):
         scope = self._scope(load)
         if any(self._scope(save) is scope for save in saves):
             return True
-        if isinstance(path, cst.Name) and isinstance(scope, cst.FunctionDef):
-            params = scope.params
-            every = [*params.posonly_params, *params.params, *params.kwonly_params]
-            if any(param.name.value == path.value for param in every):
-                return False
-        return bool(saves)
+        if saves and all(self._live_state(save) == "scheduler" for save in saves):
+            return True  # a learning-rate scheduler's state is numbers: no device to restore
+        if isinstance(scope, cst.FunctionDef) and self._made_of_parameters(path, scope):
+            return False
+        # A checkpoint that another function of the file wrote from live training objects
+        # (`torch.save(opt.state_dict(), p)`, a dict of state dicts) holds their devices.
+        return any(self._live_state(save) is None for save in saves)
+
+    def _made_of_parameters(self, path: cst.BaseExpression, scope: cst.FunctionDef) -> bool:
+        """The path is a parameter of the loading function, maybe wrapped (`str(path)`,
+        `Path(path)`): `save(model, path)` and `load(model, path)` name different files."""
+        params = scope.params
+        every = {p.name.value for p in
+                 (*params.posonly_params, *params.params, *params.kwonly_params)}
+        tree = self.context.analysis.tree
+        names = [
+            n for n in [path, *tree.walk(path)]
+            if isinstance(n, cst.Name)
+            and not (isinstance(parent := tree.parent(n), cst.Call) and parent.func is n)
+        ]
+        return bool(names) and all(n.value in every for n in names)
+
+    def _live_state(self, save: cst.Call) -> str | None:
+        """Does the save write ``state_dict()`` of some object, directly or through a name
+        bound to a container of them earlier in its function? "scheduler" when every one is
+        a learning-rate scheduler's, "state" when some other, None when none."""
+        payload = self._argument(save, 0, "obj")
+        if payload is None:
+            return None
+        tree = self.context.analysis.tree
+        values: list[cst.CSTNode] = [payload]
+        if isinstance(payload, cst.Name):
+            for n in tree.walk(self._scope(save)):
+                if n is save:
+                    break
+                if isinstance(n, cst.Assign) and any(
+                        isinstance(t.target, cst.Name) and t.target.value == payload.value
+                        for t in n.targets):
+                    values.append(n.value)
+        owners = [
+            self._code(receiver(n) or n)
+            for value in values for n in [value, *tree.walk(value)]
+            if isinstance(n, cst.Call) and method_name(n) == "state_dict"
+        ]
+        if not owners:
+            return None
+        return "scheduler" if all(SCHEDULER_NAME.search(o) for o in owners) else "state"
 
     def _is_buffer(self, path: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """`io.BytesIO(...)`, or a name bound to one in the function around ``at``."""
