@@ -1569,12 +1569,11 @@ class DataflowAnalysis:
                 scope = anc
                 break
             if isinstance(anc, _COMPREHENSIONS):
-                # Only a generator expression is a per-batch site for now: list comprehensions
-                # over a loader (`[f(x.cuda()) for x, _ in loader]`) are not followed yet.
-                if isinstance(anc, cst.GeneratorExp):
-                    decided = self._comprehension_origin(anc, expr, comprehensions)
-                    if decided is not None:
-                        return decided
+                # Each item of a generator or a list, set or dict comprehension over a loader
+                # (`[f(x.cuda()) for x, _ in loader]`) draws a batch.
+                decided = self._comprehension_origin(anc, expr, comprehensions)
+                if decided is not None:
+                    return decided
                 comprehensions.append(anc)
             elif isinstance(anc, (cst.For, cst.While)) and child is anc.body:
                 decided = self._loop_origin(anc, expr, at, comprehensions)
@@ -1596,12 +1595,13 @@ class DataflowAnalysis:
 
     def _comprehension_origin(
         self,
-        comprehension: cst.GeneratorExp,
+        comprehension: _Comprehension,
         expr: cst.BaseExpression,
         inner: list[_Comprehension],
     ) -> list[BatchOrigin] | None:
-        """A generator over a loader (``((x.cuda(), y) for x, y in loader)``) draws a batch
-        per item: the origins of ``expr`` if it holds that batch, else None."""
+        """A generator or comprehension over a loader (``((x.cuda(), y) for x, y in
+        loader)``) draws a batch per item: the origins of ``expr`` if it holds that batch,
+        else None."""
         names: set[str] | None = None
         source: cst.BaseExpression | None = None
         for_in: cst.CompFor | None = comprehension.for_in

@@ -118,8 +118,10 @@ class BlockingHostToDevice(Rule):
     the device of a batch tensor still on the host (``y.to(x.device)`` with ``x`` not moved
     yet) copies nothing and is left alone.
 
-    Not followed yet: loaders and engines defined in another file, list/set/dict
-    comprehensions over a loader (``[model(x.cuda()) for x, _ in loader]``), a ``next()``
+    A list, set or dict comprehension over a loader (``[model(x.cuda()) for x, _ in
+    loader]``) draws a batch per item, as a ``for`` loop does.
+
+    Not followed yet: loaders and engines defined in another file, a ``next()``
     outside any loop in a method only the framework calls per step (unless it draws from a
     ``cycle`` kept on the object), and (for the ``pin_memory`` report) a DataLoader that
     reaches an engine's ``run`` only as a closure variable of a nested handler.
@@ -454,6 +456,26 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # A comprehension over a loader copies every batch, as a `for` loop does.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            def embed(encoder, dataset, device):
+                loader = DataLoader(dataset, batch_size=64, pin_memory=True)
+                feats = [encoder(x.to(device)) for x, _ in loader]
+                return {i: b.cuda() for i, b in enumerate(loader)}, feats
+            """,
+            lines=(6, 7),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            def embed(encoder, dataset, device):
+                loader = DataLoader(dataset, batch_size=64, pin_memory=True)
+                feats = [encoder(x.to(device, non_blocking=True)) for x, _ in loader]
+                return {i: b.cuda(non_blocking=True) for i, b in enumerate(loader)}, feats
+            """,
+        ),
         # Computed from the batch alone by a same-file helper that moves nothing: host data.
         Invalid(
             """

@@ -51,14 +51,14 @@ def collect_predictions(model, loader, device):
 
 def test_time_embeddings(encoder, test_loader):
     encoder.eval()
-    feats = [encoder(x.cuda()) for x, _ in test_loader]  # expect: MEM005
+    feats = [encoder(x.cuda()) for x, _ in test_loader]  # expect: MEM005, MEM003
     return torch.cat(feats)
 
 
 def infer_scores(model, loader):
     model.eval()
     with torch.inference_mode():
-        scores = [model(x.cuda()).cpu() for x, _ in loader]
+        scores = [model(x.cuda()).cpu() for x, _ in loader]  # expect: MEM003
     return scores
 
 
