@@ -245,8 +245,8 @@ class _Structure:
       is none.
     - ``fact:unplaced-load``: a ``load(...)`` call that leaves its tensors' device to the
       file (no ``map_location`` by keyword or second position, no ``*``/``**`` arguments),
-      called on ``torch`` or a module alias of it, or by a bare ``load`` or a name imported
-      as it (``from torch import load as tl``).
+      called on ``torch`` or a module alias of it, or by a bare ``load``; or any call of a
+      name imported as ``load`` (``from torch import load as tl``).
     - ``fact:forward-call``: a call with arguments that MEM002 can take for a forward pass
       (a superset, by name): ``m.forward(x)``, a call named like a module (``model(x)``,
       ``self.text_encoder(ids)``), an inference method (``self.net.predict(x)``),
@@ -296,9 +296,10 @@ class _Structure:
         self.switched_names: set[str] = set()  # `bm` of `bm.eval()`
         self.name_calls: set[str] = set()  # `bm` of `bm(x)`
         self.module_class = False  # a class with a base named like `nn.Module`
-        # `r` of `r.load(f)` and `n` of `n(f)` in a call that leaves `map_location` to the file
+        # `r` of `r.load(f)` in a call that leaves `map_location` to the file; a bare
+        # `load(f)` that does
         self.load_receivers: set[str] = set()
-        self.load_names: set[str] = set()
+        self.bare_load = False
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -447,8 +448,8 @@ class _Structure:
                     self.moved_names.add(receiver)
         elif type(func) is ast.Name:
             self.called.add(func.id)
-            if _leaves_location(node):
-                self.load_names.add(func.id)
+            if func.id == "load" and _leaves_location(node):
+                self.bare_load = True
             if node.args or node.keywords:
                 self.name_calls.add(func.id)
             if (not self.forward_call and (node.args or node.keywords)
@@ -559,8 +560,11 @@ class _Structure:
         if self.optimizer_step:
             found.append("fact:optimizer-step")
         aliases = self.aliases
-        if any(r == "torch" or aliases.get(r) == "torch" for r in self.load_receivers) or any(
-                n == "load" or aliases.get(n) == "load" for n in self.load_names):
+        # A call of a name imported as `load` (`tl(p)`) counts whatever its arguments: rare,
+        # and not worth checking every plain call's arguments on the way.
+        if self.bare_load or any(
+                r == "torch" or aliases.get(r) == "torch" for r in self.load_receivers) or any(
+                aliases.get(n) == "load" for n in self.called):
             found.append("fact:unplaced-load")
         if self.forward_call or self.module_class or not self.switched_names.isdisjoint(
                 self.name_calls):
