@@ -24,6 +24,7 @@ from typing import Protocol, TypeVar
 from memlint.astwalk import fields_of, walk
 from memlint.vocabulary import (
     BATCH_INDEX,
+    BATCH_ITEM,
     BROAD_ERROR_TYPES,
     DETERMINISTIC_FACTORIES,
     DTYPE_NAME,
@@ -138,16 +139,18 @@ def _names_eval_loader(iterable: ast.expr) -> bool:
                for n in walk(iterable))
 
 
-def _draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
-    """``for batch_idx, (x, y) in enumerate(data):``: a loop header that says it draws batches
-    (the dataflow analysis takes its iterable for a loader when a parameter or an attribute
-    hands it in)."""
+def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
+    """``for batch_idx, (x, y) in enumerate(data):``, ``for batch_idx, batch_data in
+    enumerate(data):``: a loop header that says it draws batches (the dataflow analysis
+    takes its iterable for a loader when a parameter or an attribute hands it in)."""
     target, items = loop.target, loop.iter
     return (type(items) is ast.Call and type(items.func) is ast.Name
             and items.func.id == "enumerate" and type(target) is ast.Tuple
             and len(target.elts) == 2 and type(target.elts[0]) is ast.Name
             and BATCH_INDEX.match(target.elts[0].id) is not None
-            and type(target.elts[1]) in (ast.Tuple, ast.List))
+            and (type(target.elts[1]) in (ast.Tuple, ast.List)
+                 or (type(target.elts[1]) is ast.Name
+                     and BATCH_ITEM.match(target.elts[1].id) is not None)))
 
 
 def _opens_block(tree: ast.AST, switches: set[int]) -> bool:
@@ -340,7 +343,7 @@ class _Structure:
                     if not self.eval_loader_loop and _names_eval_loader(
                             node.iter):  # type: ignore[attr-defined]  # a for loop
                         self.eval_loader_loop = True
-                    if not self.batch_loop and _draws_batches(node):  # type: ignore[arg-type]
+                    if not self.batch_loop and draws_batches(node):  # type: ignore[arg-type]
                         self.batch_loop = True
             elif kind is ast.ClassDef:
                 inner_class, inner_body = (*klass, id(node)), True

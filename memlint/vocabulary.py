@@ -29,6 +29,12 @@ LOADER_NAME = re.compile(r"(?<!down)(?<!up)loader|(?:^|_)dl(?:$|_)", re.IGNORECA
 # whose `train_data` is a DataLoader built in another module). Its iterable is taken for a loader.
 _BATCH_INDEX = r"(?:batch_?(?:idx|index|id|i|ind|num|no|nb)|i_batch|ibatch|b_idx|bidx)"
 BATCH_INDEX = re.compile(rf"^{_BATCH_INDEX}$", re.IGNORECASE)
+# The item such a loop binds whole, named for a batch: `for batch_idx, batch_data in
+# enumerate(data_generator):` (fuxictr's trainer) draws batches as surely as one that
+# unpacks `(x, y)`.
+BATCH_ITEM = re.compile(
+    r"^(?:[a-z]+_)?(?:mini_?)?batch(?:_(?:data|dict|inputs?|samples?|items?|tensors?))?$",
+    re.IGNORECASE)
 # Where a file's text may hold either (MEM003's prefilter, in any case): `loader`, `dl` not
 # followed by a letter or digit, a batch index not followed by more of a name. Every file
 # whose code has such a name matches; `batching`, `from_dlpack` and `batch_isend` do not.

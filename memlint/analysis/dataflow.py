@@ -44,6 +44,7 @@ from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.tree import Loop, TreeIndex
 from memlint.vocabulary import (
     BATCH_INDEX,
+    BATCH_ITEM,
     COPYING_CONSTRUCTORS,
     DTYPE_NAME,
     LEGACY_TENSOR_TYPES,
@@ -381,6 +382,14 @@ def _unsubscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(expr, cst.Subscript):
         expr = expr.value
     return expr
+
+
+def _is_progress_wrapper(call: cst.Call) -> bool:
+    """``tqdm(data, ...)``, ``enumerate(data)``, ``track(data)``: hands on its first
+    argument's items."""
+    name = _call_name(call)
+    return name is not None and (name in _PASS_THROUGH
+                                 or _PROGRESS_WRAPPER.search(name) is not None)
 
 
 def _call_name(expr: cst.BaseExpression) -> str | None:
@@ -985,7 +994,8 @@ class DataflowAnalysis:
             return None
         index, item = (element.value for element in loop.target.elements)
         if not (isinstance(index, cst.Name) and BATCH_INDEX.match(index.value)
-                and isinstance(item, (cst.Tuple, cst.List))):
+                and (isinstance(item, (cst.Tuple, cst.List))
+                     or (isinstance(item, cst.Name) and BATCH_ITEM.match(item.value)))):
             return None
         source = expr.args[0].value
         if _self_attribute(source):
@@ -993,16 +1003,29 @@ class DataflowAnalysis:
         func = self.tree.enclosing_function(loop)
         if not isinstance(source, cst.Name) or func is None:
             return None
-        if source.value in {param.name.value for param in (*func.params.posonly_params,
-                                                           *func.params.params,
-                                                           *func.params.kwonly_params)}:
+        params = {param.name.value for param in (*func.params.posonly_params,
+                                                 *func.params.params,
+                                                 *func.params.kwonly_params)}
+        if source.value in params:
             return source
+
+        def handed_in(value: cst.BaseExpression) -> bool:
+            """One of the object's own, a parameter, or either under a progress bar."""
+            if _self_attribute(value) or (isinstance(value, cst.Name)
+                                          and value.value in params):
+                return True
+            return (isinstance(value, cst.Call) and bool(value.args)
+                    and not value.args[0].star and value.args[0].keyword is None
+                    and _is_progress_wrapper(value) and handed_in(value.args[0].value))
+
         # `test_data = self.local_test_data if test else self.local_training_data`, also in
-        # `if`/`else` branches: one of the object's own, handed in by whoever set it.
+        # `if`/`else` branches: one of the object's own, handed in by whoever set it; or
+        # the parameter itself or under a progress bar (`batches = data if quiet else
+        # tqdm(data)`).
         values = self._bindings_before(loop, source.value, deep=True)
-        if values and all(_self_attribute(value) or (
-                isinstance(value, cst.IfExp) and _self_attribute(value.body)
-                and _self_attribute(value.orelse)) for value in values):
+        if values and all(handed_in(value) or (
+                isinstance(value, cst.IfExp) and handed_in(value.body)
+                and handed_in(value.orelse)) for value in values):
             return source
         return None
 

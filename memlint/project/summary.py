@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from memlint.astwalk import dotted, fields_of, walk
-from memlint.gates import may_move
+from memlint.gates import draws_batches, may_move
 from memlint.prefilter import search
 from memlint.vocabulary import (
     COPYING_CONSTRUCTORS,
@@ -30,7 +30,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 11
+SCHEMA = 12
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
@@ -418,7 +418,8 @@ def _is_loader(arg: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
 
 
 def _loader_batch_names(loop: ast.stmt) -> frozenset[str]:
-    """The names a ``for`` loop over something named like a loader binds to each batch
+    """The names a ``for`` loop over something named like a loader, or whose header says
+    it draws batches (``for batch_idx, batch in enumerate(data)``), binds to each batch
     (``for x, y in enumerate(train_loader)``), less those its body rebinds to something
     else: a batch moved before it is handed on (``batch = batch.to(device)``), or a name
     bound to other data. A batch rebound from itself on the host (``batch =
@@ -427,7 +428,7 @@ def _loader_batch_names(loop: ast.stmt) -> frozenset[str]:
         return frozenset()
     if not any((isinstance(n, ast.Name) and LOADER_NAME.search(n.id))
                or (isinstance(n, ast.Attribute) and LOADER_NAME.search(n.attr))
-               for n in walk(loop.iter)):
+               for n in walk(loop.iter)) and not draws_batches(loop):
         return frozenset()
     targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
     for node in walk(loop):

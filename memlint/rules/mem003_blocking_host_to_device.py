@@ -55,7 +55,10 @@ class BlockingHostToDevice(Rule):
 
     The batch is followed from the loader to the copy within one file (a helper named like a
     loader, defined anywhere, hands one out: ``train_iter = dataloader(data, batch_size)``;
-    a parameter annotated as one is one: ``def fit(self, net, train_iter: DataLoader)``),
+    a parameter annotated as one is one: ``def fit(self, net, train_iter: DataLoader)``;
+    so is what a parameter or the object hands to a loop whose header says it draws
+    batches, also under a progress bar: ``for batch_idx, (x, y) in enumerate(train_data):``,
+    ``for batch_index, batch_data in enumerate(tqdm(data_generator)):``),
     and the loop back to
     its ``DataLoader`` through the names it is kept under: a factory that returns it (also by
     name, beside a sampler: ``loader = DataLoader(...)`` ... ``return loader, sampler``) and a
@@ -454,6 +457,12 @@ class BlockingHostToDevice(Rule):
                 for batch_idx, (x, y) in enumerate(batches):
                     model(x.to(device), y.to(device))
         """),
+        Valid("""
+            def train(model, x_all, device):
+                chunks = [x_all[i:i + 32] for i in range(0, len(x_all), 32)]
+                for batch_idx, batch in enumerate(chunks):
+                    model(batch.to(device))
+        """),
     )
     invalid = (
         # A comprehension over a loader copies every batch, as a `for` loop does.
@@ -583,6 +592,41 @@ class BlockingHostToDevice(Rule):
                         data = self.local_training_data
                     for batch_idx, (x, y) in enumerate(data):
                         self.model(x.to(device, non_blocking=True))
+            """,
+        ),
+        # The same header with the batch kept whole under a batch's name, over a parameter
+        # or a progress bar around it (fuxictr's trainer): the batch goes on to a helper.
+        Invalid(
+            """
+            import sys
+            from tqdm import tqdm
+            class BaseModel:
+                def get_labels(self, inputs):
+                    return inputs["label"].to(self.device)
+                def train_epoch(self, data_generator):
+                    if self._verbose == 0:
+                        batch_iterator = data_generator
+                    else:
+                        batch_iterator = tqdm(data_generator, file=sys.stdout)
+                    for batch_index, batch_data in enumerate(batch_iterator):
+                        loss = self.loss_fn(self(batch_data), self.get_labels(batch_data))
+                        loss.backward()
+            """,
+            lines=(6,),
+            fixed="""
+            import sys
+            from tqdm import tqdm
+            class BaseModel:
+                def get_labels(self, inputs):
+                    return inputs["label"].to(self.device, non_blocking=True)
+                def train_epoch(self, data_generator):
+                    if self._verbose == 0:
+                        batch_iterator = data_generator
+                    else:
+                        batch_iterator = tqdm(data_generator, file=sys.stdout)
+                    for batch_index, batch_data in enumerate(batch_iterator):
+                        loss = self.loss_fn(self(batch_data), self.get_labels(batch_data))
+                        loss.backward()
             """,
         ),
         # The device of a batch tensor moved earlier in the iteration is the accelerator.

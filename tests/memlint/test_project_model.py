@@ -728,6 +728,23 @@ def test_a_batch_rebound_from_itself_on_the_host_is_still_handed_to_the_hook() -
     assert sites["self.score_batch"].batch_args == ()
 
 
+def test_a_loop_whose_header_draws_batches_hands_them_to_the_hook() -> None:
+    """``for batch_index, batch_data in enumerate(data):`` draws batches whatever the
+    iterable is called (fuxictr's trainer): the method it hands them to gets batch data, as
+    from a loop over something named like a loader; a plain ``enumerate`` does not."""
+    m = model(base="""
+        class Base:
+            def train_epoch(self, data_generator):
+                for batch_index, batch_data in enumerate(data_generator):
+                    self.train_step(batch_data)
+                for i, item in enumerate(data_generator):
+                    self.score(item)
+    """)
+    sites = {s.callee: s for f in m.summaries["base"].functions for s in f.sites}
+    assert sites["self.train_step"].batch_args == ("0",)
+    assert sites["self.score"].batch_args == ()
+
+
 def test_torch_names_a_star_import_binds_resolve_in_the_file() -> None:
     """``from .dqn import *`` where ``dqn`` imports ``torch as t``: the file's analyses read
     ``t.linspace`` as ``torch.linspace`` (other names the star import binds stay as
