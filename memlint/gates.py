@@ -230,7 +230,8 @@ class _Structure:
       with an eval switch; or, in a file with a loader name, a class with an eval switch and
       a ``for`` loop in a method (an inference wrapper holding its networks in eval mode);
       or a ``predict()`` API (:data:`~memlint.vocabulary.PREDICT_API`) in a file with a
-      class based on ``nn.Module``.
+      class based on ``nn.Module``, or a method of that name that runs itself (``self(x)``)
+      there.
     - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
       handler whose lines (with the comments that follow them) mention running out of memory.
     - ``fact:foreign-framework``: the module imports another framework (JAX, Warp, ...:
@@ -296,6 +297,7 @@ class _Structure:
         self.loss_entry = False  # `out["loss"]`
         self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
         self.forward_call = False  # `model(x)`, `self.net.predict(x)`, `self(x)`
+        self.self_runs: set[int] = set()  # functions that run `self(x)`, `self.forward(x)`
         self.switched_names: set[str] = set()  # `bm` of `bm.eval()`
         self.name_calls: set[str] = set()  # `bm` of `bm(x)`
         self.module_class = False  # a class with a base named like `nn.Module`
@@ -419,6 +421,9 @@ class _Structure:
             method = func.attr
             self.called.add(method)
             count = len(node.args) + len(node.keywords)
+            if method == "forward" and type(func.value) is ast.Name and (
+                    func.value.id == "self"):
+                self.self_runs.add(scope)
             if count and not self.forward_call and (
                     method == "forward" or INFERENCE_METHOD.match(method)
                     or EVAL_STEP_HOOK.match(method) or forward_by_name(method)):
@@ -455,6 +460,8 @@ class _Structure:
                 self.bare_load = True
             if node.args or node.keywords:
                 self.name_calls.add(func.id)
+            if func.id == "self":
+                self.self_runs.add(scope)
             if (not self.forward_call and (node.args or node.keywords)
                     and (func.id == "self" or forward_by_name(func.id))):
                 self.forward_call = True
@@ -549,7 +556,8 @@ class _Structure:
         if self.switches and self.tree is not None and _opens_block(self.tree, self.switches):
             found.append("fact:eval-block")
         if self.eval_function or (self.predict_api and self.module_class) or (
-                self.method_loops and loader) or any(
+                self.method_loops and loader) or (self.module_class and any(
+                    key in self.self_runs for key in self.eval_methods)) or any(
                 klass in self.switch_classes for klass in self.eval_methods.values()) or (
                 loader and not self.switch_classes.isdisjoint(self.loop_classes)):
             found.append("fact:eval-function")

@@ -56,6 +56,8 @@ _VALUE_METHODS = frozenset({
 # after a model, not forwards.
 # What a shape probe reads of a forward's output.
 _MEASURES = frozenset({"shape", "size", "ndim", "dim", "dtype", "numel"})
+# What takes a forward's output off its graph for good: a detached tensor or a host value.
+_DETACHING = frozenset({"detach", "item", "tolist"})
 _HELPER_VERB = re.compile(
     r"^_*(?:load|build|get|create|make|init|initialize|setup|set|prepare|wrap|unwrap|save|"
     r"export|compile|copy|clone|freeze|unfreeze|register|resize|print|log|count|check|convert|"
@@ -200,7 +202,9 @@ class EvalWithoutNoGrad(Rule):
     of the project's ``nn.Module`` classes on its objects (``from .net import Scorer``
     inside ``fit``, then ``self.model = Scorer(n)``: a wrapper of a package that supports
     several backends). On a model class, ``predict()``-style methods count only when the model
-    switches itself to eval and runs itself (``self.eval(); self(x)``); on other classes, an
+    switches itself to eval and runs itself (``self.eval(); self(x)``), or when the method
+    detaches its own forward's output itself (``return self(g).detach()``: nothing it hands
+    out keeps the graph); on other classes, an
     evaluation-named method needs a DataLoader loop of its own or an eval switch in its
     class. A plain class that holds its networks in eval mode (switched in ``__init__`` or
     any method, never back to training) and trains nothing is an inference wrapper: any
@@ -350,6 +354,21 @@ class EvalWithoutNoGrad(Rule):
                 for batch in loader:
                     out = model(batch, compute_force=want_forces)
                     print(out["forces"].abs().max())
+        """),
+        # A model's helper that hands out its output with the graph (callers may differentiate
+        # it), or detaches only a copy for logging, runs in its callers' mode.
+        Valid("""
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def forward(self, x):
+                    return self.head(x)
+                def predict_energy(self, x):
+                    return self(x)
+                def predict_logged(self, x):
+                    out = self(x)
+                    self.log(out.detach())
+                    return out
         """),
         Valid("""
             import torch
@@ -653,6 +672,24 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        # A model's prediction helper that detaches its own output itself: nothing it hands
+        # out keeps the graph its forward recorded (matgl's `predict_structure`).
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def forward(self, g, state=None):
+                    return self.head(g)
+                def predict_structure(self, structure, converter):
+                    g = converter.get_graph(structure)
+                    return self(g=g).detach()
+                def predict_batch(self, batch):
+                    out = self.forward(batch)
+                    return out.detach().cpu().numpy()
+            """,
+            lines=(9, 11),
+        ),
         # A switch under a guard, or for each model of a collection, holds after the guard
         # and the loop too; a name switched to eval holds a module whatever it is called.
         Invalid(
@@ -1138,7 +1175,11 @@ class EvalWithoutNoGrad(Rule):
         # it with grad off (a trainer's `@torch.no_grad() evaluate` calling `model.predict(x)`).
         if self.context.analysis.calls.is_module_class(cls):
             project = self.context.project
-            return name in PREDICT_API and not self._called_on_self(name, cls) and (
+            if name not in PREDICT_API:
+                # `predict_structure`: callers cannot differentiate what it hands out when
+                # it detaches its own forward's output itself.
+                return self._detaches_own_forward(function)
+            return not self._called_on_self(name, cls) and (
                 project is None or name not in project.predict_without_grad)
         # On other classes `predict`/`inference` names many things (a Kalman filter's step, a
         # wrapper around a framework's predictor): evaluation needs evidence in the method,
@@ -1572,9 +1613,25 @@ class EvalWithoutNoGrad(Rule):
     def _shape_probe(self, call: cst.Call) -> bool:
         """A forward whose output is only measured (``out.shape[1]``, ``out.size(-1)``,
         ``len(out)``): a probe of the model's output shape, whose graph dies at once."""
+        return self._only_read_by(call, _MEASURES, measured=True)
+
+    def _detaches_own_forward(self, function: cst.FunctionDef) -> bool:
+        """A model method that runs itself (``self(x)``, ``self.forward(x)``) and detaches
+        every such output itself (``return self(g).detach()``, ``out = self(x)`` then
+        ``out.detach().numpy()``): nothing it hands out keeps the graph, so recording one
+        is waste whatever its caller does."""
+        tree = self.context.analysis.tree
+        runs = [node for node in tree.walk(function.body)
+                if isinstance(node, cst.Call) and _runs_self(node)]
+        return bool(runs) and all(self._only_read_by(call, _DETACHING) for call in runs)
+
+    def _only_read_by(self, call: cst.Call, attributes: frozenset[str], *,
+                      measured: bool = False) -> bool:
+        """Is the output of ``call`` read only through these attributes, at once or through
+        the one name it is bound to (and, for ``measured``, by ``len``)?"""
         tree = self.context.analysis.tree
         parent = tree.parent(call)
-        if isinstance(parent, cst.Attribute) and parent.attr.value in _MEASURES:
+        if isinstance(parent, cst.Attribute) and parent.attr.value in attributes:
             return True
         if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
                 and isinstance(parent.targets[0].target, cst.Name)):
@@ -1585,13 +1642,13 @@ class EvalWithoutNoGrad(Rule):
             return False
         uses = [n for n in tree.walk(scope.body) if isinstance(n, cst.Name)
                 and n.value == name and n is not parent.targets[0].target]
-        return bool(uses) and all(self._measured(use) for use in uses)
+        return bool(uses) and all(self._read_by(use, attributes, measured) for use in uses)
 
-    def _measured(self, use: cst.Name) -> bool:
+    def _read_by(self, use: cst.Name, attributes: frozenset[str], measured: bool) -> bool:
         parent = self.context.analysis.tree.parent(use)
         if isinstance(parent, cst.Attribute):
-            return parent.value is use and parent.attr.value in _MEASURES
-        if isinstance(parent, cst.Arg):
+            return parent.value is use and parent.attr.value in attributes
+        if measured and isinstance(parent, cst.Arg):
             call = self.context.analysis.tree.parent(parent)
             return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
                     and call.func.value == "len")
