@@ -230,8 +230,8 @@ class _Structure:
       with an eval switch; or, in a file with a loader name, a class with an eval switch and
       a ``for`` loop in a method (an inference wrapper holding its networks in eval mode);
       or a ``predict()`` API (:data:`~memlint.vocabulary.PREDICT_API`) in a file with a
-      class based on ``nn.Module``, or a method of that name that runs itself (``self(x)``)
-      there.
+      class based on ``nn.Module``; or a method of that name that runs itself
+      (``self(x)``, ``self.forward(x)``).
     - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
       handler whose lines (with the comments that follow them) mention running out of memory.
     - ``fact:foreign-framework``: the module imports another framework (JAX, Warp, ...:
@@ -556,8 +556,8 @@ class _Structure:
         if self.switches and self.tree is not None and _opens_block(self.tree, self.switches):
             found.append("fact:eval-block")
         if self.eval_function or (self.predict_api and self.module_class) or (
-                self.method_loops and loader) or (self.module_class and any(
-                    key in self.self_runs for key in self.eval_methods)) or any(
+                self.method_loops and loader) or any(
+                    key in self.self_runs for key in self.eval_methods) or any(
                 klass in self.switch_classes for klass in self.eval_methods.values()) or (
                 loader and not self.switch_classes.isdisjoint(self.loop_classes)):
             found.append("fact:eval-function")

@@ -300,6 +300,28 @@ def test_a_model_class_holds_no_evaluation_code_by_name_or_switch() -> None:
     assert len(lint_source("m.py", plain.encode(), rule, prefiltered=True)) == 1
 
 
+def test_an_evaluation_method_that_runs_itself_passes_whatever_its_base() -> None:
+    """``predict_structure`` running ``self(g)`` in a model whose ``nn.Module`` base sits in
+    another module (matgl's ``MatGLModel``): MEM002 may report it, so the gate keeps it; a
+    method running other models, or a helper not named for evaluation, adds nothing."""
+    method = """
+        from ._core import MatGLModel
+        class Net(MatGLModel):
+            def forward(self, g):
+                return self.head(g)
+            def {name}(self, g):
+                return {call}.detach()
+    """
+    assert _passes("MEM002", textwrap.dedent(method.format(name="predict_structure",
+                                                           call="self(g)")))
+    assert _passes("MEM002", textwrap.dedent(method.format(name="predict_structure",
+                                                           call="self.forward(g)")))
+    assert not _passes("MEM002", textwrap.dedent(method.format(name="predict_structure",
+                                                               call="self.head(g)")))
+    assert not _passes("MEM002", textwrap.dedent(method.format(name="relax",
+                                                               call="self(g)")))
+
+
 def test_evaluation_functions_and_switches() -> None:
     assert "fact:eval-function" in _facts("def validate_epoch(model, data):\n    pass\n")
     assert "fact:eval-function" not in _facts("def validation_step(self, batch):\n    pass\n")
