@@ -54,6 +54,7 @@ from memlint.vocabulary import (
     forward_by_name,
     is_test_code,
     names_a_loss,
+    names_training_data,
 )
 
 
@@ -141,16 +142,30 @@ def _names_eval_loader(iterable: ast.expr) -> bool:
 
 def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
     """``for batch_idx, (x, y) in enumerate(data):``, ``for batch_idx, batch_data in
-    enumerate(data):``: a loop header that says it draws batches (the dataflow analysis
-    takes its iterable for a loader when a parameter or an attribute hands it in)."""
+    enumerate(data):``: a loop header that says it draws batches; or ``for x, y in
+    self.train_data:`` with a backward pass in the body, a loop that trains on what it
+    unpacks from data named as such (the dataflow analysis takes such an iterable for a
+    loader when a parameter or an attribute hands it in)."""
     target, items = loop.target, loop.iter
-    return (type(items) is ast.Call and type(items.func) is ast.Name
+    if (type(items) is ast.Call and type(items.func) is ast.Name
             and items.func.id == "enumerate" and type(target) is ast.Tuple
             and len(target.elts) == 2 and type(target.elts[0]) is ast.Name
             and BATCH_INDEX.match(target.elts[0].id) is not None
             and (type(target.elts[1]) in (ast.Tuple, ast.List)
                  or (type(target.elts[1]) is ast.Name
-                     and BATCH_ITEM.match(target.elts[1].id) is not None)))
+                     and BATCH_ITEM.match(target.elts[1].id) is not None))):
+        return True
+    if not (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
+            and all(type(e) is ast.Name for e in target.elts)):
+        return False
+    while isinstance(items, ast.Call) and items.args:  # `tqdm(self.data)`: the data itself
+        items = items.args[0]
+    name = items.id if isinstance(items, ast.Name) else (
+        items.attr if isinstance(items, ast.Attribute) else None)
+    return name is not None and names_training_data(name) and any(
+        type(n) is ast.Call and type(n.func) is ast.Attribute
+        and n.func.attr in ("backward", "manual_backward")
+        for stmt in loop.body for n in walk(stmt))
 
 
 def _opens_block(tree: ast.AST, switches: set[int]) -> bool:

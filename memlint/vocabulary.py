@@ -35,10 +35,28 @@ BATCH_INDEX = re.compile(rf"^{_BATCH_INDEX}$", re.IGNORECASE)
 BATCH_ITEM = re.compile(
     r"^(?:[a-z]+_)?(?:mini_?)?batch(?:_(?:data|dict|inputs?|samples?|items?|tensors?))?$",
     re.IGNORECASE)
+# What a loop that trains on the items it unpacks iterates, by the name it is kept under:
+# data for training or evaluation (`self.local_training_data`, `train_queue`, `dataset`),
+# not an agent's experience (`env_batches`, `rollouts`, `replay_buffer`), which no loader
+# pinned.
+_DATA_WORDS = re.compile(r"data|train|queue|batch|iter|set", re.IGNORECASE)
+_EXPERIENCE_WORDS = re.compile(
+    r"env|rollout|buffer|replay|memory|episode|traj|transition|experience", re.IGNORECASE)
+
+
+def names_training_data(name: str) -> bool:
+    """Is ``name`` (a variable or attribute, its last part) named for a dataset's batches?"""
+    return (_DATA_WORDS.search(name) is not None
+            and _EXPERIENCE_WORDS.search(name) is None)
+
+
 # Where a file's text may hold either (MEM003's prefilter, in any case): `loader`, `dl` not
-# followed by a letter or digit, a batch index not followed by more of a name. Every file
-# whose code has such a name matches; `batching`, `from_dlpack` and `batch_isend` do not.
-LOADER_TEXT = rb"(?i)loader|dl(?![a-z0-9])|" + _BATCH_INDEX.encode() + rb"(?![a-z0-9_])"
+# followed by a letter or digit, a batch index not followed by more of a name, or a backward
+# pass (a loop that trains on what it unpacks draws batches, whatever its data is called).
+# Every file whose code has such a name matches; `batching`, `from_dlpack` and `batch_isend`
+# do not.
+LOADER_TEXT = (rb"(?i)loader|dl(?![a-z0-9])|" + _BATCH_INDEX.encode() + rb"(?![a-z0-9_])"
+               rb"|\.backward\(|\.manual_backward\(")
 # A loader of held-out data, by its name: `test_loader`, `testloader`, `val_dl`, `eval_dataloader`.
 # A loop over one that runs no backward pass is evaluation code wherever it stands (a script's
 # top level, a `main()` that also trains).

@@ -71,4 +71,4 @@ class ModuleAnalysis:
 
     @cached_property
     def dataflow(self) -> DataflowAnalysis:
-        return DataflowAnalysis(self.tree, self.project)
+        return DataflowAnalysis(self.tree, self.project, self.loops)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
+from memlint.analysis.loops import LoopAnalysis
 from memlint.analysis.tree import Loop, TreeIndex
 from memlint.vocabulary import (
     BATCH_INDEX,
@@ -50,6 +51,7 @@ from memlint.vocabulary import (
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
     TORCH_DTYPES,
+    names_training_data,
 )
 
 if TYPE_CHECKING:
@@ -384,6 +386,22 @@ def _unsubscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
+def _param_names(func: cst.FunctionDef) -> set[str]:
+    params = func.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+
+def _handed_in(value: cst.BaseExpression, func: cst.FunctionDef) -> bool:
+    """One of the object's own (``self.train_data``), a parameter of ``func``, or either
+    under a progress bar (``tqdm(data)``): data someone else built."""
+    if _self_attribute(value) or (isinstance(value, cst.Name)
+                                  and value.value in _param_names(func)):
+        return True
+    return (isinstance(value, cst.Call) and bool(value.args)
+            and not value.args[0].star and value.args[0].keyword is None
+            and _is_progress_wrapper(value) and _handed_in(value.args[0].value, func))
+
+
 def _is_progress_wrapper(call: cst.Call) -> bool:
     """``tqdm(data, ...)``, ``enumerate(data)``, ``track(data)``: hands on its first
     argument's items."""
@@ -602,9 +620,11 @@ class DataflowAnalysis:
 
     ``project``: the project model's answers (loader wrappers defined in other modules)."""
 
-    def __init__(self, tree: TreeIndex, project: ModuleView | None = None) -> None:
+    def __init__(self, tree: TreeIndex, project: ModuleView | None = None,
+                 loops: LoopAnalysis | None = None) -> None:
         self.tree = tree
         self.project = project
+        self.loops = loops if loops is not None else LoopAnalysis(tree)
         self._loader_loop: dict[cst.For, bool] = {}
         self._loader_annotations: dict[cst.FunctionDef, tuple[str, ...]] = {}
         self._batch_names: dict[cst.For, frozenset[str]] = {}
@@ -976,7 +996,7 @@ class DataflowAnalysis:
         for source in self._sources(expr):
             if self._is_loader_like(source):
                 return source
-        return self._batch_indexed_source(expr)
+        return self._batch_indexed_source(expr) or self._trained_on_source(expr)
 
     def _batch_indexed_source(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
         """``for batch_idx, (x, y) in enumerate(train_data):``: a loop whose header says it
@@ -1003,31 +1023,38 @@ class DataflowAnalysis:
         func = self.tree.enclosing_function(loop)
         if not isinstance(source, cst.Name) or func is None:
             return None
-        params = {param.name.value for param in (*func.params.posonly_params,
-                                                 *func.params.params,
-                                                 *func.params.kwonly_params)}
-        if source.value in params:
+        if source.value in _param_names(func):
             return source
-
-        def handed_in(value: cst.BaseExpression) -> bool:
-            """One of the object's own, a parameter, or either under a progress bar."""
-            if _self_attribute(value) or (isinstance(value, cst.Name)
-                                          and value.value in params):
-                return True
-            return (isinstance(value, cst.Call) and bool(value.args)
-                    and not value.args[0].star and value.args[0].keyword is None
-                    and _is_progress_wrapper(value) and handed_in(value.args[0].value))
-
         # `test_data = self.local_test_data if test else self.local_training_data`, also in
         # `if`/`else` branches: one of the object's own, handed in by whoever set it; or
         # the parameter itself or under a progress bar (`batches = data if quiet else
         # tqdm(data)`).
         values = self._bindings_before(loop, source.value, deep=True)
-        if values and all(handed_in(value) or (
-                isinstance(value, cst.IfExp) and handed_in(value.body)
-                and handed_in(value.orelse)) for value in values):
+        if values and all(_handed_in(value, func) or (
+                isinstance(value, cst.IfExp) and _handed_in(value.body, func)
+                and _handed_in(value.orelse, func)) for value in values):
             return source
         return None
+
+    def _trained_on_source(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``for x, labels in self.local_training_data:`` with a backward pass in the body:
+        a loop that unpacks each item into plain names and trains on them, over data (by its
+        name: not an agent's rollouts) that a parameter or the object hands in (also under
+        a progress bar), iterates a loader built elsewhere (FedML's clients). What the
+        function built itself (a list of slices) is left alone."""
+        loop = self.tree.parent(expr)
+        if not (isinstance(loop, cst.For) and loop.iter is expr
+                and isinstance(loop.target, (cst.Tuple, cst.List))
+                and len(loop.target.elements) >= 2
+                and all(isinstance(e.value, cst.Name) for e in loop.target.elements)):
+            return None
+        func = self.tree.enclosing_function(loop)
+        if func is None or not _handed_in(expr, func) or not self.loops.runs_backward(loop):
+            return None
+        while isinstance(expr, cst.Call):  # `tqdm(self.data)`: the data itself
+            expr = expr.args[0].value
+        name = _last_part(expr)
+        return expr if name is not None and names_training_data(name) else None
 
     def _sources(
         self, expr: cst.BaseExpression, *, follow_names: bool = True

@@ -58,7 +58,9 @@ class BlockingHostToDevice(Rule):
     a parameter annotated as one is one: ``def fit(self, net, train_iter: DataLoader)``;
     so is what a parameter or the object hands to a loop whose header says it draws
     batches, also under a progress bar: ``for batch_idx, (x, y) in enumerate(train_data):``,
-    ``for batch_index, batch_data in enumerate(tqdm(data_generator)):``),
+    ``for batch_index, batch_data in enumerate(tqdm(data_generator)):``, or to a loop that
+    unpacks each item into names and trains on them, a backward pass in its body: ``for x,
+    labels in self.local_training_data:``),
     and the loop back to
     its ``DataLoader`` through the names it is kept under: a factory that returns it (also by
     name, beside a sampler: ``loader = DataLoader(...)`` ... ``return loader, sampler``) and a
@@ -219,9 +221,10 @@ class BlockingHostToDevice(Rule):
         "this DataLoader's batches are copied to the GPU, but it does not set "
         "`pin_memory=True`; pageable batches cannot be copied asynchronously"
     )
-    # Every finding sits in, or is fed by, a loop over something named or built as a loader.
+    # Every finding sits in, or is fed by, a loop over something named or built as a loader,
+    # or one that trains on what it unpacks.
     triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl", "batch_i", "batchi", "batch_n",
-                "i_batch", "ibatch", "b_idx", "bidx")
+                "i_batch", "ibatch", "b_idx", "bidx", "backward(")
     # ... as a name (not `batching`, `from_dlpack`), and in the code itself, not only in a
     # docstring or comment.
     trigger_pattern = LOADER_TEXT
@@ -457,6 +460,19 @@ class BlockingHostToDevice(Rule):
                 for batch_idx, (x, y) in enumerate(batches):
                     model(x.to(device), y.to(device))
         """),
+        # Pairs the function built itself, a loop that trains nothing, an agent's rollouts:
+        # no loader behind them.
+        Valid("""
+            def fit(model, xs, ys, device, data):
+                pairs = [(xs[i], ys[i]) for i in range(len(xs))]
+                for x, y in pairs:
+                    model(x.to(device), y.to(device)).backward()
+                for x, y in data:
+                    print(model(x.to(device)), y)
+            def reinforce(policy, env_batches, device):
+                for obs, returns in env_batches:
+                    (policy(obs.to(device)) * returns.to(device)).mean().backward()
+        """),
         Valid("""
             def train(model, x_all, device):
                 chunks = [x_all[i:i + 32] for i in range(0, len(x_all), 32)]
@@ -592,6 +608,33 @@ class BlockingHostToDevice(Rule):
                         data = self.local_training_data
                     for batch_idx, (x, y) in enumerate(data):
                         self.model(x.to(device, non_blocking=True))
+            """,
+        ),
+        # A loop that unpacks each item into names and trains on them, over what the object
+        # or a parameter hands in (FedML's clients): its items are a loader's batches.
+        Invalid(
+            """
+            class Client:
+                def train(self, epochs):
+                    for epoch in range(epochs):
+                        for x, labels in self.local_training_data:
+                            x = x.to(self.device)
+                            labels = labels.to(self.device)
+                            loss = self.criterion(self.model(x), labels)
+                            loss.backward()
+                            self.optimizer.step()
+            """,
+            lines=(6, 7),
+            fixed="""
+            class Client:
+                def train(self, epochs):
+                    for epoch in range(epochs):
+                        for x, labels in self.local_training_data:
+                            x = x.to(self.device, non_blocking=True)
+                            labels = labels.to(self.device, non_blocking=True)
+                            loss = self.criterion(self.model(x), labels)
+                            loss.backward()
+                            self.optimizer.step()
             """,
         ),
         # The same header with the batch kept whole under a batch's name, over a parameter
