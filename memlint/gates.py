@@ -156,8 +156,10 @@ def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
                      and BATCH_ITEM.match(target.elts[1].id) is not None))):
         return True
     if not (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
-            and all(type(e) is ast.Name for e in target.elts)):
-        return False
+            and all(type(e) is ast.Name for e in target.elts)) or (
+            isinstance(items, ast.Call) and isinstance(items.func, ast.Name)
+            and items.func.id == "enumerate"):
+        return False  # `for i, item in enumerate(data)` unpacks an index, not a batch
     while isinstance(items, ast.Call) and items.args:  # `tqdm(self.data)`: the data itself
         items = items.args[0]
     name = items.id if isinstance(items, ast.Name) else (
@@ -245,8 +247,8 @@ class _Structure:
       with an eval switch; or, in a file with a loader name, a class with an eval switch and
       a ``for`` loop in a method (an inference wrapper holding its networks in eval mode);
       or a ``predict()`` API (:data:`~memlint.vocabulary.PREDICT_API`) in a file with a
-      class based on ``nn.Module``; or a method of that name that runs itself
-      (``self(x)``, ``self.forward(x)``).
+      class based on ``nn.Module``; or a method of that name, other than ``predict()``,
+      that runs itself (``self(x)``, ``self.forward(x)``).
     - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
       handler whose lines (with the comments that follow them) mention running out of memory.
     - ``fact:foreign-framework``: the module imports another framework (JAX, Warp, ...:
@@ -313,6 +315,7 @@ class _Structure:
         self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
         self.forward_call = False  # `model(x)`, `self.net.predict(x)`, `self(x)`
         self.self_runs: set[int] = set()  # functions that run `self(x)`, `self.forward(x)`
+        self.named_methods: set[int] = set()  # evaluation-named methods, `predict()` aside
         self.switched_names: set[str] = set()  # `bm` of `bm.eval()`
         self.name_calls: set[str] = set()  # `bm` of `bm(x)`
         self.module_class = False  # a class with a base named like `nn.Module`
@@ -423,6 +426,8 @@ class _Structure:
             self.eval_scopes.add(key)
         if klass and name in PREDICT_API:
             self.predict_api = True
+        elif klass and EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
+            self.named_methods.add(key)  # may detach its own forward (MEM002)
         if EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
             if klass:
                 # Counts with a loop over a loader, or an eval switch in its class (below).
@@ -572,7 +577,7 @@ class _Structure:
             found.append("fact:eval-block")
         if self.eval_function or (self.predict_api and self.module_class) or (
                 self.method_loops and loader) or any(
-                    key in self.self_runs for key in self.eval_methods) or any(
+                    key in self.self_runs for key in self.named_methods) or any(
                 klass in self.switch_classes for klass in self.eval_methods.values()) or (
                 loader and not self.switch_classes.isdisjoint(self.loop_classes)):
             found.append("fact:eval-function")

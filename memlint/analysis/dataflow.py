@@ -1048,6 +1048,8 @@ class DataflowAnalysis:
                 and len(loop.target.elements) >= 2
                 and all(isinstance(e.value, cst.Name) for e in loop.target.elements)):
             return None
+        if isinstance(expr, cst.Call) and _call_name(expr) == "enumerate":
+            return None  # `for i, item in enumerate(data)` unpacks an index, not a batch
         func = self.tree.enclosing_function(loop)
         if func is None or not _handed_in(expr, func) or not self.loops.runs_backward(loop):
             return None
