@@ -92,6 +92,32 @@ def _is_size(expr: cst.BaseExpression) -> bool:
     return False
 
 
+# Factories whose positional arguments (or one shape tuple, or `size=`) are the sizes.
+_SIZED_FACTORIES = frozenset({"zeros", "ones", "empty", "rand", "randn", "full"})
+
+
+def _zero_sized(call: cst.Call, short: str) -> bool:
+    """A factory given a literal ``0`` as one of its sizes (``torch.zeros(bs, 0)``,
+    ``torch.empty((*x.shape[:-1], 0))``): an empty tensor, so the move copies nothing."""
+    if short not in _SIZED_FACTORIES:
+        return False
+    positional = _positional(call)
+    size = _keyword(call, "size")
+    if size is not None:
+        sizes: list[cst.BaseExpression] = [size.value]
+    elif short == "full":  # `torch.full(size, fill_value)`
+        sizes = [positional[0].value] if positional else []
+    else:
+        sizes = [a.value for a in positional if not a.star]
+    elements: list[cst.BaseExpression] = []
+    for expr in sizes:
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            elements.extend(e.value for e in expr.elements if isinstance(e, cst.Element))
+        else:
+            elements.append(expr)
+    return any(isinstance(e, cst.Integer) and e.evaluated_value == 0 for e in elements)
+
+
 def _sized_legacy_constructor(call: cst.Call) -> bool:
     """``torch.Tensor(b, n)`` / ``torch.FloatTensor(*shape)`` / ``torch.FloatTensor(1)``:
     sizes, no keyword. One plain argument counts only when it can only be a size: it may
@@ -485,7 +511,9 @@ class FactoryThenMove(Rule):
     are factories
     given ``out=``, ``device=``, ``pin_memory=`` or a ``generator=``, nor factories given
     ``**kwargs`` (which may hold any of those). ``*_like`` factories are not reported either:
-    they inherit the device of their argument, which is often already the target.
+    they inherit the device of their argument, which is often already the target. Nor is a
+    factory given a literal ``0`` as one of its sizes (``torch.zeros(bs, 0).type_as(X)``,
+    ``torch.empty((*shape, 0)).to(device)``): an empty placeholder, the move copies nothing.
 
     ## Fix safety
     Safe for deterministic factories (``zeros``, ``ones``, ``full``, ``empty``, ``arange``,
@@ -570,6 +598,15 @@ class FactoryThenMove(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # An empty placeholder (a literal zero size) holds no data: the move copies nothing.
+        Valid("""
+            import torch
+            def extra_features(X, E):
+                y = torch.zeros(X.size(0), 0).type_as(X)
+                edge_attr = torch.zeros((*E.shape[:-1], 0)).type_as(E)
+                out = torch.empty(len(X), 0, E.size(-1)).to(X.device)
+                return y, edge_attr, out
+            """),
         # `torch.normal(mean, std)` given tensors draws on their device: no host tensor.
         Valid(
             """
@@ -698,6 +735,25 @@ class FactoryThenMove(Rule):
                 eye = torch.eye(4, device=igt.device).expand_as(igt)
                 ones = torch.ones(16, device="cuda").view_as(est)
                 return eye, ones
+            """,
+        ),
+        # A zero that is no size (`full`'s fill value, `arange`'s start) or a size of one
+        # still allocates data on the host.
+        Invalid(
+            """
+            import torch
+            def placeholders(x, n):
+                pad = torch.full((n, 1), 0).type_as(x)
+                idx = torch.arange(0, n).to(x.device)
+                return pad, idx
+            """,
+            lines=(4, 5),
+            fixed="""
+            import torch
+            def placeholders(x, n):
+                pad = torch.full((n, 1), 0).type_as(x)
+                idx = torch.arange(0, n, device=x.device)
+                return pad, idx
             """,
         ),
         # Constant arithmetic, then rounding and clamping: all the factory's own values.
@@ -1222,6 +1278,8 @@ class FactoryThenMove(Rule):
             return None
         if any(a.star == "**" for a in factory.args):
             return None  # `**kwargs` may hold `device=`, `out=` or `pin_memory=`
+        if _zero_sized(factory, short):
+            return None  # an empty placeholder (`torch.zeros(bs, 0).type_as(x)`): no copy
         if short == "normal" and not _normal_sized(factory):
             # Tensor arguments take no `device=`: the mean itself must be built there.
             return factory, short, casts, True
