@@ -14,6 +14,7 @@ import libcst as cst
 from memlint.analysis import ModuleAnalysis
 from memlint.analysis.calls import is_optimizer_step, last_name
 from memlint.analysis.tree import Loop, TreeIndex
+from memlint.vocabulary import is_model_word
 
 # How many levels of same-file calls are followed to find the batch loop under an epoch loop.
 _MAX_DEPTH = 3
@@ -63,7 +64,7 @@ class StepAnalysis:
         the functions it calls in turn (``self.train_epoch()`` -> ``self.play_steps()``, whose
         loop trains), a few levels deep? Then the loop around the call runs per epoch."""
         name = last_name(call.func)
-        if name is None or depth > _MAX_DEPTH:
+        if name is None or depth > _MAX_DEPTH or _mode_switch(call):
             return False
         own = _own_call(call)
         key = (name, depth, own)  # `self.train()` and `self.net.train()` answer differently
@@ -138,6 +139,18 @@ def _own_call(call: cst.Call) -> bool:
         isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
         and func.value.value == "self")
 
+
+
+def _mode_switch(call: cst.Call) -> bool:
+    """``self.model.train()``, ``net.eval()``, ``model.train(False)``: a module's mode
+    switch (its receiver named like a module), not a run of the file's ``def train``, even
+    when that function holds the training loop the switch sits in."""
+    func = call.func
+    if (not isinstance(func, cst.Attribute) or func.attr.value not in ("train", "eval")
+            or len(call.args) > 1 or _own_call(call)):
+        return False
+    held = last_name(func.value)
+    return held is not None and is_model_word(held)
 
 
 def _given_before(node: cst.CSTNode, func: cst.FunctionDef, tree: TreeIndex) -> set[str]:

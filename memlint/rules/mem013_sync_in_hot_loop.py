@@ -55,7 +55,9 @@ class SyncInHotLoop(Rule):
     calls deep (`train()` -> `self.train_epoch()` ->
     `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
     function (one that runs backward or the optimizer step itself, outside any loop of its
-    own) is part of the step, and what it calls is not searched for a batch loop. A step
+    own) is part of the step, and what it calls is not searched for a batch loop. A mode
+    switch (`self.model.train()`, `net.eval()`) is no such helper, even in a file whose
+    own `def train` holds the loop. A step
     function's sync behind an early return on a parameter being `None` (`if eval_res is
     None: return`) runs per step only when the step loop passes that argument.
 
@@ -287,6 +289,26 @@ class SyncInHotLoop(Rule):
                         total += loss.item()
             """,
             lines=(15, 23),
+        ),
+        # The file's `def train` holds the batch loop itself, and that loop switches the
+        # model back to training mode after sampling (`self.model.train()`): a mode switch,
+        # not a call of `train`, so the loop is still the per-step loop.
+        Invalid(
+            """
+            class Trainer:
+                def train(self, loader, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        for batch in loader:
+                            loss = self.model(batch)
+                            self.accelerator.backward(loss)
+                            self.optimizer.step()
+                            progress.set_postfix(loss=loss.item())
+                            if step % self.sample_every == 0:
+                                self.sample()
+                                self.model.train()
+            """,
+            lines=(10,),
         ),
         # A step function reached from the batch loop does not make it an epoch loop, even
         # when something it calls leads back to the function holding the epoch loop.
