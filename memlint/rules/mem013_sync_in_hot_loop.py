@@ -50,7 +50,9 @@ class SyncInHotLoop(Rule):
     Flags host synchronisations that run on every training step: `.item()`, `.cpu()`,
     `.tolist()` and `print(tensor)` in the innermost training loop (or in a step function
     that loop calls, or the closure its optimizer step runs: `optimizer.step(closure)`),
-    unless they sit under a logging-interval condition such as `if step % log_every == 0`.
+    unless they sit under a logging-interval condition such as `if step % log_every == 0`
+    (a test that picks a logging backend by name, `if args.logger == "tensorboard"`, is
+    none: it holds on every step).
     A loop that trains only through same-file helpers holding their own batch loop, a few
     calls deep (`train()` -> `self.train_epoch()` ->
     `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
@@ -290,6 +292,21 @@ class SyncInHotLoop(Rule):
             """,
             lines=(15, 23),
         ),
+        # A test that picks a logging backend by name is no interval: it holds every step.
+        Invalid(
+            """
+            def fit(model, loader, optimizer, args, writer):
+                for x, y in loader:
+                    loss = model(x, y)
+                    loss.backward()
+                    optimizer.step()
+                    if args.logger == "tensorboard":
+                        writer.add_scalar("loss", loss.item())
+                    if args.report_to in ("wandb", "all"):
+                        wandb.log({"loss": loss.item()})
+            """,
+            lines=(8, 10),
+        ),
         # The file's `def train` holds the batch loop itself, and that loop switches the
         # model back to training mode after sampling (`self.model.train()`): a mode switch,
         # not a call of `train`, so the loop is still the per-step loop.
@@ -513,11 +530,33 @@ class SyncInHotLoop(Rule):
         )
 
     def _interval_test(self, test: cst.BaseExpression) -> bool:
-        for n in [test, *self.context.analysis.tree.walk(test)]:
+        nodes = [test, *self.context.analysis.tree.walk(test)]
+        # `self.logger == "tensorboard"`, `args.report_to in ("wandb", "all")`: a setting
+        # that picks a logging backend holds on every step, whatever it is called.
+        tree = self.context.analysis.tree
+        chosen = {
+            id(inner) for n in nodes if isinstance(n, cst.Comparison)
+            and any(_names_text(c.comparator) for c in n.comparisons)
+            for side in (n.left, *(c.comparator for c in n.comparisons))
+            for inner in (side, *tree.walk(side))
+        }
+        for n in nodes:
             if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo):
                 return True
+            if id(n) in chosen:
+                continue
             if isinstance(n, cst.Name) and INTERVAL_NAME.search(n.value):
                 return True
             if isinstance(n, cst.Attribute) and INTERVAL_NAME.search(n.attr.value):
                 return True
         return False
+
+
+def _names_text(expr: cst.BaseExpression) -> bool:
+    """A string literal, or a tuple, list or set of them: a setting's named choice."""
+    if isinstance(expr, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString):
+        return True
+    if isinstance(expr, cst.Tuple | cst.List | cst.Set):
+        return bool(expr.elements) and all(
+            isinstance(e.value, cst.SimpleString) for e in expr.elements)
+    return False
