@@ -103,19 +103,21 @@ class StepAnalysis:
         nearest = enclosing[0]
         return nearest if self._is_step_loop(nearest, eval_loops=eval_loops) else None
 
-    def in_step_helper(self, node: cst.CSTNode) -> bool:
-        """``node`` is outside any loop in a function a step loop of this file calls."""
+    def step_calls(self, node: cst.CSTNode) -> list[cst.Call]:
+        """The calls inside step loops of this file that run the function ``node`` sits in,
+        outside any loop of its own (none when ``node`` is in a loop or no step runs it):
+        a rule can ask what guards each call (``if step % every == 0: self.evaluate()``)."""
         tree = self.analysis.tree
         if tree.enclosing_loops(node):
-            return False
+            return []
         func = tree.enclosing_function(node)
         if func is None or self._contains_training_loop(func):
-            return False
+            return []
         needed = _given_before(node, func, tree)
-        return any(self.step_loop(call) for call in (
+        return [call for call in (
             *(c for c in self.analysis.loops.training_callers(func)
               if not needed or _passes_all(c, func, needed)),
-            *self._steps_with(func)))
+            *self._steps_with(func)) if self.step_loop(call)]
 
     def _steps_with(self, func: cst.FunctionDef) -> list[cst.Call]:
         """Optimizer steps given ``func`` as their closure (``optimizer.step(closure)``, the

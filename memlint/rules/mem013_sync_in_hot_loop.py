@@ -61,7 +61,9 @@ class SyncInHotLoop(Rule):
     switch (`self.model.train()`, `net.eval()`) is no such helper, even in a file whose
     own `def train` holds the loop. A step
     function's sync behind an early return on a parameter being `None` (`if eval_res is
-    None: return`) runs per step only when the step loop passes that argument.
+    None: return`) runs per step only when the step loop passes that argument, and a
+    helper's sync only when some step loop calls it outside a logging interval (`if step %
+    every == 0: self.evaluate()` runs it now and then).
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
@@ -120,6 +122,24 @@ class SyncInHotLoop(Rule):
     # step (memlint.analysis.loops), so the code calls one of them.
     code_gate = ("call:backward", "call:manual_backward", "call:step")
     valid = (
+        # A helper the step loop runs only every few steps (an evaluation during training)
+        # syncs now and then, not per step.
+        Valid(
+            """
+            class Trainer:
+                def eval_model(self, data):
+                    preds = self.predict(data)
+                    return self.score(preds.cpu())
+                def train(self, loader, every):
+                    for step, batch in enumerate(loader):
+                        self.model.train()
+                        loss = self.model(batch)
+                        loss.backward()
+                        self.optimizer.step()
+                        if step % every == 0:
+                            self.eval_model(batch)
+            """
+        ),
         # The step helper reads the metric only after returning when it was not given, and
         # the batch loop gives none: once per epoch, from the evaluation's caller.
         Valid(
@@ -415,7 +435,10 @@ class SyncInHotLoop(Rule):
         if kind is None or self._outer_call_reports(node):
             return
         loop = self._steps.step_loop(node)
-        if loop is None and not self._steps.in_step_helper(node):
+        # In a helper: per step only where some step loop calls it outside a logging
+        # interval (`if step % every == 0: self.evaluate()` runs it now and then).
+        if loop is None and all(self._deliberate(call, self._steps.step_loop(call))
+                                for call in self._steps.step_calls(node)):
             return
         if self._deliberate(node, loop):
             return
