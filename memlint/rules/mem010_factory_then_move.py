@@ -97,25 +97,29 @@ _SIZED_FACTORIES = frozenset({"zeros", "ones", "empty", "rand", "randn", "full"}
 
 
 def _zero_sized(call: cst.Call, short: str) -> bool:
-    """A factory given a literal ``0`` as one of its sizes (``torch.zeros(bs, 0)``,
-    ``torch.empty((*x.shape[:-1], 0))``): an empty tensor, so the move copies nothing."""
+    """A factory given a literal ``0`` as a size after the first (``torch.zeros(bs, 0)``,
+    ``torch.empty((*x.shape[:-1], 0))``, ``torch.empty(n, 0, c)``): a zero-width
+    placeholder (graph-diffusion code's empty extra features), so the move copies nothing.
+    An empty first dimension (``torch.zeros(0)``, ``torch.empty((0, d))``: an accumulator
+    that rows are concatenated onto) is still reported, as earlier labels count it."""
     if short not in _SIZED_FACTORIES:
         return False
     positional = _positional(call)
     size = _keyword(call, "size")
     if size is not None:
-        sizes: list[cst.BaseExpression] = [size.value]
+        args: list[cst.BaseExpression | None] = [size.value]
     elif short == "full":  # `torch.full(size, fill_value)`
-        sizes = [positional[0].value] if positional else []
+        args = [positional[0].value] if positional else []
     else:
-        sizes = [a.value for a in positional if not a.star]
-    elements: list[cst.BaseExpression] = []
-    for expr in sizes:
+        args = [None if a.star else a.value for a in positional]
+    sizes: list[cst.BaseExpression | None] = []  # None: a starred part, any number of sizes
+    for expr in args:
         if isinstance(expr, (cst.Tuple, cst.List)):
-            elements.extend(e.value for e in expr.elements if isinstance(e, cst.Element))
+            sizes.extend(e.value if isinstance(e, cst.Element) else None
+                         for e in expr.elements)
         else:
-            elements.append(expr)
-    return any(isinstance(e, cst.Integer) and e.evaluated_value == 0 for e in elements)
+            sizes.append(expr)
+    return any(isinstance(e, cst.Integer) and e.evaluated_value == 0 for e in sizes[1:])
 
 
 def _sized_legacy_constructor(call: cst.Call) -> bool:
@@ -512,8 +516,10 @@ class FactoryThenMove(Rule):
     given ``out=``, ``device=``, ``pin_memory=`` or a ``generator=``, nor factories given
     ``**kwargs`` (which may hold any of those). ``*_like`` factories are not reported either:
     they inherit the device of their argument, which is often already the target. Nor is a
-    factory given a literal ``0`` as one of its sizes (``torch.zeros(bs, 0).type_as(X)``,
-    ``torch.empty((*shape, 0)).to(device)``): an empty placeholder, the move copies nothing.
+    factory given a literal ``0`` as a size after the first (``torch.zeros(bs,
+    0).type_as(X)``, ``torch.empty((*shape, 0)).to(device)``): a zero-width placeholder,
+    the move copies nothing (an empty first dimension, ``torch.zeros(0).to(device)``, an
+    accumulator grown by concatenation, is still reported).
 
     ## Fix safety
     Safe for deterministic factories (``zeros``, ``ones``, ``full``, ``empty``, ``arange``,
@@ -737,23 +743,25 @@ class FactoryThenMove(Rule):
                 return eye, ones
             """,
         ),
-        # A zero that is no size (`full`'s fill value, `arange`'s start) or a size of one
-        # still allocates data on the host.
+        # A zero that is no size (`full`'s fill value, `arange`'s start) still allocates
+        # data on the host; an empty first dimension (an accumulator) stays reported.
         Invalid(
             """
             import torch
             def placeholders(x, n):
                 pad = torch.full((n, 1), 0).type_as(x)
                 idx = torch.arange(0, n).to(x.device)
-                return pad, idx
+                acc = torch.empty((0, 4096)).to(x.device)
+                return pad, idx, acc
             """,
-            lines=(4, 5),
+            lines=(4, 5, 6),
             fixed="""
             import torch
             def placeholders(x, n):
                 pad = torch.full((n, 1), 0).type_as(x)
                 idx = torch.arange(0, n, device=x.device)
-                return pad, idx
+                acc = torch.empty((0, 4096), device=x.device)
+                return pad, idx, acc
             """,
         ),
         # Constant arithmetic, then rounding and clamping: all the factory's own values.
