@@ -151,6 +151,12 @@ def _mode_switch(call: cst.Call) -> bool:
     if (not isinstance(func, cst.Attribute) or func.attr.value not in ("train", "eval")
             or len(call.args) > 1 or _own_call(call)):
         return False
+    if call.args:  # `model.train(False)`, `model.train(mode=m)`, not `model.train(loader)`
+        arg = call.args[0]
+        if not ((arg.keyword is not None and arg.keyword.value == "mode")
+                or (isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False"))
+                or isinstance(arg.value, cst.UnaryOperation)):
+            return False
     held = last_name(func.value)
     return held is not None and is_model_word(held)
 

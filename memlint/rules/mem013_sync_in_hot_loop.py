@@ -58,8 +58,9 @@ class SyncInHotLoop(Rule):
     `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
     function (one that runs backward or the optimizer step itself, outside any loop of its
     own) is part of the step, and what it calls is not searched for a batch loop. A mode
-    switch (`self.model.train()`, `net.eval()`) is no such helper, even in a file whose
-    own `def train` holds the loop. A step
+    switch (`self.model.train()`, `net.eval()`, `model.train(False)`) is no such helper,
+    even in a file whose own `def train` holds the loop (`model.train(fold)`, given data,
+    still is). A step
     function's sync behind an early return on a parameter being `None` (`if eval_res is
     None: return`) runs per step only when the step loop passes that argument, and a
     helper's sync only when some step loop calls it outside a logging interval (`if step %
@@ -122,6 +123,22 @@ class SyncInHotLoop(Rule):
     # step (memlint.analysis.loops), so the code calls one of them.
     code_gate = ("call:backward", "call:manual_backward", "call:step")
     valid = (
+        # `model.train(fold)` given data is the file's own training method (each call runs a
+        # whole training), not a mode switch: the loop around it runs once per fold.
+        Valid(
+            """
+            class Trainer:
+                def train(self, loader):
+                    for batch in loader:
+                        loss = self.model(batch)
+                        loss.backward()
+                        self.optimizer.step()
+            def cross_validate(model, folds):
+                for fold in folds:
+                    model.train(fold)
+                    print(model.score.item())
+            """
+        ),
         # A helper the step loop runs only every few steps (an evaluation during training)
         # syncs now and then, not per step.
         Valid(
