@@ -39,6 +39,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind18       # the 18th blind set (bench/blind18_labels.csv)
     python bench/ecosystem.py --set blind19       # the 19th blind set (bench/blind19_labels.csv)
     python bench/ecosystem.py --set blind24       # the 24th blind set (bench/blind24_labels.csv)
+    python bench/ecosystem.py --set blind25       # the 25th blind set (bench/blind25_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -577,6 +578,26 @@ BLIND24_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind25: an asynchronous RL framework, a flow-matching text-to-speech model with its
+# trainer, time-series foundation models, sequential recommenders, LLM training utilities,
+# molecular property and generation models with their own fit loops, molecular graph
+# networks, machine-learned interatomic potentials, an object detector's data pipeline and
+# a speech-recognition inference pipeline, labelled by reading their training, evaluation
+# and inference code before memlint's findings on it were read.
+BLIND25_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("sample-factory", "2.1.1"),
+    ("f5-tts", "1.1.22"),
+    ("granite-tsfm", "0.3.11"),
+    ("replay-rec", "0.22.0"),
+    ("llm-foundry", "0.22.0"),
+    ("torch-molecule", "0.2.0"),
+    ("graphium", "2.4.7"),
+    ("graph-pes", "1.0.2"),
+    ("effdet", "0.4.1"),
+    ("whisperx", "3.8.6"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -610,6 +631,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind22": _blind("blind22", BLIND22_PACKAGES),
     "blind23": _blind("blind23", BLIND23_PACKAGES),
     "blind24": _blind("blind24", BLIND24_PACKAGES),
+    "blind25": _blind("blind25", BLIND25_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

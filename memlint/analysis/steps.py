@@ -14,6 +14,7 @@ import libcst as cst
 from memlint.analysis import ModuleAnalysis
 from memlint.analysis.calls import is_optimizer_step, last_name
 from memlint.analysis.tree import Loop, TreeIndex
+from memlint.vocabulary import is_model_word
 
 # How many levels of same-file calls are followed to find the batch loop under an epoch loop.
 _MAX_DEPTH = 3
@@ -63,7 +64,7 @@ class StepAnalysis:
         the functions it calls in turn (``self.train_epoch()`` -> ``self.play_steps()``, whose
         loop trains), a few levels deep? Then the loop around the call runs per epoch."""
         name = last_name(call.func)
-        if name is None or depth > _MAX_DEPTH:
+        if name is None or depth > _MAX_DEPTH or _mode_switch(call):
             return False
         own = _own_call(call)
         key = (name, depth, own)  # `self.train()` and `self.net.train()` answer differently
@@ -102,19 +103,21 @@ class StepAnalysis:
         nearest = enclosing[0]
         return nearest if self._is_step_loop(nearest, eval_loops=eval_loops) else None
 
-    def in_step_helper(self, node: cst.CSTNode) -> bool:
-        """``node`` is outside any loop in a function a step loop of this file calls."""
+    def step_calls(self, node: cst.CSTNode) -> list[cst.Call]:
+        """The calls inside step loops of this file that run the function ``node`` sits in,
+        outside any loop of its own (none when ``node`` is in a loop or no step runs it):
+        a rule can ask what guards each call (``if step % every == 0: self.evaluate()``)."""
         tree = self.analysis.tree
         if tree.enclosing_loops(node):
-            return False
+            return []
         func = tree.enclosing_function(node)
         if func is None or self._contains_training_loop(func):
-            return False
+            return []
         needed = _given_before(node, func, tree)
-        return any(self.step_loop(call) for call in (
+        return [call for call in (
             *(c for c in self.analysis.loops.training_callers(func)
               if not needed or _passes_all(c, func, needed)),
-            *self._steps_with(func)))
+            *self._steps_with(func)) if self.step_loop(call)]
 
     def _steps_with(self, func: cst.FunctionDef) -> list[cst.Call]:
         """Optimizer steps given ``func`` as their closure (``optimizer.step(closure)``, the
@@ -138,6 +141,24 @@ def _own_call(call: cst.Call) -> bool:
         isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
         and func.value.value == "self")
 
+
+
+def _mode_switch(call: cst.Call) -> bool:
+    """``self.model.train()``, ``net.eval()``, ``model.train(False)``: a module's mode
+    switch (its receiver named like a module), not a run of the file's ``def train``, even
+    when that function holds the training loop the switch sits in."""
+    func = call.func
+    if (not isinstance(func, cst.Attribute) or func.attr.value not in ("train", "eval")
+            or len(call.args) > 1 or _own_call(call)):
+        return False
+    if call.args:  # `model.train(False)`, `model.train(mode=m)`, not `model.train(loader)`
+        arg = call.args[0]
+        if not ((arg.keyword is not None and arg.keyword.value == "mode")
+                or (isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False"))
+                or isinstance(arg.value, cst.UnaryOperation)):
+            return False
+    held = last_name(func.value)
+    return held is not None and is_model_word(held)
 
 
 def _given_before(node: cst.CSTNode, func: cst.FunctionDef, tree: TreeIndex) -> set[str]:

@@ -92,6 +92,36 @@ def _is_size(expr: cst.BaseExpression) -> bool:
     return False
 
 
+# Factories whose positional arguments (or one shape tuple, or `size=`) are the sizes.
+_SIZED_FACTORIES = frozenset({"zeros", "ones", "empty", "rand", "randn", "full"})
+
+
+def _zero_sized(call: cst.Call, short: str) -> bool:
+    """A factory given a literal ``0`` as a size after the first (``torch.zeros(bs, 0)``,
+    ``torch.empty((*x.shape[:-1], 0))``, ``torch.empty(n, 0, c)``): a zero-width
+    placeholder (graph-diffusion code's empty extra features), so the move copies nothing.
+    An empty first dimension (``torch.zeros(0)``, ``torch.empty((0, d))``: an accumulator
+    that rows are concatenated onto) is still reported, as earlier labels count it."""
+    if short not in _SIZED_FACTORIES:
+        return False
+    positional = _positional(call)
+    size = _keyword(call, "size")
+    if size is not None:
+        args: list[cst.BaseExpression | None] = [size.value]
+    elif short == "full":  # `torch.full(size, fill_value)`
+        args = [positional[0].value] if positional else []
+    else:
+        args = [None if a.star else a.value for a in positional]
+    sizes: list[cst.BaseExpression | None] = []  # None: a starred part, any number of sizes
+    for expr in args:
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            sizes.extend(e.value if isinstance(e, cst.Element) else None
+                         for e in expr.elements)
+        else:
+            sizes.append(expr)
+    return any(isinstance(e, cst.Integer) and e.evaluated_value == 0 for e in sizes[1:])
+
+
 def _sized_legacy_constructor(call: cst.Call) -> bool:
     """``torch.Tensor(b, n)`` / ``torch.FloatTensor(*shape)`` / ``torch.FloatTensor(1)``:
     sizes, no keyword. One plain argument counts only when it can only be a size: it may
@@ -485,7 +515,11 @@ class FactoryThenMove(Rule):
     are factories
     given ``out=``, ``device=``, ``pin_memory=`` or a ``generator=``, nor factories given
     ``**kwargs`` (which may hold any of those). ``*_like`` factories are not reported either:
-    they inherit the device of their argument, which is often already the target.
+    they inherit the device of their argument, which is often already the target. Nor is a
+    factory given a literal ``0`` as a size after the first (``torch.zeros(bs,
+    0).type_as(X)``, ``torch.empty((*shape, 0)).to(device)``): a zero-width placeholder,
+    the move copies nothing (an empty first dimension, ``torch.zeros(0).to(device)``, an
+    accumulator grown by concatenation, is still reported).
 
     ## Fix safety
     Safe for deterministic factories (``zeros``, ``ones``, ``full``, ``empty``, ``arange``,
@@ -570,6 +604,15 @@ class FactoryThenMove(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # An empty placeholder (a literal zero size) holds no data: the move copies nothing.
+        Valid("""
+            import torch
+            def extra_features(X, E):
+                y = torch.zeros(X.size(0), 0).type_as(X)
+                edge_attr = torch.zeros((*E.shape[:-1], 0)).type_as(E)
+                out = torch.empty(len(X), 0, E.size(-1)).to(X.device)
+                return y, edge_attr, out
+            """),
         # `torch.normal(mean, std)` given tensors draws on their device: no host tensor.
         Valid(
             """
@@ -698,6 +741,27 @@ class FactoryThenMove(Rule):
                 eye = torch.eye(4, device=igt.device).expand_as(igt)
                 ones = torch.ones(16, device="cuda").view_as(est)
                 return eye, ones
+            """,
+        ),
+        # A zero that is no size (`full`'s fill value, `arange`'s start) still allocates
+        # data on the host; an empty first dimension (an accumulator) stays reported.
+        Invalid(
+            """
+            import torch
+            def placeholders(x, n):
+                pad = torch.full((n, 1), 0).type_as(x)
+                idx = torch.arange(0, n).to(x.device)
+                acc = torch.empty((0, 4096)).to(x.device)
+                return pad, idx, acc
+            """,
+            lines=(4, 5, 6),
+            fixed="""
+            import torch
+            def placeholders(x, n):
+                pad = torch.full((n, 1), 0).type_as(x)
+                idx = torch.arange(0, n, device=x.device)
+                acc = torch.empty((0, 4096), device=x.device)
+                return pad, idx, acc
             """,
         ),
         # Constant arithmetic, then rounding and clamping: all the factory's own values.
@@ -1222,6 +1286,8 @@ class FactoryThenMove(Rule):
             return None
         if any(a.star == "**" for a in factory.args):
             return None  # `**kwargs` may hold `device=`, `out=` or `pin_memory=`
+        if _zero_sized(factory, short):
+            return None  # an empty placeholder (`torch.zeros(bs, 0).type_as(x)`): no copy
         if short == "normal" and not _normal_sized(factory):
             # Tensor arguments take no `device=`: the mean itself must be built there.
             return factory, short, casts, True

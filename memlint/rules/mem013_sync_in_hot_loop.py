@@ -50,14 +50,21 @@ class SyncInHotLoop(Rule):
     Flags host synchronisations that run on every training step: `.item()`, `.cpu()`,
     `.tolist()` and `print(tensor)` in the innermost training loop (or in a step function
     that loop calls, or the closure its optimizer step runs: `optimizer.step(closure)`),
-    unless they sit under a logging-interval condition such as `if step % log_every == 0`.
+    unless they sit under a logging-interval condition such as `if step % log_every == 0`
+    (a test that picks a logging backend by name, `if args.logger == "tensorboard"`, is
+    none: it holds on every step).
     A loop that trains only through same-file helpers holding their own batch loop, a few
     calls deep (`train()` -> `self.train_epoch()` ->
     `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
     function (one that runs backward or the optimizer step itself, outside any loop of its
-    own) is part of the step, and what it calls is not searched for a batch loop. A step
+    own) is part of the step, and what it calls is not searched for a batch loop. A mode
+    switch (`self.model.train()`, `net.eval()`, `model.train(False)`) is no such helper,
+    even in a file whose own `def train` holds the loop (`model.train(fold)`, given data,
+    still is). A step
     function's sync behind an early return on a parameter being `None` (`if eval_res is
-    None: return`) runs per step only when the step loop passes that argument.
+    None: return`) runs per step only when the step loop passes that argument, and a
+    helper's sync only when some step loop calls it outside a logging interval (`if step %
+    every == 0: self.evaluate()` runs it now and then).
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
@@ -116,6 +123,40 @@ class SyncInHotLoop(Rule):
     # step (memlint.analysis.loops), so the code calls one of them.
     code_gate = ("call:backward", "call:manual_backward", "call:step")
     valid = (
+        # `model.train(fold)` given data is the file's own training method (each call runs a
+        # whole training), not a mode switch: the loop around it runs once per fold.
+        Valid(
+            """
+            class Trainer:
+                def train(self, loader):
+                    for batch in loader:
+                        loss = self.model(batch)
+                        loss.backward()
+                        self.optimizer.step()
+            def cross_validate(model, folds):
+                for fold in folds:
+                    model.train(fold)
+                    print(model.score.item())
+            """
+        ),
+        # A helper the step loop runs only every few steps (an evaluation during training)
+        # syncs now and then, not per step.
+        Valid(
+            """
+            class Trainer:
+                def eval_model(self, data):
+                    preds = self.predict(data)
+                    return self.score(preds.cpu())
+                def train(self, loader, every):
+                    for step, batch in enumerate(loader):
+                        self.model.train()
+                        loss = self.model(batch)
+                        loss.backward()
+                        self.optimizer.step()
+                        if step % every == 0:
+                            self.eval_model(batch)
+            """
+        ),
         # The step helper reads the metric only after returning when it was not given, and
         # the batch loop gives none: once per epoch, from the evaluation's caller.
         Valid(
@@ -288,6 +329,41 @@ class SyncInHotLoop(Rule):
             """,
             lines=(15, 23),
         ),
+        # A test that picks a logging backend by name is no interval: it holds every step.
+        Invalid(
+            """
+            def fit(model, loader, optimizer, args, writer):
+                for x, y in loader:
+                    loss = model(x, y)
+                    loss.backward()
+                    optimizer.step()
+                    if args.logger == "tensorboard":
+                        writer.add_scalar("loss", loss.item())
+                    if args.report_to in ("wandb", "all"):
+                        wandb.log({"loss": loss.item()})
+            """,
+            lines=(8, 10),
+        ),
+        # The file's `def train` holds the batch loop itself, and that loop switches the
+        # model back to training mode after sampling (`self.model.train()`): a mode switch,
+        # not a call of `train`, so the loop is still the per-step loop.
+        Invalid(
+            """
+            class Trainer:
+                def train(self, loader, epochs):
+                    for epoch in range(epochs):
+                        self.model.train()
+                        for batch in loader:
+                            loss = self.model(batch)
+                            self.accelerator.backward(loss)
+                            self.optimizer.step()
+                            progress.set_postfix(loss=loss.item())
+                            if step % self.sample_every == 0:
+                                self.sample()
+                                self.model.train()
+            """,
+            lines=(10,),
+        ),
         # A step function reached from the batch loop does not make it an epoch loop, even
         # when something it calls leads back to the function holding the epoch loop.
         Invalid(
@@ -376,7 +452,10 @@ class SyncInHotLoop(Rule):
         if kind is None or self._outer_call_reports(node):
             return
         loop = self._steps.step_loop(node)
-        if loop is None and not self._steps.in_step_helper(node):
+        # In a helper: per step only where some step loop calls it outside a logging
+        # interval (`if step % every == 0: self.evaluate()` runs it now and then).
+        if loop is None and all(self._deliberate(call, self._steps.step_loop(call))
+                                for call in self._steps.step_calls(node)):
             return
         if self._deliberate(node, loop):
             return
@@ -491,11 +570,33 @@ class SyncInHotLoop(Rule):
         )
 
     def _interval_test(self, test: cst.BaseExpression) -> bool:
-        for n in [test, *self.context.analysis.tree.walk(test)]:
+        nodes = [test, *self.context.analysis.tree.walk(test)]
+        # `self.logger == "tensorboard"`, `args.report_to in ("wandb", "all")`: a setting
+        # that picks a logging backend holds on every step, whatever it is called.
+        tree = self.context.analysis.tree
+        chosen = {
+            id(inner) for n in nodes if isinstance(n, cst.Comparison)
+            and any(_names_text(c.comparator) for c in n.comparisons)
+            for side in (n.left, *(c.comparator for c in n.comparisons))
+            for inner in (side, *tree.walk(side))
+        }
+        for n in nodes:
             if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo):
                 return True
+            if id(n) in chosen:
+                continue
             if isinstance(n, cst.Name) and INTERVAL_NAME.search(n.value):
                 return True
             if isinstance(n, cst.Attribute) and INTERVAL_NAME.search(n.attr.value):
                 return True
         return False
+
+
+def _names_text(expr: cst.BaseExpression) -> bool:
+    """A string literal, or a tuple, list or set of them: a setting's named choice."""
+    if isinstance(expr, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString):
+        return True
+    if isinstance(expr, cst.Tuple | cst.List | cst.Set):
+        return bool(expr.elements) and all(
+            isinstance(e.value, cst.SimpleString) for e in expr.elements)
+    return False
