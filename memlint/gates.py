@@ -426,12 +426,12 @@ class _Structure:
             self.eval_scopes.add(key)
         if klass and name in PREDICT_API:
             self.predict_api = True
-        elif klass and EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
-            self.named_methods.add(key)  # may detach its own forward (MEM002)
         if EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
             if klass:
                 # Counts with a loop over a loader, or an eval switch in its class (below).
                 self.eval_methods[key] = klass
+                if name not in PREDICT_API:
+                    self.named_methods.add(key)  # may detach its own forward (MEM002)
             else:
                 self.eval_function = True
 
