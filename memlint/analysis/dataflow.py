@@ -493,6 +493,24 @@ _Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
 _Function = cst.FunctionDef | cst.Lambda
 
 
+# Methods whose result lives on the host: a tensor copy, a NumPy array, Python values.
+_TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
+
+
+def _host_copy_value(expr: cst.BaseExpression) -> bool:
+    """``logits.argmax(1).cpu()``, ``out.detach().cpu().numpy()``: the outermost call of the
+    chain hands back a host value (a later ``.float()`` or ``.long()`` on it stays there)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method in _TO_HOST and not expr.args:
+            return True
+        if method not in ("float", "long", "int", "double", "half", "bool", "squeeze",
+                          "unsqueeze", "view", "reshape", "flatten", "detach", "clone"):
+            return False
+        expr = expr.func.value
+    return False
+
+
 def _fresh_host_copy(expr: cst.BaseExpression) -> bool:
     """``torch.tensor(mask_batch)``, ``[torch.tensor(x).unsqueeze(1) for x in weights]``: a
     tensor (or a list of them) the code builds on the host from the batch's Python data. A
@@ -889,6 +907,18 @@ class DataflowAnalysis:
             if self._is_loader_like(source, follow_params=False, bound=bound):
                 return source
         return None
+
+    def copied_to_host(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``expr`` is a name whose latest binding before ``at`` (in the blocks around it, up
+        to its function) is already a host copy: ``preds = logits.argmax(1).cpu()`` and
+        later ``preds.detach().cpu()``. Reading it again waits for nothing."""
+        while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+               and expr.func.attr.value in ("detach", "clone") and not expr.args):
+            expr = expr.func.value
+        if not isinstance(expr, cst.Name):
+            return False
+        values = self._bindings_before(at, expr.value, deep=True)
+        return bool(values) and _host_copy_value(values[0])
 
     def bindings(self, value: cst.BaseExpression) -> frozenset[str]:
         """Keys under which ``value`` can be found later: assigned names, a dict or list that

@@ -25,7 +25,7 @@ class StepAnalysis:
     def __init__(self, analysis: ModuleAnalysis) -> None:
         self.analysis = analysis
         self._has_training_loop: dict[cst.CSTNode, bool] = {}
-        self._reaches: dict[tuple[str, int, bool], bool] = {}
+        self._reaches: dict[tuple[str, int, bool, cst.FunctionDef | None], bool] = {}
 
     def _contains_training_loop(self, root: cst.CSTNode) -> bool:
         cached = self._has_training_loop.get(root)
@@ -44,10 +44,30 @@ class StepAnalysis:
         if not (loops.is_training_loop(loop) or (eval_loops and flow.is_dataloader_loop(loop))):
             return False
         # The epoch loop around a batch loop, inline or inside a `train_one_epoch()` helper,
-        # is not a step loop.
-        if self._contains_training_loop(loop):
+        # is not a step loop; a step loop around a gradient-accumulation loop is.
+        if self._contains_training_loop(loop) and not self._accumulates_within(loop):
             return False
         return not any(self._reaches_training_loop(call, 0) for call in loops.loop_calls(loop))
+
+    def _accumulates_within(self, loop: Loop) -> bool:
+        """Each iteration of ``loop`` is one optimizer step over micro-batches: it steps the
+        optimizer itself (outside its inner loops), and every training loop inside it is a
+        counted gradient-accumulation loop (``for _ in range(accum): ... backward()``) that
+        steps no optimizer of its own."""
+        tree = self.analysis.tree
+        calls = self.analysis.loops.training_calls
+        if not any(is_optimizer_step(call) and tree.enclosing_loops(call)[:1] == [loop]
+                   for call in calls):
+            return False
+        inner = [node for node in tree.walk(loop)
+                 if node is not loop and isinstance(node, (cst.For, cst.While))
+                 and self.analysis.loops.is_training_loop(node)]
+        return bool(inner) and all(
+            isinstance(node, cst.For) and isinstance(node.iter, cst.Call)
+            and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"
+            and not any(is_optimizer_step(call) and tree.is_inside(call, node)
+                        for call in calls)
+            for node in inner)
 
     def _steps_itself(self, function: cst.FunctionDef) -> bool:
         """Does ``function`` run backward or an optimizer step outside any loop of its own?"""
@@ -66,13 +86,20 @@ class StepAnalysis:
         if name is None or depth > _MAX_DEPTH:
             return False
         own = _own_call(call)
-        key = (name, depth, own)  # `self.train()` and `self.net.train()` answer differently
+        if not own and _mode_switch(call, name):
+            return False  # `self.model.train()` switches a module's mode: no file function
+        caller = self.analysis.tree.enclosing_function(call)
+        # `self.train()` and `self.net.train()` answer differently, and so do calls from
+        # different functions (a function never counts as a helper of its own loop).
+        key = (name, depth, own, caller)
         cached = self._reaches.get(key)
         if cached is not None:
             return cached
         self._reaches[key] = False  # a recursive helper ends here
         found = False
         for function in self.analysis.tree.functions_by_name.get(name, ()):
+            if function is caller:
+                continue  # the call sits in this very function: recursion, not a helper
             if self._contains_training_loop(function):
                 found = True
                 break
@@ -127,6 +154,15 @@ class StepAnalysis:
             and any(isinstance(arg.value, cst.Name) and arg.value.value == func.name.value
                     for arg in call.args)
         ]
+
+
+def _mode_switch(call: cst.Call, name: str) -> bool:
+    """``model.train()``, ``net.train(False)``, ``model.eval()``: a module's mode switch,
+    which takes no argument or one truth value."""
+    if name not in ("train", "eval") or len(call.args) > 1:
+        return False
+    return not call.args or (isinstance(call.args[0].value, cst.Name)
+                             and call.args[0].value.value in ("True", "False"))
 
 
 def _own_call(call: cst.Call) -> bool:

@@ -57,7 +57,11 @@ class SyncInHotLoop(Rule):
     function (one that runs backward or the optimizer step itself, outside any loop of its
     own) is part of the step, and what it calls is not searched for a batch loop. A step
     function's sync behind an early return on a parameter being `None` (`if eval_res is
-    None: return`) runs per step only when the step loop passes that argument.
+    None: return`) runs per step only when the step loop passes that argument. A module's
+    mode switch in the loop (`self.model.train()` after a validation pass) is not such a
+    helper, even where the file's own `def train` holds the loop. A loop that steps the
+    optimizer itself around a counted gradient-accumulation loop (`for _ in range(accum):`
+    with only backward passes in it) runs once per step too, like the loop inside it.
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
@@ -72,6 +76,9 @@ class SyncInHotLoop(Rule):
     there. A test syncs when it calls `.item()`, `.cpu()`, `.tolist()` or a value check, or
     reduces a tensor to one truth value (`if mask.any():`, `if (x > 0).all():`,
     `if torch.equal(a, b):`, a comparison of a tensor that carries a graph).
+
+    A value the step already copied to the host (`preds = logits.argmax(1).cpu()`, then
+    `preds.detach().cpu()`) is not read from the GPU again and is not flagged.
 
     `.cpu()` on a model (`model.cpu()`, `self.net.cpu()` as a statement, `netG.cpu().eval()`,
     `model.cpu().state_dict()`) moves parameters to the host to offload or save them; it is
@@ -288,6 +295,60 @@ class SyncInHotLoop(Rule):
             """,
             lines=(15, 23),
         ),
+        # The batch loop of `def train` switches the model back with `self.model.train()`
+        # after a validation pass: a mode switch, and in any case a function is no helper of
+        # its own loop.
+        Invalid(
+            """
+            class UNetTrainer:
+                def train(self):
+                    for batch in self.loaders["train"]:
+                        loss = self.model(batch)
+                        self.losses.update(loss.item())
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+                        if self.iteration % self.validate_every == 0:
+                            self.model.eval()
+                            self.validate()
+                            self.model.train()
+                def validate(self):
+                    for batch in self.loaders["val"]:
+                        self.model(batch)
+            """,
+            lines=(6,),
+        ),
+        # The second `.cpu()` reads a tensor the step already copied to the host.
+        Invalid(
+            """
+            for x, y in loader:
+                out = model(x)
+                loss = criterion(out, y)
+                loss.backward()
+                optimizer.step()
+                preds = torch.argmax(out, 1).cpu()
+                all_preds.extend(preds.detach().cpu())
+            """,
+            lines=(7,),
+        ),
+        # Gradient accumulation: the outer loop steps the optimizer once per iteration after
+        # a counted loop of micro-batch backward passes, so both loops run per step.
+        Invalid(
+            """
+            class Trainer:
+                def train(self):
+                    while self.step < self.train_num_steps:
+                        for _ in range(self.grad_accum):
+                            loss = self.model(next(self.dl).cuda())
+                            (loss / self.grad_accum).backward()
+                            self.running += loss.item()
+                        log = {"loss": loss.item()}
+                        self.opt.step()
+                        self.opt.zero_grad()
+                        self.step += 1
+            """,
+            lines=(8, 9),
+        ),
         # A step function reached from the batch loop does not make it an epoch loop, even
         # when something it calls leads back to the function holding the epoch loop.
         Invalid(
@@ -389,6 +450,9 @@ class SyncInHotLoop(Rule):
                 return None
             if self._numpy_value(call):
                 return None
+            recv = receiver(call)
+            if recv is not None and self.context.analysis.dataflow.copied_to_host(recv, call):
+                return None  # `preds = out.argmax(1).cpu()` ... `preds.cpu()`: already there
             return method
         if isinstance(call.func, cst.Name) and call.func.value == "print":
             graph = self.context.analysis.graph
