@@ -493,6 +493,23 @@ _Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
 _Function = cst.FunctionDef | cst.Lambda
 
 
+def _cuda_test(test: cst.BaseExpression) -> bool:
+    """A test that holds only on CUDA: ``device == TorchDevice.CUDA``, ``device.type ==
+    "cuda"``, ``torch.cuda.is_available()``, ``use_cuda``, ``args.cuda``."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+            test.comparisons[0].operator, (cst.Equal, cst.Is)):
+        sides = [test.left, test.comparisons[0].comparator]
+        return any((isinstance(side, cst.SimpleString) and side.evaluated_value == "cuda")
+                   or (isinstance(side, cst.Attribute) and side.attr.value in ("CUDA", "cuda"))
+                   for side in sides)
+    if isinstance(test, cst.Call) and dotted_name(test.func) in (
+            "torch.cuda.is_available", "cuda.is_available"):
+        return True
+    name = dotted_name(test)
+    return name is not None and name.rsplit(".", 1)[-1] in ("cuda", "use_cuda", "is_cuda",
+                                                            "with_cuda", "on_cuda")
+
+
 # Methods whose result lives on the host: a tensor copy, a NumPy array, Python values.
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 
@@ -675,7 +692,23 @@ class DataflowAnalysis:
                 return DeviceTarget.HOST
             if self._host_batch_device(arg, call):
                 return DeviceTarget.HOST
+            if self._past_cuda_test(call):
+                return DeviceTarget.HOST
         return kind
+
+    def _past_cuda_test(self, call: cst.Call) -> bool:
+        """``if device == "cuda": x = x.cuda(non_blocking=True) else: x = x.to(device)``: the
+        ``else`` of a test that the device is CUDA (``torch.cuda.is_available()``, a
+        ``use_cuda`` flag) runs only when it is not, so its move to an unnamed device goes to
+        the CPU (or another backend whose copies the host does not wait on)."""
+        child: cst.CSTNode = call
+        for anc in self.tree.ancestors(call):
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(anc, cst.If) and child is anc.orelse and _cuda_test(anc.test):
+                return True
+            child = anc
+        return False
 
     def _host_batch_device(self, arg: cst.BaseExpression | None, call: cst.Call) -> bool:
         """``y.to(x.device)`` where ``x`` is, at ``call``, batch data of a loop of the same
