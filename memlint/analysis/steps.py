@@ -9,6 +9,8 @@ closure the loop's optimizer step runs (``optimizer.step(closure)``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from memlint.analysis import ModuleAnalysis
@@ -129,8 +131,13 @@ class StepAnalysis:
         nearest = enclosing[0]
         return nearest if self._is_step_loop(nearest, eval_loops=eval_loops) else None
 
-    def in_step_helper(self, node: cst.CSTNode) -> bool:
-        """``node`` is outside any loop in a function a step loop of this file calls."""
+    def in_step_helper(
+        self, node: cst.CSTNode,
+        skip_site: Callable[[cst.Call, Loop], bool] | None = None,
+    ) -> bool:
+        """``node`` is outside any loop in a function a step loop of this file calls.
+        ``skip_site``: call sites in the step loop that do not run every step (a rule's
+        logging-interval test: ``if step % eval_every == 0: self.evaluate()``)."""
         tree = self.analysis.tree
         if tree.enclosing_loops(node):
             return False
@@ -138,10 +145,13 @@ class StepAnalysis:
         if func is None or self._contains_training_loop(func):
             return False
         needed = _given_before(node, func, tree)
-        return any(self.step_loop(call) for call in (
-            *(c for c in self.analysis.loops.training_callers(func)
-              if not needed or _passes_all(c, func, needed)),
-            *self._steps_with(func)))
+        for call in (*(c for c in self.analysis.loops.training_callers(func)
+                       if not needed or _passes_all(c, func, needed)),
+                     *self._steps_with(func)):
+            loop = self.step_loop(call)
+            if loop is not None and (skip_site is None or not skip_site(call, loop)):
+                return True
+        return False
 
     def _steps_with(self, func: cst.FunctionDef) -> list[cst.Call]:
         """Optimizer steps given ``func`` as their closure (``optimizer.step(closure)``, the

@@ -59,7 +59,9 @@ class SyncInHotLoop(Rule):
     function's sync behind an early return on a parameter being `None` (`if eval_res is
     None: return`) runs per step only when the step loop passes that argument. A module's
     mode switch in the loop (`self.model.train()` after a validation pass) is not such a
-    helper, even where the file's own `def train` holds the loop. A loop that steps the
+    helper, even where the file's own `def train` holds the loop. A helper the loop calls
+    only under a logging-interval condition (`if step % eval_every == 0: self.evaluate()`)
+    runs at that interval, not per step. A loop that steps the
     optimizer itself around a counted gradient-accumulation loop (`for _ in range(accum):`
     with only backward passes in it) runs once per step too, like the loop inside it.
 
@@ -123,6 +125,21 @@ class SyncInHotLoop(Rule):
     # step (memlint.analysis.loops), so the code calls one of them.
     code_gate = ("call:backward", "call:manual_backward", "call:step")
     valid = (
+        # The step loop calls the evaluation helper only at an interval: its syncs run then.
+        Valid(
+            """
+            class Trainer:
+                def evaluate(self, data):
+                    return {"acc": self.metric(self.model(data)).item()}
+                def train(self, loader, data):
+                    for step, (x, y) in enumerate(loader):
+                        loss = self.model(x, y)
+                        loss.backward()
+                        self.optimizer.step()
+                        if step % self.eval_every == 0:
+                            self.history.append(self.evaluate(data))
+            """
+        ),
         # The step helper reads the metric only after returning when it was not given, and
         # the batch loop gives none: once per epoch, from the evaluation's caller.
         Valid(
@@ -437,7 +454,7 @@ class SyncInHotLoop(Rule):
         if kind is None or self._outer_call_reports(node):
             return
         loop = self._steps.step_loop(node)
-        if loop is None and not self._steps.in_step_helper(node):
+        if loop is None and not self._steps.in_step_helper(node, self._deliberate):
             return
         if self._deliberate(node, loop):
             return
