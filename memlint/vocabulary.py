@@ -66,6 +66,12 @@ FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch
 EVAL_STEP_HOOK = re.compile(r"^(?:validation|test|predict)_step$")
 
 
+def framework_train_hook(name: str, is_method: bool) -> bool:
+    """A method a training framework calls once per batch: Lightning's and the Hugging Face
+    ``Trainer``'s ``training_step``. Its body runs every step, like a step loop's."""
+    return is_method and name == "training_step"
+
+
 def framework_eval_hook(name: str, is_method: bool) -> bool:
     """A method the training framework calls itself with gradients off: Lightning runs
     ``validation_step``, ``test_step`` and ``predict_step`` under ``no_grad`` or

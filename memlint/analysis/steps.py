@@ -4,7 +4,9 @@ Per-step cost rules (host syncs, cache flushes) must tell a statement inside the
 batch loop from one in the epoch loop around it: both loops "train", but only the inner one
 runs thousands of times. A per-step helper (``def train_step(batch)`` called from a training
 loop in this file, with no training loop of its own) counts as the step too, and so does a
-closure the loop's optimizer step runs (``optimizer.step(closure)``).
+closure the loop's optimizer step runs (``optimizer.step(closure)``), and a framework's
+per-batch hook (``def training_step(self, batch, batch_idx)`` of a Lightning module or a
+Hugging Face ``Trainer``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import libcst as cst
 from memlint.analysis import ModuleAnalysis
 from memlint.analysis.calls import is_optimizer_step, last_name
 from memlint.analysis.tree import Loop, TreeIndex
+from memlint.vocabulary import framework_train_hook
 
 # How many levels of same-file calls are followed to find the batch loop under an epoch loop.
 _MAX_DEPTH = 3
@@ -131,6 +134,18 @@ class StepAnalysis:
         nearest = enclosing[0]
         return nearest if self._is_step_loop(nearest, eval_loops=eval_loops) else None
 
+    def framework_step(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The framework's per-batch hook (``training_step``) ``node`` runs in, outside any
+        loop of its own: its body runs every step."""
+        tree = self.analysis.tree
+        if tree.enclosing_loops(node):
+            return None
+        func = tree.enclosing_function(node)
+        if func is None or not framework_train_hook(
+                func.name.value, tree.enclosing_class(func) is not None):
+            return None
+        return func
+
     def in_step_helper(
         self, node: cst.CSTNode,
         skip_site: Callable[[cst.Call, Loop], bool] | None = None,
@@ -144,6 +159,8 @@ class StepAnalysis:
         func = tree.enclosing_function(node)
         if func is None or self._contains_training_loop(func):
             return False
+        if self.framework_step(node) is not None:
+            return True  # the framework calls it for every batch
         needed = _given_before(node, func, tree)
         for call in (*(c for c in self.analysis.loops.training_callers(func)
                        if not needed or _passes_all(c, func, needed)),

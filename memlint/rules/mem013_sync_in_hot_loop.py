@@ -59,10 +59,11 @@ class SyncInHotLoop(Rule):
     function's sync behind an early return on a parameter being `None` (`if eval_res is
     None: return`) runs per step only when the step loop passes that argument. A module's
     mode switch in the loop (`self.model.train()` after a validation pass) is not such a
-    helper, even where the file's own `def train` holds the loop. A helper the loop calls
-    only under a logging-interval condition (`if step % eval_every == 0: self.evaluate()`)
-    runs at that interval, not per step. A loop that steps the
-    optimizer itself around a counted gradient-accumulation loop (`for _ in range(accum):`
+    helper, even where the file's own `def train` holds the loop. Lightning's and the Hugging
+    Face `Trainer`'s `training_step` methods run once per batch and are checked as a step
+    function. A helper the loop calls only under a logging-interval condition (`if step %
+    eval_every == 0: self.evaluate()`) runs at that interval, not per step. A loop that
+    steps the optimizer itself around a counted gradient-accumulation loop (`for _ in range(accum):`
     with only backward passes in it) runs once per step too, like the loop inside it.
 
     ## Why is this bad?
@@ -122,8 +123,9 @@ class SyncInHotLoop(Rule):
     # Only a training step (backward or an optimizer step) is a hot loop here.
     requires = (("backward(", "step("),)
     # Findings are in training code, a loop or function that runs backward or an optimizer
-    # step (memlint.analysis.loops), so the code calls one of them.
-    code_gate = ("call:backward", "call:manual_backward", "call:step")
+    # step (memlint.analysis.loops), so the code calls one of them, or in a framework's
+    # per-batch `training_step` hook.
+    code_gate = ("call:backward", "call:manual_backward", "call:step", "fact:train-hook")
     valid = (
         # The step loop calls the evaluation helper only at an interval: its syncs run then.
         Valid(
@@ -266,6 +268,22 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        # A framework's `training_step` runs every batch: its syncs are per step, unless
+        # under a logging-interval condition.
+        Invalid(
+            """
+            import lightning as L
+            class Classifier(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    out = self.model(batch[0])
+                    loss = self.loss(out, batch[1])
+                    self.train_losses.append(loss.detach().cpu())
+                    if batch_idx % self.log_every == 0:
+                        print(loss.item())
+                    return loss
+            """,
+            lines=(7,),
+        ),
         # The batch loop passes what the helper's early return asks for: per step.
         Invalid(
             """
