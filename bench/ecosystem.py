@@ -40,6 +40,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind19       # the 19th blind set (bench/blind19_labels.csv)
     python bench/ecosystem.py --set blind24       # the 24th blind set (bench/blind24_labels.csv)
     python bench/ecosystem.py --set blind25       # the 25th blind set (bench/blind25_labels.csv)
+    python bench/ecosystem.py --set blind26       # the 26th blind set (bench/blind26_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -598,6 +599,26 @@ BLIND25_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind26: medical image segmentation (a framework and a volumetric U-Net trainer), semantic
+# and continual semantic segmentation toolboxes, federated learning simulation, a GAN and a
+# video diffusion model with their trainers, deep metric learning benchmarks, music source
+# separation, speech denoising and a fastText-style text classifier, labelled by reading their
+# training, evaluation and inference code before memlint's findings on it were read.
+BLIND26_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("gandlf", "0.1.5"),
+    ("pytorch3dunet", "1.9.6"),
+    ("sssegmentation", "1.7.0"),
+    ("cssegmentation", "0.0.1"),
+    ("fedsim", "0.9.0"),
+    ("gigagan-pytorch", "0.3.0"),
+    ("video-diffusion-pytorch", "0.7.0"),
+    ("powerful-benchmarker", "0.9.33"),
+    ("bytesep", "0.1.1"),
+    ("cleanunet", "0.0.3"),
+    ("torchfasttext", "0.1.0"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -632,6 +653,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind23": _blind("blind23", BLIND23_PACKAGES),
     "blind24": _blind("blind24", BLIND24_PACKAGES),
     "blind25": _blind("blind25", BLIND25_PACKAGES),
+    "blind26": _blind("blind26", BLIND26_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -274,6 +274,8 @@ class _Structure:
       ``self(x)``, a call of a plain name that the file switches to eval (``bm.eval()``
       ... ``bm(x)``), or any call in a file with a class whose base is named like
       ``nn.Module`` (its instances' calls are forwards).
+    - ``fact:train-hook``: a method named ``training_step`` in a class body (Lightning's or
+      a Hugging Face ``Trainer``'s per-batch hook, which the framework calls every step).
     - ``fact:graph-source``: something the graph analysis starts an autograd graph at (a
       superset, by name): a call named like a module's forward or a loss
       (:func:`_starts_graph`), a backward pass, a name ending in ``loss`` (``out.loss``), a
@@ -323,6 +325,7 @@ class _Structure:
         # `load(f)` that does
         self.load_receivers: set[str] = set()
         self.bare_load = False
+        self.train_hook = False  # a `training_step` method (a framework's per-batch hook)
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -351,6 +354,8 @@ class _Structure:
                     self.scope_class[inner_scope] = klass[-1]
                     if in_body and node.name == "forward":  # type: ignore[attr-defined]
                         self.forward_classes.add(klass[-1])
+                    if in_body and node.name == "training_step":  # type: ignore[attr-defined]
+                        self.train_hook = True
                 self._function(node, inner_scope,  # type: ignore[arg-type]
                                klass[-1] if in_body else 0)
             elif kind in _LOOPS:
@@ -590,6 +595,8 @@ class _Structure:
             found.append("fact:factory-move")
         if self.optimizer_step:
             found.append("fact:optimizer-step")
+        if self.train_hook:
+            found.append("fact:train-hook")
         aliases = self.aliases
         # A call of a name imported as `load` (`tl(p)`) counts whatever its arguments: rare,
         # and not worth checking every plain call's arguments on the way.

@@ -88,6 +88,20 @@ FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch
 # model it switched to eval (``model.eval()`` ... ``model.validation_step(batch)``), which a
 # framework would have wrapped in no_grad.
 EVAL_STEP_HOOK = re.compile(r"^(?:validation|test|predict)_step$")
+
+
+def framework_train_hook(name: str, is_method: bool) -> bool:
+    """A method a training framework calls once per batch: Lightning's and the Hugging Face
+    ``Trainer``'s ``training_step``. Its body runs every step, like a step loop's."""
+    return is_method and name == "training_step"
+
+
+def framework_eval_hook(name: str, is_method: bool) -> bool:
+    """A method the training framework calls itself with gradients off: Lightning runs
+    ``validation_step``, ``test_step`` and ``predict_step`` under ``no_grad`` or
+    ``inference_mode``. Where the project calls such a method (a trainer's own loop), those
+    call sites decide instead; this answers only for a method nobody in the project calls."""
+    return is_method and EVAL_STEP_HOOK.match(name) is not None
 # A model's own machinery: an `.eval()` switch there is part of what the model computes.
 MODEL_MACHINERY = frozenset({"forward", "_forward", "__call__", "__init__"})
 # `optimizer`, `opt`, `optG`, `opt_d`, `g_optim`, `optimizer_D`, `self.opt`: whose `.step()`

@@ -520,6 +520,41 @@ _Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
 _Function = cst.FunctionDef | cst.Lambda
 
 
+def _cuda_test(test: cst.BaseExpression) -> bool:
+    """A test that holds only on CUDA: ``device == TorchDevice.CUDA``, ``device.type ==
+    "cuda"``, ``torch.cuda.is_available()``, ``use_cuda``, ``args.cuda``."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+            test.comparisons[0].operator, (cst.Equal, cst.Is)):
+        sides = [test.left, test.comparisons[0].comparator]
+        return any((isinstance(side, cst.SimpleString) and side.evaluated_value == "cuda")
+                   or (isinstance(side, cst.Attribute) and side.attr.value in ("CUDA", "cuda"))
+                   for side in sides)
+    if isinstance(test, cst.Call) and dotted_name(test.func) in (
+            "torch.cuda.is_available", "cuda.is_available"):
+        return True
+    name = dotted_name(test)
+    return name is not None and name.rsplit(".", 1)[-1] in ("cuda", "use_cuda", "is_cuda",
+                                                            "with_cuda", "on_cuda")
+
+
+# Methods whose result lives on the host: a tensor copy, a NumPy array, Python values.
+_TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
+
+
+def _host_copy_value(expr: cst.BaseExpression) -> bool:
+    """``logits.argmax(1).cpu()``, ``out.detach().cpu().numpy()``: the outermost call of the
+    chain hands back a host value (a later ``.float()`` or ``.long()`` on it stays there)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method in _TO_HOST and not expr.args:
+            return True
+        if method not in ("float", "long", "int", "double", "half", "bool", "squeeze",
+                          "unsqueeze", "view", "reshape", "flatten", "detach", "clone"):
+            return False
+        expr = expr.func.value
+    return False
+
+
 def _fresh_host_copy(expr: cst.BaseExpression) -> bool:
     """``torch.tensor(mask_batch)``, ``[torch.tensor(x).unsqueeze(1) for x in weights]``: a
     tensor (or a list of them) the code builds on the host from the batch's Python data. A
@@ -686,7 +721,23 @@ class DataflowAnalysis:
                 return DeviceTarget.HOST
             if self._host_batch_device(arg, call):
                 return DeviceTarget.HOST
+            if self._past_cuda_test(call):
+                return DeviceTarget.HOST
         return kind
+
+    def _past_cuda_test(self, call: cst.Call) -> bool:
+        """``if device == "cuda": x = x.cuda(non_blocking=True) else: x = x.to(device)``: the
+        ``else`` of a test that the device is CUDA (``torch.cuda.is_available()``, a
+        ``use_cuda`` flag) runs only when it is not, so its move to an unnamed device goes to
+        the CPU (or another backend whose copies the host does not wait on)."""
+        child: cst.CSTNode = call
+        for anc in self.tree.ancestors(call):
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(anc, cst.If) and child is anc.orelse and _cuda_test(anc.test):
+                return True
+            child = anc
+        return False
 
     def _host_batch_device(self, arg: cst.BaseExpression | None, call: cst.Call) -> bool:
         """``y.to(x.device)`` where ``x`` is, at ``call``, batch data of a loop of the same
@@ -918,6 +969,18 @@ class DataflowAnalysis:
             if self._is_loader_like(source, follow_params=False, bound=bound):
                 return source
         return None
+
+    def copied_to_host(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``expr`` is a name whose latest binding before ``at`` (in the blocks around it, up
+        to its function) is already a host copy: ``preds = logits.argmax(1).cpu()`` and
+        later ``preds.detach().cpu()``. Reading it again waits for nothing."""
+        while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+               and expr.func.attr.value in ("detach", "clone") and not expr.args):
+            expr = expr.func.value
+        if not isinstance(expr, cst.Name):
+            return False
+        values = self._bindings_before(at, expr.value, deep=True)
+        return bool(values) and _host_copy_value(values[0])
 
     def bindings(self, value: cst.BaseExpression) -> frozenset[str]:
         """Keys under which ``value`` can be found later: assigned names, a dict or list that

@@ -17,7 +17,9 @@ no switch of its own takes the mode of its call sites: with a project model, eve
 site in the project (and switches defined in other modules: a decorator factory that returns
 ``torch.inference_mode()`` or ``torch.no_grad()``, a wrapper that calls the function under
 one); without one, its same-file call sites. "off" if all are off, "on" if any is on,
-otherwise "unknown"; a function nobody calls runs with grad "on".
+otherwise "unknown"; a function nobody calls runs with grad "on", except a framework's
+evaluation hook (Lightning's ``validation_step``, ``test_step``, ``predict_step`` methods),
+which the framework runs with grad off.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import libcst as cst
 
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import TreeIndex
-from memlint.vocabulary import GradMode, grad_switch
+from memlint.vocabulary import GradMode, framework_eval_hook, grad_switch
 
 if TYPE_CHECKING:
     from memlint.project.view import ModuleView
@@ -258,6 +260,9 @@ class GradModeAnalysis:
             if caller is not None and caller in self._in_progress:
                 continue  # a call cycle: let the other call sites decide
             modes.append(self.grad_mode_at(call))
+        if not modes and framework_eval_hook(
+                func.name.value, self.tree.enclosing_class(func) is not None):
+            return "off"  # Lightning's validation_step & co., called by the framework alone
         if not modes or "on" in modes:
             return "on"
         if all(m == "off" for m in modes):

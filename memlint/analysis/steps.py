@@ -4,17 +4,21 @@ Per-step cost rules (host syncs, cache flushes) must tell a statement inside the
 batch loop from one in the epoch loop around it: both loops "train", but only the inner one
 runs thousands of times. A per-step helper (``def train_step(batch)`` called from a training
 loop in this file, with no training loop of its own) counts as the step too, and so does a
-closure the loop's optimizer step runs (``optimizer.step(closure)``).
+closure the loop's optimizer step runs (``optimizer.step(closure)``), and a framework's
+per-batch hook (``def training_step(self, batch, batch_idx)`` of a Lightning module or a
+Hugging Face ``Trainer``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import libcst as cst
 
 from memlint.analysis import ModuleAnalysis
 from memlint.analysis.calls import is_optimizer_step, last_name
 from memlint.analysis.tree import Loop, TreeIndex
-from memlint.vocabulary import is_model_word
+from memlint.vocabulary import framework_train_hook, is_model_word
 
 # How many levels of same-file calls are followed to find the batch loop under an epoch loop.
 _MAX_DEPTH = 3
@@ -26,7 +30,7 @@ class StepAnalysis:
     def __init__(self, analysis: ModuleAnalysis) -> None:
         self.analysis = analysis
         self._has_training_loop: dict[cst.CSTNode, bool] = {}
-        self._reaches: dict[tuple[str, int, bool], bool] = {}
+        self._reaches: dict[tuple[str, int, bool, cst.FunctionDef | None], bool] = {}
 
     def _contains_training_loop(self, root: cst.CSTNode) -> bool:
         cached = self._has_training_loop.get(root)
@@ -45,10 +49,30 @@ class StepAnalysis:
         if not (loops.is_training_loop(loop) or (eval_loops and flow.is_dataloader_loop(loop))):
             return False
         # The epoch loop around a batch loop, inline or inside a `train_one_epoch()` helper,
-        # is not a step loop.
-        if self._contains_training_loop(loop):
+        # is not a step loop; a step loop around a gradient-accumulation loop is.
+        if self._contains_training_loop(loop) and not self._accumulates_within(loop):
             return False
         return not any(self._reaches_training_loop(call, 0) for call in loops.loop_calls(loop))
+
+    def _accumulates_within(self, loop: Loop) -> bool:
+        """Each iteration of ``loop`` is one optimizer step over micro-batches: it steps the
+        optimizer itself (outside its inner loops), and every training loop inside it is a
+        counted gradient-accumulation loop (``for _ in range(accum): ... backward()``) that
+        steps no optimizer of its own."""
+        tree = self.analysis.tree
+        calls = self.analysis.loops.training_calls
+        if not any(is_optimizer_step(call) and tree.enclosing_loops(call)[:1] == [loop]
+                   for call in calls):
+            return False
+        inner = [node for node in tree.walk(loop)
+                 if node is not loop and isinstance(node, (cst.For, cst.While))
+                 and self.analysis.loops.is_training_loop(node)]
+        return bool(inner) and all(
+            isinstance(node, cst.For) and isinstance(node.iter, cst.Call)
+            and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"
+            and not any(is_optimizer_step(call) and tree.is_inside(call, node)
+                        for call in calls)
+            for node in inner)
 
     def _steps_itself(self, function: cst.FunctionDef) -> bool:
         """Does ``function`` run backward or an optimizer step outside any loop of its own?"""
@@ -67,13 +91,18 @@ class StepAnalysis:
         if name is None or depth > _MAX_DEPTH or _mode_switch(call):
             return False
         own = _own_call(call)
-        key = (name, depth, own)  # `self.train()` and `self.net.train()` answer differently
+        caller = self.analysis.tree.enclosing_function(call)
+        # `self.train()` and `self.net.train()` answer differently, and so do calls from
+        # different functions (a function never counts as a helper of its own loop).
+        key = (name, depth, own, caller)
         cached = self._reaches.get(key)
         if cached is not None:
             return cached
         self._reaches[key] = False  # a recursive helper ends here
         found = False
         for function in self.analysis.tree.functions_by_name.get(name, ()):
+            if function is caller:
+                continue  # the call sits in this very function: recursion, not a helper
             if self._contains_training_loop(function):
                 found = True
                 break
@@ -103,21 +132,41 @@ class StepAnalysis:
         nearest = enclosing[0]
         return nearest if self._is_step_loop(nearest, eval_loops=eval_loops) else None
 
-    def step_calls(self, node: cst.CSTNode) -> list[cst.Call]:
-        """The calls inside step loops of this file that run the function ``node`` sits in,
-        outside any loop of its own (none when ``node`` is in a loop or no step runs it):
-        a rule can ask what guards each call (``if step % every == 0: self.evaluate()``)."""
+    def framework_step(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The framework's per-batch hook (``training_step``) ``node`` runs in, outside any
+        loop of its own: its body runs every step."""
         tree = self.analysis.tree
         if tree.enclosing_loops(node):
-            return []
+            return None
+        func = tree.enclosing_function(node)
+        if func is None or not framework_train_hook(
+                func.name.value, tree.enclosing_class(func) is not None):
+            return None
+        return func
+
+    def in_step_helper(
+        self, node: cst.CSTNode,
+        skip_site: Callable[[cst.Call, Loop], bool] | None = None,
+    ) -> bool:
+        """``node`` is outside any loop in a function a step loop of this file calls.
+        ``skip_site``: call sites in the step loop that do not run every step (a rule's
+        logging-interval test: ``if step % eval_every == 0: self.evaluate()``)."""
+        tree = self.analysis.tree
+        if tree.enclosing_loops(node):
+            return False
         func = tree.enclosing_function(node)
         if func is None or self._contains_training_loop(func):
-            return []
+            return False
+        if self.framework_step(node) is not None:
+            return True  # the framework calls it for every batch
         needed = _given_before(node, func, tree)
-        return [call for call in (
-            *(c for c in self.analysis.loops.training_callers(func)
-              if not needed or _passes_all(c, func, needed)),
-            *self._steps_with(func)) if self.step_loop(call)]
+        for call in (*(c for c in self.analysis.loops.training_callers(func)
+                       if not needed or _passes_all(c, func, needed)),
+                     *self._steps_with(func)):
+            loop = self.step_loop(call)
+            if loop is not None and (skip_site is None or not skip_site(call, loop)):
+                return True
+        return False
 
     def _steps_with(self, func: cst.FunctionDef) -> list[cst.Call]:
         """Optimizer steps given ``func`` as their closure (``optimizer.step(closure)``, the

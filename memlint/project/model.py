@@ -28,6 +28,7 @@ from memlint.vocabulary import (
     MODEL_MACHINERY,
     PREDICT_API,
     GradMode,
+    framework_eval_hook,
     grad_switch,
     is_test_code,
 )
@@ -354,6 +355,10 @@ class ProjectModel:
         mode = self.decorated_mode(module, function)
         if mode is None:
             mode = self._callers_mode(module, function)
+        if mode is None:
+            owner, _, name = function.qualname.rpartition(".")
+            if framework_eval_hook(name, owner in self._classes.get(module, {})):
+                mode = "off"  # no project caller: the framework runs it without grad
         self._modes[key] = mode
         return mode
 

@@ -27,6 +27,7 @@ from memlint.vocabulary import (
     MODEL_MACHINERY,
     PREDICT_API,
     forward_by_name,
+    framework_eval_hook,
 )
 
 if TYPE_CHECKING:
@@ -731,6 +732,22 @@ class EvalWithoutNoGrad(Rule):
                     return outputs
             """,
             lines=(6, 11),
+        ),
+        # The file's own `predict_step` runs without grad under Lightning, not when a
+        # trainer of the file calls it itself on a model it switched to eval.
+        Invalid(
+            """
+            import lightning as L
+            class ActiveModule(L.LightningModule):
+                def predict_step(self, batch, batch_idx):
+                    return self(batch)
+            class ActiveTrainer(L.Trainer):
+                def predict_on_pool(self, model, dataloader):
+                    model.eval()
+                    for idx, batch in enumerate(dataloader):
+                        yield model.predict_step(batch, idx).detach().cpu()
+            """,
+            lines=(10,),
         ),
         # A tutorial's parameterless `test()` over a global loader is evaluation code, not a
         # smoke test, though it makes up a tensor too.
@@ -1581,9 +1598,12 @@ class EvalWithoutNoGrad(Rule):
         cached = self._grad_off_methods.get(method)
         if cached is None:
             analysis = self.context.analysis
+            # A framework hook (`predict_step`) runs without grad only where the framework
+            # calls it: called directly, only its own switches count.
             cached = any(
                 isinstance(node, cst.SimpleStatementLine)
-                and analysis.grad.grad_mode_at(node) != "on"
+                and analysis.grad.grad_mode_at(node, callers=not framework_eval_hook(
+                    func.name.value, analysis.tree.enclosing_class(func) is not None)) != "on"
                 for func in analysis.tree.functions_by_name.get(method, ())
                 for node in analysis.tree.walk(func.body))
             self._grad_off_methods[method] = cached

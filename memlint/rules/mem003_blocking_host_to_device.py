@@ -121,7 +121,10 @@ class BlockingHostToDevice(Rule):
     ``pin_memory`` itself (``def NNDataLoader(...): return DataLoader(..., pin_memory=True)``);
     one that takes it as a parameter is reported where it is called without it. A move to
     the device of a batch tensor still on the host (``y.to(x.device)`` with ``x`` not moved
-    yet) copies nothing and is left alone.
+    yet) copies nothing and is left alone, and so is a move in the ``else`` branch of a test
+    that the device is CUDA (``if device == "cuda": x = x.cuda(non_blocking=True) else: x =
+    x.to(device)``, also after ``torch.cuda.is_available()`` or a ``use_cuda`` flag): that
+    branch runs for the CPU or another backend.
 
     A list, set or dict comprehension over a loader (``[model(x.cuda()) for x, _ in
     loader]``) draws a batch per item, as a ``for`` loop does.
@@ -234,6 +237,18 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # The `else` of a CUDA test moves to another device (CPU, MPS): nothing to overlap.
+        Valid("""
+            import torch
+            def predict(model, test_loader, device):
+                with torch.no_grad():
+                    for img in test_loader:
+                        if device == "cuda":
+                            img = img.cuda(non_blocking=True)
+                        else:
+                            img = img.to(device)
+                        model(img)
+        """),
         # A fetch helper run once before the loop, or once per epoch beside the epoch's own
         # loop over the loader (a preview batch): no batch streams through it.
         Valid("""

@@ -48,8 +48,11 @@ class EvalOutputsRetained(EvalCollectionRule):
 
     Test code (pytest modules, ``tests/`` folders, ``testing_*`` helpers) is not checked.
     Grad switched off by a same-file ``@contextmanager`` (``with evaluating(model):``) counts
-    as off. The grad mode comes from the project model when the file belongs to a package: a
-    decorator factory or caller in another module that switches grad off silences the rule.
+    as off, and so do Lightning's ``validation_step``, ``test_step`` and ``predict_step``
+    methods and the helpers only they call, which the framework runs under no-grad (unless
+    the project calls the hook itself: then its call sites decide). The grad mode comes from
+    the project model when the file belongs to a package: a decorator factory or caller in
+    another module that switches grad off silences the rule.
     """
 
     code = "MEM005"
@@ -161,6 +164,19 @@ class EvalOutputsRetained(EvalCollectionRule):
                 for x in xs:
                     outs.append(self.block(x))
                 return torch.cat(outs)
+        """),
+        Valid("""
+            import torch
+            import lightning as L
+            class Classifier(L.LightningModule):
+                def _predict_subject(self, subject):
+                    patch_loader = self.sampler(subject)
+                    outputs = []
+                    for patch in patch_loader:
+                        outputs.append(self.forward(patch))
+                    return torch.cat(outputs).sum(0)
+                def validation_step(self, batch, batch_idx):  # Lightning: grad is off here
+                    return self._predict_subject(batch)
         """),
         Valid("""
             for x, y in train_loader:

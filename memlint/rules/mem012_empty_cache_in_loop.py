@@ -17,7 +17,8 @@ class EmptyCacheInLoop(Rule):
     """
     ## What it does
     Flags `torch.cuda.empty_cache()` called unconditionally in every iteration of a
-    training loop or of a loop over a DataLoader.
+    training loop or of a loop over a DataLoader, or in a framework's per-batch
+    `training_step` (Lightning, the Hugging Face `Trainer`).
 
     ## Why is this bad?
     `empty_cache()` only hands *unused* cached blocks back to the driver; it cannot free a
@@ -106,6 +107,19 @@ class EmptyCacheInLoop(Rule):
         ),
     )
     invalid = (
+        # Lightning calls `training_step` for every batch.
+        Invalid(
+            """
+            import torch
+            import lightning as L
+            class Classifier(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    loss = self.loss(self.model(batch[0]), batch[1])
+                    torch.cuda.empty_cache()
+                    return loss
+            """,
+            lines=(7,),
+        ),
         Invalid(
             """
             import torch
@@ -136,7 +150,10 @@ class EmptyCacheInLoop(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self.context.analysis.imports.qualified_name(node.func) not in EMPTY_CACHE:
             return
-        loop = self._steps.step_loop(node, eval_loops=True)
+        # A training loop's iteration, or a framework's `training_step` (run every batch).
+        loop: cst.CSTNode | None = self._steps.step_loop(node, eval_loops=True)
+        if loop is None:
+            loop = self._steps.framework_step(node)
         if loop is None or self._conditional(node, loop) or self._after_del(node):
             return
         self.report(node)

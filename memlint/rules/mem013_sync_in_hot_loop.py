@@ -64,7 +64,12 @@ class SyncInHotLoop(Rule):
     function's sync behind an early return on a parameter being `None` (`if eval_res is
     None: return`) runs per step only when the step loop passes that argument, and a
     helper's sync only when some step loop calls it outside a logging interval (`if step %
-    every == 0: self.evaluate()` runs it now and then).
+    every == 0: self.evaluate()` runs it now and then). Lightning's and the Hugging Face
+    `Trainer`'s `training_step` methods run once per batch and are checked as a step
+    function. A loop that steps the optimizer itself around a counted gradient-accumulation
+    loop (`for _ in range(accum):` with only backward passes in it) runs once per step too,
+    like the loop inside it. Reading a tensor the step already copied to the host
+    (`preds.cpu()` then `preds.detach().cpu()`) is no sync.
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
@@ -79,6 +84,9 @@ class SyncInHotLoop(Rule):
     there. A test syncs when it calls `.item()`, `.cpu()`, `.tolist()` or a value check, or
     reduces a tensor to one truth value (`if mask.any():`, `if (x > 0).all():`,
     `if torch.equal(a, b):`, a comparison of a tensor that carries a graph).
+
+    A value the step already copied to the host (`preds = logits.argmax(1).cpu()`, then
+    `preds.detach().cpu()`) is not read from the GPU again and is not flagged.
 
     `.cpu()` on a model (`model.cpu()`, `self.net.cpu()` as a statement, `netG.cpu().eval()`,
     `model.cpu().state_dict()`) moves parameters to the host to offload or save them; it is
@@ -120,8 +128,9 @@ class SyncInHotLoop(Rule):
     # Only a training step (backward or an optimizer step) is a hot loop here.
     requires = (("backward(", "step("),)
     # Findings are in training code, a loop or function that runs backward or an optimizer
-    # step (memlint.analysis.loops), so the code calls one of them.
-    code_gate = ("call:backward", "call:manual_backward", "call:step")
+    # step (memlint.analysis.loops), so the code calls one of them, or in a framework's
+    # per-batch `training_step` hook.
+    code_gate = ("call:backward", "call:manual_backward", "call:step", "fact:train-hook")
     valid = (
         # `model.train(fold)` given data is the file's own training method (each call runs a
         # whole training), not a mode switch: the loop around it runs once per fold.
@@ -283,6 +292,22 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        # A framework's `training_step` runs every batch: its syncs are per step, unless
+        # under a logging-interval condition.
+        Invalid(
+            """
+            import lightning as L
+            class Classifier(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    out = self.model(batch[0])
+                    loss = self.loss(out, batch[1])
+                    self.train_losses.append(loss.detach().cpu())
+                    if batch_idx % self.log_every == 0:
+                        print(loss.item())
+                    return loss
+            """,
+            lines=(7,),
+        ),
         # The batch loop passes what the helper's early return asks for: per step.
         Invalid(
             """
@@ -363,6 +388,60 @@ class SyncInHotLoop(Rule):
                                 self.model.train()
             """,
             lines=(10,),
+        ),
+        # The batch loop of `def train` switches the model back with `self.model.train()`
+        # after a validation pass: a mode switch, and in any case a function is no helper of
+        # its own loop.
+        Invalid(
+            """
+            class UNetTrainer:
+                def train(self):
+                    for batch in self.loaders["train"]:
+                        loss = self.model(batch)
+                        self.losses.update(loss.item())
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+                        if self.iteration % self.validate_every == 0:
+                            self.model.eval()
+                            self.validate()
+                            self.model.train()
+                def validate(self):
+                    for batch in self.loaders["val"]:
+                        self.model(batch)
+            """,
+            lines=(6,),
+        ),
+        # The second `.cpu()` reads a tensor the step already copied to the host.
+        Invalid(
+            """
+            for x, y in loader:
+                out = model(x)
+                loss = criterion(out, y)
+                loss.backward()
+                optimizer.step()
+                preds = torch.argmax(out, 1).cpu()
+                all_preds.extend(preds.detach().cpu())
+            """,
+            lines=(7,),
+        ),
+        # Gradient accumulation: the outer loop steps the optimizer once per iteration after
+        # a counted loop of micro-batch backward passes, so both loops run per step.
+        Invalid(
+            """
+            class Trainer:
+                def train(self):
+                    while self.step < self.train_num_steps:
+                        for _ in range(self.grad_accum):
+                            loss = self.model(next(self.dl).cuda())
+                            (loss / self.grad_accum).backward()
+                            self.running += loss.item()
+                        log = {"loss": loss.item()}
+                        self.opt.step()
+                        self.opt.zero_grad()
+                        self.step += 1
+            """,
+            lines=(8, 9),
         ),
         # A step function reached from the batch loop does not make it an epoch loop, even
         # when something it calls leads back to the function holding the epoch loop.
@@ -452,10 +531,7 @@ class SyncInHotLoop(Rule):
         if kind is None or self._outer_call_reports(node):
             return
         loop = self._steps.step_loop(node)
-        # In a helper: per step only where some step loop calls it outside a logging
-        # interval (`if step % every == 0: self.evaluate()` runs it now and then).
-        if loop is None and all(self._deliberate(call, self._steps.step_loop(call))
-                                for call in self._steps.step_calls(node)):
+        if loop is None and not self._steps.in_step_helper(node, self._deliberate):
             return
         if self._deliberate(node, loop):
             return
@@ -468,6 +544,9 @@ class SyncInHotLoop(Rule):
                 return None
             if self._numpy_value(call):
                 return None
+            recv = receiver(call)
+            if recv is not None and self.context.analysis.dataflow.copied_to_host(recv, call):
+                return None  # `preds = out.argmax(1).cpu()` ... `preds.cpu()`: already there
             return method
         if isinstance(call.func, cst.Name) and call.func.value == "print":
             graph = self.context.analysis.graph

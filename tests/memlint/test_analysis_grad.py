@@ -132,3 +132,33 @@ def test_unknown_caller_modes_make_the_function_unknown() -> None:
             step(2)
     """)
     assert a.grad.grad_mode_at(_call(a, "model")) == "unknown"
+
+
+def test_a_frameworks_evaluation_hooks_run_with_grad_off() -> None:
+    """Lightning calls ``validation_step``, ``test_step`` and ``predict_step`` under no-grad:
+    a helper only they call runs there too. A hook the file calls itself takes its callers'
+    mode, and a plain function named like one is no hook."""
+    a = _analysis("""
+        import lightning as L
+        class Model(L.LightningModule):
+            def _predict_patches(self, patches):
+                return [self.forward(p) for p in patches]
+            def validation_step(self, batch, batch_idx):
+                return self._predict_patches(batch)
+            def test_step(self, batch, batch_idx):
+                return self._predict_patches(batch)
+            def predict_step(self, batch, batch_idx):
+                return hooked(batch)
+        class Looper:
+            def validation_step(self, batch):
+                return looped(batch)
+            def run(self, loader):
+                for batch in loader:
+                    self.validation_step(batch)
+        def test_step(batch):
+            return plain(batch)
+    """)
+    assert a.grad.grad_mode_at(_call(a, "forward")) == "off"
+    assert a.grad.grad_mode_at(_call(a, "hooked")) == "off"
+    assert a.grad.grad_mode_at(_call(a, "looped")) == "on"  # its own caller decides
+    assert a.grad.grad_mode_at(_call(a, "plain")) == "on"

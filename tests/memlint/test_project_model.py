@@ -168,6 +168,36 @@ def test_an_override_runs_where_the_base_class_calls_its_method() -> None:
     assert m.function_mode("sam", functions["Predictor.train_step"]) is None  # never called
 
 
+def test_an_evaluation_hook_nobody_in_the_project_calls_runs_with_grad_off() -> None:
+    """Lightning runs ``validation_step`` & co. under no-grad; a project caller decides
+    for a hook it calls itself (a trainer's own loop)."""
+    m = model(
+        lit="""
+            import lightning as L
+            class Model(L.LightningModule):
+                def validation_step(self, batch, batch_idx):
+                    return self.model(batch)
+                def predict_step(self, batch, batch_idx):
+                    return self.model(batch)
+                def training_step(self, batch, batch_idx):
+                    return self.model(batch)
+            def validation_step(batch):
+                return batch
+        """,
+        loop="""
+            from lit import Model
+            def run(model: Model, loader):
+                for batch in loader:
+                    model.predict_step(batch, 0)
+            run(Model(), [])
+        """,
+    )
+    functions = {f.qualname: f for f in m.summaries["lit"].functions}
+    assert m.function_mode("lit", functions["Model.validation_step"]) == "off"
+    assert m.function_mode("lit", functions["Model.training_step"]) is None
+    assert m.function_mode("lit", functions["validation_step"]) is None  # not a method
+
+
 def test_call_sites_in_tests_do_not_decide_a_library_functions_mode() -> None:
     """A solver's transform helpers run under its ``@torch.no_grad()`` method; the package's
     tests call them directly with grad on, which says nothing of how the library runs them.
