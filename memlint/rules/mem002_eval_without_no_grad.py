@@ -1689,7 +1689,7 @@ class EvalWithoutNoGrad(Rule):
         if self._shape_probe(node):
             return
         region = self._region_of(node)
-        if region is None or region in self._reported:
+        if region is None:
             return
         if self._fallback_with_grad(node):
             return
