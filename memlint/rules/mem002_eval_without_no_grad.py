@@ -151,7 +151,9 @@ class EvalWithoutNoGrad(Rule):
     gradients (``requires_grad_()``, adversarial attacks, saliency maps, a model asked for
     forces: ``model(batch, compute_force=True)``) or reads the graph the forward records
     (``out.grad_fn``, ``fn.next_functions``: a dependency tracer) is not evaluation code.
-    The first forward of each function or ``eval()`` block is reported.
+    Each forward of such a function or block is reported, as labellers and reviewers read
+    them (``model.encoder(x)`` then ``model.decoder(z)`` are two), a forward nested in
+    another's arguments once.
 
     ## Why is this bad?
     ``model.eval()`` changes dropout and batch-norm behaviour; it does not switch autograd
@@ -974,6 +976,7 @@ class EvalWithoutNoGrad(Rule):
             """,
             lines=(10,),
         ),
+        # Each forward of the function is reported; one nested in another's arguments once.
         Invalid(
             """
             import torch
@@ -982,8 +985,9 @@ class EvalWithoutNoGrad(Rule):
                 for x, y in loader:
                     logits = model(x)
                     probs = model(x).softmax(-1)
+                    scores = model.head(model.backbone(x))
             """,
-            lines=(6,),
+            lines=(6, 7, 8),
         ),
         Invalid(
             """
@@ -1055,7 +1059,7 @@ class EvalWithoutNoGrad(Rule):
         self._graph_readers: dict[cst.FunctionDef, bool] = {}
         # For an eval() block closed by `.train()`: the statements from there to the block's end.
         self._region_tail: dict[Region, Sequence[cst.CSTNode]] = {}
-        self._reported: set[Region] = set()
+        self._reported: set[cst.Call] = set()  # forwards reported: one inside another is not
         # Per eval block: its statements in order (the tail after `.train()` included), and per
         # statement (needs grad, names it binds, names it reads), for blocks that mix
         # evaluation with training or attacks.
@@ -1689,7 +1693,8 @@ class EvalWithoutNoGrad(Rule):
         if self._shape_probe(node):
             return
         region = self._region_of(node)
-        if region is None:
+        if region is None or any(
+                anc in self._reported for anc in self.context.analysis.tree.ancestors(node)):
             return
         if self._fallback_with_grad(node):
             return
@@ -1701,5 +1706,5 @@ class EvalWithoutNoGrad(Rule):
                 isinstance(region, (cst.FunctionDef, cst.For))
                 or not self._evaluates_in_block(node, region)):
             return
-        self._reported.add(region)
+        self._reported.add(node)
         self.report(node)

@@ -119,7 +119,7 @@ def test(model, loader, device):
         targets = targets.to(device, non_blocking=True)
         output = model(images)  # expect: MEM002
         correct += output.argmax(1).eq(targets).sum().item()
-        loss = F.cross_entropy(model(images), targets)
+        loss = F.cross_entropy(model(images), targets)  # expect: MEM002
         print(loss.item())
     return correct
 
