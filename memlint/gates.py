@@ -52,6 +52,7 @@ from memlint.vocabulary import (
     STAGING_KEYWORDS,
     TORCH_DTYPES,
     forward_by_name,
+    framework_batch_feed,
     is_test_code,
     names_a_loss,
     names_training_data,
@@ -229,7 +230,8 @@ class _Structure:
 
     - ``fact:loader-name``: a name in the code (not in a string) that could hold a
       DataLoader, or a loop header that draws batches (``for batch_idx, (x, y) in
-      enumerate(data):``); every loader the dataflow analysis follows starts at one.
+      enumerate(data):``), or a method a framework hands batches (BasicSR's ``def
+      feed_data(self, data)``); every loader the dataflow analysis follows starts at one.
     - ``fact:eval-collection``: ``c.append(v)``/``c.extend(v)``/``c += [v]`` inside a loop of a
       function named like evaluation or that calls ``.eval()`` itself (module level: a
       module-level ``.eval()``), unless the function sits in a model class: one that defines
@@ -311,7 +313,7 @@ class _Structure:
         self.oom_handler = False
         self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
         self.eval_loader_loop = False
-        self.batch_loop = False  # `for batch_idx, (x, y) in enumerate(data):`
+        self.batch_loop = False  # `for batch_idx, (x, y) in enumerate(data):`, `feed_data`
         self.imported: set[str] = set()  # top-level packages of absolute imports
         self.loss_entry = False  # `out["loss"]`
         self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
@@ -431,6 +433,8 @@ class _Structure:
             self.eval_scopes.add(key)
         if klass and name in PREDICT_API:
             self.predict_api = True
+        if framework_batch_feed(name, bool(klass)):
+            self.batch_loop = True  # the framework's loop hands it batches
         if EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
             if klass:
                 # Counts with a loop over a loader, or an eval switch in its class (below).

@@ -51,12 +51,13 @@ def names_training_data(name: str) -> bool:
 
 
 # Where a file's text may hold either (MEM003's prefilter, in any case): `loader`, `dl` not
-# followed by a letter or digit, a batch index not followed by more of a name, or a backward
-# pass (a loop that trains on what it unpacks draws batches, whatever its data is called).
+# followed by a letter or digit, a batch index not followed by more of a name, a backward
+# pass (a loop that trains on what it unpacks draws batches, whatever its data is called), or
+# a framework's batch hook (`def feed_data(`, :func:`framework_batch_feed`).
 # Every file whose code has such a name matches; `batching`, `from_dlpack` and `batch_isend`
 # do not.
 LOADER_TEXT = (rb"(?i)loader|dl(?![a-z0-9])|" + _BATCH_INDEX.encode() + rb"(?![a-z0-9_])"
-               rb"|\.backward\(|\.manual_backward\(")
+               rb"|\.backward\(|\.manual_backward\(|def feed_data\(")
 # A loader of held-out data, by its name: `test_loader`, `testloader`, `val_dl`, `eval_dataloader`.
 # A loop over one that runs no backward pass is evaluation code wherever it stands (a script's
 # top level, a `main()` that also trains).
@@ -94,6 +95,13 @@ def framework_train_hook(name: str, is_method: bool) -> bool:
     """A method a training framework calls once per batch: Lightning's and the Hugging Face
     ``Trainer``'s ``training_step``. Its body runs every step, like a step loop's."""
     return is_method and name == "training_step"
+
+
+def framework_batch_feed(name: str, is_method: bool) -> bool:
+    """A method a framework's training loop hands each raw batch to, outside the project:
+    BasicSR's ``model.feed_data(data)`` (Real-ESRGAN, GFPGAN and other models built on it
+    override it and copy the batch's tensors to the device there)."""
+    return is_method and name == "feed_data"
 
 
 def framework_eval_hook(name: str, is_method: bool) -> bool:

@@ -51,6 +51,7 @@ from memlint.vocabulary import (
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
     TORCH_DTYPES,
+    framework_batch_feed,
     names_training_data,
 )
 
@@ -2099,9 +2100,13 @@ class DataflowAnalysis:
 
     def _hooked_params(self, scope: _Function) -> tuple[str, ...]:
         """The parameters of a method that a project base class in another module calls with
-        each batch of its loader loop (from the project model)."""
-        if self.project is None or not self.project.batch_params or not isinstance(
-                scope, cst.FunctionDef):
+        each batch of its loader loop (from the project model), or that a framework outside
+        the project hands each batch (BasicSR's ``feed_data(self, data)``: the first)."""
+        if not isinstance(scope, cst.FunctionDef):
+            return ()
+        if framework_batch_feed(scope.name.value, self.tree.enclosing_class(scope) is not None):
+            return tuple(_data_params(scope)[:1])
+        if self.project is None or not self.project.batch_params:
             return ()
         return self.project.batch_params.get(self.tree.qualname(scope), ())
 

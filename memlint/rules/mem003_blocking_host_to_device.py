@@ -156,7 +156,10 @@ class BlockingHostToDevice(Rule):
     overridden in a subclass's module) gets its parameter's copies reported, unless the base
     rebinds the batch before handing it on (``batch = batch.to(device)``); so does a loop in
     a method that such a base hands a loader itself (``loader = DataLoader(data); return
-    self._predict(loader)``, ``_predict`` overridden to loop over it).
+    self._predict(loader)``, ``_predict`` overridden to loop over it). A framework outside the
+    project that hands its model each batch is known by its hook: BasicSR's training loop
+    calls ``model.feed_data(data)`` per batch, so the copies of ``data`` in an override are
+    batch copies.
 
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop
@@ -225,9 +228,9 @@ class BlockingHostToDevice(Rule):
         "`pin_memory=True`; pageable batches cannot be copied asynchronously"
     )
     # Every finding sits in, or is fed by, a loop over something named or built as a loader,
-    # or one that trains on what it unpacks.
+    # or one that trains on what it unpacks, or a framework's batch hook.
     triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl", "batch_i", "batchi", "batch_n",
-                "i_batch", "ibatch", "b_idx", "bidx", "backward(")
+                "i_batch", "ibatch", "b_idx", "bidx", "backward(", "feed_data(")
     # ... as a name (not `batching`, `from_dlpack`), and in the code itself, not only in a
     # docstring or comment.
     trigger_pattern = LOADER_TEXT
@@ -499,6 +502,26 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # BasicSR's training loop, outside the project, hands `feed_data` every batch.
+        Invalid(
+            """
+            from basicsr.models.sr_model import SRModel
+            class RealESRNetModel(SRModel):
+                def feed_data(self, data):
+                    self.lq = data["lq"].to(self.device)
+                    if "gt" in data:
+                        self.gt = data["gt"].to(self.device)
+            """,
+            lines=(5, 7),
+            fixed="""
+            from basicsr.models.sr_model import SRModel
+            class RealESRNetModel(SRModel):
+                def feed_data(self, data):
+                    self.lq = data["lq"].to(self.device, non_blocking=True)
+                    if "gt" in data:
+                        self.gt = data["gt"].to(self.device, non_blocking=True)
+            """,
+        ),
         # A comprehension over a loader copies every batch, as a `for` loop does.
         Invalid(
             """
