@@ -30,17 +30,18 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 12
+SCHEMA = 13
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
-# about: a grad-switching factory or wrapper, an ExitStack switch, or a caller that switches a
-# model to eval; or, with both a ``__call__`` and a ``.detach()``, a loss class returning
-# detached parts. Summarising every file of a large library instead would cost an ``ast``
-# parse each (transformers: 1,085 files against 54).
+# about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
+# model to eval, or a framework's evaluation hook, which runs what it calls without grad
+# (Lightning's ``predict_step`` calling ``self.predict``); or, with both a ``__call__`` and a
+# ``.detach()``, a loss class returning detached parts. Summarising every file of a large
+# library instead would cost an ``ast`` parse each (transformers: 1,085 files against 54).
 _PROJECT_FACTS = (
     rb"return[^\n]*(?:no_grad|inference_mode|set_grad_enabled)"
     rb"|(?:no_grad|inference_mode|set_grad_enabled)\([^\n]*:\s*\n\s+return"
-    rb"|enter_context\(|\.eval\(\)"
+    rb"|enter_context\(|\.eval\(\)|def (?:validation|test|predict)_step\("
 )
 _COPIES = (b".to(", b".cuda(")
 _CALLABLE_CLASS = b"def __call__"

@@ -483,6 +483,9 @@ def test_a_helper_that_delegates_the_copy_or_applies_a_copying_callback_moves() 
 def test_needs_summary_selects_files_with_cross_file_facts() -> None:
     assert needs_summary(b"def f():\n    return torch.inference_mode()\n")
     assert needs_summary(b"class L:\n    def __call__(self, x):\n        return x.detach()\n")
+    # Lightning runs it without grad: what it calls is called the project's way there.
+    assert needs_summary(b"class E:\n    def predict_step(self, batch, i):\n"
+                         b"        return self.model.predict(batch)\n")
     assert not needs_summary(b"import torch\nx = torch.zeros(3)\n")
     # A possible copy helper is summarised only once a module is seen to call it.
     helper = b"def batch_to_device(batch, device):\n    return batch.to(device)\n"
