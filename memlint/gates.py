@@ -275,7 +275,8 @@ class _Structure:
       ``self.text_encoder(ids)``), an inference method (``self.net.predict(x)``),
       ``self(x)``, a call of a plain name that the file switches to eval (``bm.eval()``
       ... ``bm(x)``), or any call in a file with a class whose base is named like
-      ``nn.Module`` (its instances' calls are forwards).
+      ``nn.Module`` (its instances' calls are forwards); or ``self.forward()`` without
+      arguments (a graph network running over the inputs it holds).
     - ``fact:train-hook``: a method named ``training_step`` in a class body (Lightning's or
       a Hugging Face ``Trainer``'s per-batch hook, which the framework calls every step).
     - ``fact:graph-source``: something the graph analysis starts an autograd graph at (a
@@ -453,6 +454,9 @@ class _Structure:
             if method == "forward" and type(func.value) is ast.Name and (
                     func.value.id == "self"):
                 self.self_runs.add(scope)
+            if not self.forward_call and method == "forward" and (
+                    type(func.value) is ast.Name and func.value.id == "self"):
+                self.forward_call = True  # `self.forward()`: a model's run over inputs it holds
             if count and not self.forward_call and (
                     method == "forward" or INFERENCE_METHOD.match(method)
                     or EVAL_STEP_HOOK.match(method) or forward_by_name(method)):

@@ -976,6 +976,20 @@ class EvalWithoutNoGrad(Rule):
             """,
             lines=(10,),
         ),
+        # A graph network runs its own forward over the graph it holds: `self.forward()`.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class RGCN(nn.Module):
+                def forward(self):
+                    return self.layer(self.features, self.adj)
+                def predict(self):
+                    self.eval()
+                    return self.forward()
+            """,
+            lines=(9,),
+        ),
         # Each forward of the function is reported; one nested in another's arguments once.
         Invalid(
             """
@@ -1561,9 +1575,15 @@ class EvalWithoutNoGrad(Rule):
         return qualified.endswith("autograd.grad") or qualified.startswith("torch.func")
 
     def _is_forward(self, call: cst.Call) -> bool:
-        # `solver.model()`, `self.net()`: a forward takes inputs.
+        # `solver.model()`, `self.net()`: a forward takes inputs, except a model's explicit
+        # run of its own forward over inputs it holds (a graph network: `self.forward()`).
         if not call.args:
-            return False
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "forward"
+                    and _runs_self(call)):
+                return False
+            cls = self.context.analysis.tree.enclosing_class(call)
+            return cls is not None and self.context.analysis.calls.is_module_class(cls)
         if isinstance(call.func, cst.Name) and call.func.value == "self":
             # `self(x)` in a model's own inference method.
             cls = self.context.analysis.tree.enclosing_class(call)

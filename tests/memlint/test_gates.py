@@ -240,12 +240,13 @@ def test_evaluation_without_a_forward_call_is_not_parsed_for_mem002() -> None:
     assert "fact:forward-call" not in _facts(metrics)
     assert not _passes("MEM002", textwrap.dedent(metrics))
     for call in ("model(x)", "self.net.predict(x)", "m.forward(x)", "self(x)",
-                 "text_encoder(ids)"):
+                 "text_encoder(ids)", "self.forward()"):
         source = metrics + "\n" + textwrap.indent(f"y = {call}", " " * 8)
         assert "fact:forward-call" in _facts(source), call
         assert _passes("MEM002", textwrap.dedent(source)), call
-    # A forward takes inputs; building a model is no forward.
-    for call in ("model()", "get_model(cfg)", "Model(cfg)"):
+    # A forward takes inputs (a model running itself over inputs it holds aside); building
+    # a model is no forward.
+    for call in ("model()", "get_model(cfg)", "Model(cfg)", "m.forward()"):
         source = metrics + "\n" + textwrap.indent(f"y = {call}", " " * 8)
         assert "fact:forward-call" not in _facts(source), call
     # Instances of the file's own modules may have any name.
