@@ -60,7 +60,8 @@ class LoadWithoutMapLocation(Rule):
     silent:
     - the file wrote what it reads: a `torch.save` to the same path expression (a cache, a
       round trip) or to the same file name under another folder (`os.path.join(out,
-      "emb.pth")` beside `os.path.join(prev_run, "emb.pth")`) in the same function, or to
+      "emb.pth")` beside `os.path.join(prev_run, "emb.pth")`, unless the save is a
+      checkpoint of live training objects) in the same function, or to
       the same path expression anywhere in the file unless the expression is
       made of parameters of the loading function only (`path`, `str(path)`: `save(model,
       path)` and `load(model, path)` helpers name different files with one word) or the
@@ -384,6 +385,31 @@ class LoadWithoutMapLocation(Rule):
             """,
         ),
         Invalid(
+            # The same file name saved later in the function, but as a checkpoint of the
+            # training run's live objects: it holds their devices.
+            """
+            import torch
+            def main(args):
+                net = Net().cuda()
+                if args.pretrained:
+                    checkpoint = torch.load("./model_best.pth.tar")
+                    net.load_state_dict(checkpoint["state_dict"])
+                train(net)
+                torch.save({"state_dict": net.state_dict()}, "./logs/model_best.pth.tar")
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+            def main(args):
+                net = Net().cuda()
+                if args.pretrained:
+                    checkpoint = torch.load("./model_best.pth.tar", map_location="cpu")
+                    net.load_state_dict(checkpoint["state_dict"])
+                train(net)
+                torch.save({"state_dict": net.state_dict()}, "./logs/model_best.pth.tar")
+            """,
+        ),
+        Invalid(
             # The other loads of the function choose the CPU; this one forgot to: a
             # `map_location="cpu"` is no sign that the function works on the host.
             """
@@ -534,11 +560,14 @@ class LoadWithoutMapLocation(Rule):
             self._scope(save) is scope
             and (target := self._argument(save, 1, "f")) is not None
             and names & self._file_names(target)
+            and self._live_state(save) is None
             for save in self._saves
         ):
             # The function writes the same file under another folder (`os.path.join(out,
             # "emb.pth")` beside `os.path.join(prev_run, "emb.pth")`): what it reads back
-            # was saved by this code, from where its objects live.
+            # was saved by this code, from where its objects live. Not a checkpoint of
+            # live training objects (`{"state_dict": net.state_dict()}`), which a GPU run
+            # writes from its devices.
             return True
         if saves and all(self._live_state(save) == "scheduler" for save in saves):
             return True  # a learning-rate scheduler's state is numbers: no device to restore
