@@ -41,6 +41,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind24       # the 24th blind set (bench/blind24_labels.csv)
     python bench/ecosystem.py --set blind25       # the 25th blind set (bench/blind25_labels.csv)
     python bench/ecosystem.py --set blind26       # the 26th blind set (bench/blind26_labels.csv)
+    python bench/ecosystem.py --set blind27       # the 27th blind set (bench/blind27_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -618,6 +619,24 @@ BLIND26_PACKAGES: tuple[tuple[str, str], ...] = (
     ("torchfasttext", "0.1.0"),
 )
 
+# blind27: evolutionary reinforcement learning (also LLM fine-tuning by RL), a text-to-speech
+# toolkit with its encoder trainer and tools, speech enhancement training, session-based
+# recommendation on transformers, embedding and reranker fine-tuning and inference, adversarial
+# robustness evaluation, protein structure diffusion with its trainer, simulation-based
+# inference and a text-audio contrastive trainer, labelled by reading their training,
+# evaluation and inference code before memlint's findings on it were read.
+BLIND27_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("agilerl", "2.58.0"),
+    ("coqui-tts", "0.28.0"),
+    ("deepfilternet", "0.5.6"),
+    ("transformers4rec", "23.12.0"),
+    ("flagembedding", "1.4.2"),
+    ("robustbench", "1.1.1"),
+    ("alphafold3-pytorch", "0.8.3"),
+    ("lampe", "0.9.0"),
+    ("musiclm-pytorch", "0.2.8"),
+)
+
 
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
@@ -654,6 +673,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind24": _blind("blind24", BLIND24_PACKAGES),
     "blind25": _blind("blind25", BLIND25_PACKAGES),
     "blind26": _blind("blind26", BLIND26_PACKAGES),
+    "blind27": _blind("blind27", BLIND27_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

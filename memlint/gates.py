@@ -526,7 +526,10 @@ class _Structure:
                 value = value.left  # `(torch.ones(n) == 1).to(device)`
                 continue
             if isinstance(value, ast.BinOp):  # `(1 - torch.eye(n)).cuda()`
-                value = value.right if isinstance(value.left, ast.Constant) else value.left
+                # Either side may hold the factory (`-math.log(p) * torch.arange(h) / h`,
+                # `torch.ones(b) * x.size(-1)`): follow both.
+                self._moved_chain(value.left)
+                value = value.right
                 continue
             if not isinstance(value, ast.Call):
                 return

@@ -172,33 +172,34 @@ RULES: tuple[RuleSpec, ...] = (
                          b'e|add|sub|mul|div|pow|neg|abs|log|log2|exp|sqrt|clamp|fill_|zero_|no'
                          b'rmal_|uniform_|bernoulli_|random_|exponential_|add_|sub_|mul_|div_|c'
                          b'lamp_|round|floor|ceil|round_|floor_|ceil_)\\((?:[^()]|\\([^()]*\\)'
-                         b')*\\)|\\[[^\\[\\]\\n]*\\])*(?:\\s*(?:[,=!<>*/+-][^()]*)?\\)(?:\\s*\\.('
-                         b'?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguou'
-                         b's|detach|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|trans'
-                         b'pose|t|expand|type|expand_as|view_as|reshape_as|triu|tril|requires_g'
-                         b'rad_|eq|ne|lt|le|gt|ge|add|sub|mul|div|pow|neg|abs|log|log2|exp|sqrt'
-                         b'|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random_|exponential_|'
-                         b'add_|sub_|mul_|div_|clamp_|round|floor|ceil|round_|floor_|ceil_)\\((?'
-                         b':[^()]|\\([^()]*\\))*\\))*)?\\s*\\.(?:cuda|to|type_as)\\(|(?:zeros|one'
-                         b's|full|empty|arange|eye|linspace|logspace|rand\\w*|normal|hann_window'
-                         b'|hamming_window|blackman_window|bartlett_window|kaiser_window|FloatT'
-                         b'ensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|Sh'
-                         b'ortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^'
-                         b'()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*'
-                         b'\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?['
-                         b' \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\(|(?:zeros|ones|full|e'
-                         b'mpty|arange|eye|linspace|logspace|rand\\w*|normal|hann_window|hamming'
-                         b'_window|blackman_window|bartlett_window|kaiser_window|FloatTensor|Do'
-                         b'ubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTenso'
-                         b'r|CharTensor|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^'
-                         b'()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?['
-                         b' \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n){1,2}['
-                         b' \\t]*return\\b[^\\n]*\\w\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|ar'
-                         b'ange|eye|linspace|logspace|rand\\w*|normal|hann_window|hamming_window'
-                         b'|blackman_window|bartlett_window|kaiser_window)\\((?:[^()]|\\((?:[^()]'
-                         b'|\\([^()]*\\))*\\))*\\)(?:\\s*,(?:[^()]|\\([^()]*\\))*\\))?(?:\\s*\\.\\'
-                         b'w+\\((?:[^()]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]'
-                         b'*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|type_as)\\('),
+                         b')*\\)|\\[[^\\[\\]\\n]*\\])*(?:\\s*(?:[,=!<>*/+-](?:[^()]|\\([^()]*\\)'
+                         b')*)?\\)(?:\\s*\\.(?:float|double|half|bfloat16|long|int|short|bool|byte'
+                         b'|char|contiguous|detach|view|reshape|unsqueeze|squeeze|flatten|repea'
+                         b't|permute|transpose|t|expand|type|expand_as|view_as|reshape_as|triu|'
+                         b'tril|requires_grad_|eq|ne|lt|le|gt|ge|add|sub|mul|div|pow|neg|abs|lo'
+                         b'g|log2|exp|sqrt|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random'
+                         b'_|exponential_|add_|sub_|mul_|div_|clamp_|round|floor|ceil|round_|fl'
+                         b'oor_|ceil_)\\((?:[^()]|\\([^()]*\\))*\\))*)?\\s*\\.(?:cuda|to|type_as)'
+                         b'\\(|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|nor'
+                         b'mal|hann_window|hamming_window|blackman_window|bartlett_window|kaise'
+                         b'r_window|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTens'
+                         b'or|IntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)\\(('
+                         b'?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\'
+                         b'([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*'
+                         b':[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\(|('
+                         b'?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal|'
+                         b'hann_window|hamming_window|blackman_window|bartlett_window|kaiser_wi'
+                         b'ndow|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|I'
+                         b'ntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)\\((?:[^'
+                         b'()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^('
+                         b')]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\'
+                         b't]*\\r?\\n){1,2}[ \\t]*return\\b[^\\n]*\\w\\.(?:cuda|to)\\(|(?:zeros'
+                         b'|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal|hann_wi'
+                         b'ndow|hamming_window|blackman_window|bartlett_window|kaiser_window)\\('
+                         b'(?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*,(?:[^()]|\\([^()'
+                         b']*\\))*\\))?(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^'
+                         b'\\n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|'
+                         b'type_as)\\('),
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,
@@ -241,7 +242,7 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='SyncInHotLoop',
         default_enabled=False,
         fix_safety=None,
-        triggers=('.item(', '.cpu(', '.tolist(', 'print('),
+        triggers=('.item(', '.cpu(', '.tolist(', 'print(', 'float('),
         requires=(('backward(', 'step('),),
         trigger_pattern=None,
         code_gate=('call:backward', 'call:manual_backward', 'call:step', 'fact:train-hook'),

@@ -208,10 +208,21 @@ def _constant(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         return (expr.func.value == "float" and len(expr.args) == 1
                 and isinstance(expr.args[0].value, cst.SimpleString))
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        # `math.log(max_period)`: the math module computes Python numbers only
+        return isinstance(expr.func.value, cst.Name) and expr.func.value.value == "math"
     return False
 
 
-_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+def _host_number(expr: cst.BaseExpression) -> bool:
+    """A number on the host: a constant, or a size read off a tensor (``x.size(-1)``,
+    ``x.shape[2]``, ``len(x)``), which is a Python int whatever the tensor's device."""
+    if isinstance(expr, cst.UnaryOperation):
+        return _host_number(expr.expression)
+    return _constant(expr) or _is_size(expr)
+
+
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide)
 
 
 def _variable(expr: cst.BaseExpression) -> bool:
@@ -249,9 +260,9 @@ def _constant_transform_input(
             return expr.left
         return None
     if isinstance(expr, cst.BinaryOperation):
-        if _constant(expr.right):
+        if _host_number(expr.right):
             return expr.left
-        if _constant(expr.left):
+        if _host_number(expr.left):
             return expr.right
         # arithmetic with a number the function computed (`keep_prob = 1 - rate`, then
         # `torch.rand(shape) + keep_prob`): a scalar, so the values are the factory's
@@ -272,7 +283,9 @@ def _constant_transform_input(
         return None
     if _method(expr) in _CONSTANT_METHODS:
         assert isinstance(expr.func, cst.Attribute)
-        return expr.func.value if all(_constant(a.value) for a in expr.args) else None
+        return expr.func.value if all(
+            _constant(a.value) or (scalar is not None and scalar(a.value)) for a in expr.args
+        ) else None
     return None
 
 
@@ -460,9 +473,12 @@ class FactoryThenMove(Rule):
     (``torch.zeros(b, 1).eq(1)``, an in-place fill ``torch.zeros(d, k).normal_(0,
     0.01)``, rounding and clamping after arithmetic: ``(torch.rand(s) * 4).round()
     .clamp_(0, 3).cuda()``) or a torch function of the tensor (``torch.log2(torch.arange(2, k +
-    2).float()).to(device)``): the values are the factory's alone, so they can be computed
-    where they are used. A step that reads other data (``torch.arange(k) < lengths``) is
-    left alone.
+    2).float()).to(device)``). Host numbers count as numbers: a ``math`` function's value,
+    a size read off a tensor and a name bound to one (the sinusoidal timestep embedding
+    ``torch.exp(-math.log(max_period) * torch.arange(half) / half).to(t.device)`` with
+    ``half = dim // 2``, lengths ``(torch.ones(b) * x.size(-1)).to(x.device)``): the values
+    are the factory's alone, so they can be computed where they are used. A step that reads
+    other data (``torch.arange(k) < lengths``) is left alone.
 
     Also flagged, without a fix: a factory bound to a name that the very next statement
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
@@ -566,7 +582,7 @@ class FactoryThenMove(Rule):
         # Closed by a wrapper's other arguments, or by a comparison or arithmetic with a
         # constant inside parentheses (`(torch.ones(n) == 1).to(device)`), maybe with more
         # elementwise steps after it (`(torch.rand(s) * 4).round().clamp_(0, 3).cuda()`).
-        rb"(?:\s*(?:[,=!<>*/+-][^()]*)?\)"
+        rb"(?:\s*(?:[,=!<>*/+-](?:[^()]|\([^()]*\))*)?\)"
         rb"(?:\s*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\))*)?"
         rb"\s*\.(?:cuda|to|type_as)\("
         # Or the statement that built it ends there and the next one (maybe under an `if`)
@@ -908,6 +924,30 @@ class FactoryThenMove(Rule):
                 return torch.floor(random_tensor).bool()
             """,
             lines=(5,),
+        ),
+        # Host numbers are numbers too: a `math` function's value, a size read off a tensor
+        # and a name bound to one (the sinusoidal timestep embedding of diffusion models,
+        # lengths filled with a tensor's size, a power the function fixed). No fix.
+        Invalid(
+            """
+            import math
+            import torch
+            def timestep_embedding(timesteps, dim, max_period=10000):
+                half = dim // 2
+                freqs = torch.exp(
+                    -math.log(max_period) * torch.arange(start=0, end=half) / half
+                ).to(device=timesteps.device)
+                return timesteps[:, None].float() * freqs[None]
+
+            def lengths(c):
+                return (torch.ones(c.size(0)) * c.size(-1)).to(c.device)
+
+            def quadratic_steps(t_T, t_0, N, device):
+                t_order = 2
+                steps = torch.linspace(t_T ** 0.5, t_0 ** 0.5, N + 1).pow(t_order).to(device)
+                return steps
+            """,
+            lines=(6, 12, 16),
         ),
         # A Bernoulli mask: a sized uniform draw on the host compared with a threshold,
         # whatever it is named (a device tensor could not meet it), then moved. No fix.
@@ -1301,7 +1341,8 @@ class FactoryThenMove(Rule):
         graph = self.context.analysis.graph
         bindings = graph.facts(graph.scope_of(expr)).bindings.get(expr.value, ())
         return bool(bindings) and all(
-            b.value is not None and _scalar_arithmetic(b.value) for b in bindings)
+            b.value is not None and (_scalar_arithmetic(b.value) or _host_number(b.value))
+            for b in bindings)
 
     def _host_mean(self, call: cst.Call) -> bool:
         """Is the mean given to ``torch.normal`` a host factory's tensor: a factory call, or a

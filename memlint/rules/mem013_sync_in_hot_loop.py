@@ -41,6 +41,8 @@ MESSAGES = {
     "logging interval",
     "print": "printing a tensor every training step waits for the GPU; print at a logging "
     "interval",
+    "float": "`float(tensor)` every training step waits for the GPU (it is `.item()`); "
+    "accumulate `loss.detach()` and convert once per logging interval",
 }
 
 
@@ -48,7 +50,8 @@ class SyncInHotLoop(Rule):
     """
     ## What it does
     Flags host synchronisations that run on every training step: `.item()`, `.cpu()`,
-    `.tolist()` and `print(tensor)` in the innermost training loop (or in a step function
+    `.tolist()`, `float(tensor)` (of a value that carries a graph, such as the loss) and
+    `print(tensor)` in the innermost training loop (or in a step function
     that loop calls, or the closure its optimizer step runs: `optimizer.step(closure)`),
     unless they sit under a logging-interval condition such as `if step % log_every == 0`
     (a test that picks a logging backend by name, `if args.logger == "tensorboard"`, is
@@ -124,7 +127,7 @@ class SyncInHotLoop(Rule):
     name = "sync-in-hot-loop"
     message = MESSAGES["item"]
     default_enabled = False
-    triggers = (".item(", ".cpu(", ".tolist(", "print(")
+    triggers = (".item(", ".cpu(", ".tolist(", "print(", "float(")
     # Only a training step (backward or an optimizer step) is a hot loop here.
     requires = (("backward(", "step("),)
     # Findings are in training code, a loop or function that runs backward or an optimizer
@@ -506,6 +509,19 @@ class SyncInHotLoop(Rule):
             lines=(6,),
         ),
         Invalid(
+            # `float(loss)` reads the value on the host just as `.item()` does.
+            """
+            for x, y in loader:
+                output = model(x, targets=y)
+                losses.append(float(output["loss"]))
+                optimizer.zero_grad()
+                output["loss"].backward()
+                optimizer.step()
+                total += float(len(x))
+            """,
+            lines=(4,),
+        ),
+        Invalid(
             # Tensors, not modules; a test that reads nothing from the GPU excuses nothing.
             """
             for x, y in loader:
@@ -548,6 +564,10 @@ class SyncInHotLoop(Rule):
             if recv is not None and self.context.analysis.dataflow.copied_to_host(recv, call):
                 return None  # `preds = out.argmax(1).cpu()` ... `preds.cpu()`: already there
             return method
+        if (isinstance(call.func, cst.Name) and call.func.value == "float"
+                and len(call.args) == 1 and not call.args[0].star
+                and self.context.analysis.graph.carries_graph(call.args[0].value)):
+            return "float"  # `float(loss)`: `Tensor.__float__` is `.item()`
         if isinstance(call.func, cst.Name) and call.func.value == "print":
             graph = self.context.analysis.graph
             for arg in call.args:

@@ -22,11 +22,13 @@ from memlint.rules.base import Fix, Invalid, Rule, Valid
 ARTIFACT_NAME = re.compile(
     r"(?:^|[^a-z])(?:args|arguments|config|cfg|conf|vocab|tokeni[sz]er|hparams|hyper_?params"
     r"|meta|metadata|opts|options|settings|labels?|label_map|classes|splits?|index|indices"
-    r"|stats|statistics|history|metrics|results?"
+    r"|stats|statistics|history|metrics|results?|rng|rng_?states?|random_?states?"
     r"|data|dataset|tokens|token_ids|input_ids|shards?|chunks?|samples|examples)(?:$|[^a-z])"
     r"|\.(?:json|ya?ml|txt|csv)$",
     re.IGNORECASE,
 )
+# A file name with an extension (`emb.pth`, `best_model.pt`), not a folder.
+FILE_NAME = re.compile(r"[\w.-]+\.\w+")
 # A learning-rate scheduler (`self.lr_scheduler`, `sched`): its state_dict holds numbers.
 SCHEDULER_NAME = re.compile(r"sched", re.IGNORECASE)
 # A test about the accelerator: `torch.cuda.is_available()`, `args.cuda`, `use_gpu`.
@@ -57,7 +59,10 @@ class LoadWithoutMapLocation(Rule):
     Where the saved device cannot matter, or the code already chose a placement, it stays
     silent:
     - the file wrote what it reads: a `torch.save` to the same path expression (a cache, a
-      round trip) in the same function, or anywhere in the file unless the expression is
+      round trip) or to the same file name under another folder (`os.path.join(out,
+      "emb.pth")` beside `os.path.join(prev_run, "emb.pth")`, unless the save is a
+      checkpoint of live training objects) in the same function, or to
+      the same path expression anywhere in the file unless the expression is
       made of parameters of the loading function only (`path`, `str(path)`: `save(model,
       path)` and `load(model, path)` helpers name different files with one word) or the
       save writes `state_dict()`s of live objects (`torch.save(opt.state_dict(), p)`, a
@@ -71,9 +76,11 @@ class LoadWithoutMapLocation(Rule):
     - the load sits under a test about the accelerator (`if torch.cuda.is_available():`) or
       in the branch beside one that loads the same file with `map_location`;
     - the function works on the host only: it converts to the CPU (`.cpu()`, `.numpy()`,
-      `"cpu"`) and never names an accelerator or another device;
+      `"cpu"`) and never names an accelerator or another device (the `map_location` that
+      another load passes is that load's choice, not work on the host);
     - files of arguments, vocabularies and bookkeeping, and data files, by name
       (`training_args.bin`, `config.pt`, `self.vocab_file`, `label_map.pt`,
+      `rng_state.pth`,
       `train_tokens.pt`, `shard_03.pt`), also a path a helper builds
       (`self.get_chunk_path(i)`);
     - dataset code (a `*Dataset` class, `__getitem__`, a `*dataset*` function, a module
@@ -179,6 +186,31 @@ class LoadWithoutMapLocation(Rule):
                 torch.save(obj, buffer)
                 buffer.seek(0)
                 return torch.load(buffer)
+            """
+        ),
+        Valid(
+            # Random generator states (host byte tensors, also the CUDA generators'): the
+            # bookkeeping a trainer resumes, like its arguments.
+            """
+            import os, random, torch
+            def restore_rng(checkpoint_path):
+                rng_file = os.path.join(checkpoint_path, "rng_state.pth")
+                states = torch.load(rng_file)
+                random.setstate(states["python"])
+                torch.cuda.random.set_rng_state_all(states["cuda"])
+            """
+        ),
+        Valid(
+            # The function writes the same file itself, under the run's output folder.
+            """
+            import os, torch
+            def get_model(args, output_dir):
+                model = build(args)
+                if args.from_peft is not None:
+                    model.set_input_embeddings(
+                        torch.load(os.path.join(args.from_peft, "embedding", "emb.pth")))
+                    torch.save(model.embed_tokens, os.path.join(output_dir, "embedding", "emb.pth"))
+                return model.to(args.device)
             """
         ),
         Valid(
@@ -353,6 +385,52 @@ class LoadWithoutMapLocation(Rule):
             """,
         ),
         Invalid(
+            # The same file name saved later in the function, but as a checkpoint of the
+            # training run's live objects: it holds their devices.
+            """
+            import torch
+            def main(args):
+                net = Net().cuda()
+                if args.pretrained:
+                    checkpoint = torch.load("./model_best.pth.tar")
+                    net.load_state_dict(checkpoint["state_dict"])
+                train(net)
+                torch.save({"state_dict": net.state_dict()}, "./logs/model_best.pth.tar")
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+            def main(args):
+                net = Net().cuda()
+                if args.pretrained:
+                    checkpoint = torch.load("./model_best.pth.tar", map_location="cpu")
+                    net.load_state_dict(checkpoint["state_dict"])
+                train(net)
+                torch.save({"state_dict": net.state_dict()}, "./logs/model_best.pth.tar")
+            """,
+        ),
+        Invalid(
+            # The other loads of the function choose the CPU; this one forgot to: a
+            # `map_location="cpu"` is no sign that the function works on the host.
+            """
+            import torch
+            def load_checkpoint(self, ckpt_dir):
+                self.encoder.load_state_dict(
+                    torch.load(ckpt_dir / "encoder.pth", map_location=torch.device("cpu")))
+                state = torch.load(ckpt_dir / "decoder.pth")
+                self.decoder.load_state_dict(state)
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+            def load_checkpoint(self, ckpt_dir):
+                self.encoder.load_state_dict(
+                    torch.load(ckpt_dir / "encoder.pth", map_location=torch.device("cpu")))
+                state = torch.load(ckpt_dir / "decoder.pth", map_location="cpu")
+                self.decoder.load_state_dict(state)
+            """,
+        ),
+        Invalid(
             # The fallback forgot the location its `try` passes: no device decision there.
             """
             import torch
@@ -477,6 +555,20 @@ class LoadWithoutMapLocation(Rule):
         scope = self._scope(load)
         if any(self._scope(save) is scope for save in saves):
             return True
+        names = self._file_names(path)
+        if names and any(
+            self._scope(save) is scope
+            and (target := self._argument(save, 1, "f")) is not None
+            and names & self._file_names(target)
+            and self._live_state(save) is None
+            for save in self._saves
+        ):
+            # The function writes the same file under another folder (`os.path.join(out,
+            # "emb.pth")` beside `os.path.join(prev_run, "emb.pth")`): what it reads back
+            # was saved by this code, from where its objects live. Not a checkpoint of
+            # live training objects (`{"state_dict": net.state_dict()}`), which a GPU run
+            # writes from its devices.
+            return True
         if saves and all(self._live_state(save) == "scheduler" for save in saves):
             return True  # a learning-rate scheduler's state is numbers: no device to restore
         if isinstance(scope, cst.FunctionDef) and self._made_of_parameters(path, scope):
@@ -484,6 +576,16 @@ class LoadWithoutMapLocation(Rule):
         # A checkpoint that another function of the file wrote from live training objects
         # (`torch.save(opt.state_dict(), p)`, a dict of state dicts) holds their devices.
         return any(self._live_state(save) is None for save in saves)
+
+    def _file_names(self, path: cst.BaseExpression) -> set[str]:
+        """The literal file names (with an extension) a path expression ends in."""
+        names: set[str] = set()
+        for n in [path, *self.context.analysis.tree.walk(path)]:
+            if isinstance(n, cst.SimpleString) and isinstance(n.evaluated_value, str):
+                name = os.path.basename(n.evaluated_value)
+                if FILE_NAME.fullmatch(name):
+                    names.add(name)
+        return names
 
     def _made_of_parameters(self, path: cst.BaseExpression, scope: cst.FunctionDef) -> bool:
         """The path is a parameter of the loading function, maybe wrapped (`str(path)`,
@@ -650,8 +752,18 @@ class LoadWithoutMapLocation(Rule):
 
     def _host_only_scope(self, load: cst.Call) -> bool:
         """The function works on the host (`.cpu()`, `.numpy()`, `"cpu"`) and never names an
-        accelerator: an export, an average of checkpoints, an inspection."""
-        nodes = list(self.context.analysis.tree.walk(self._scope(load)))
+        accelerator: an export, an average of checkpoints, an inspection. The location
+        another load passes (`torch.load(a, map_location="cpu")` beside `torch.load(b)`) is
+        that load's own placement, not work on the host."""
+        tree = self.context.analysis.tree
+        locations = {
+            n
+            for call in tree.walk(self._scope(load))
+            if isinstance(call, cst.Call) and self._is_torch_call(call, "load")
+            and (where := self._argument(call, 1, "map_location")) is not None
+            for n in [where, *tree.walk(where)]
+        }
+        nodes = [n for n in tree.walk(self._scope(load)) if n not in locations]
         accelerator, host = self._placement_words(nodes)
         return host and not accelerator
 

@@ -54,7 +54,7 @@ def train_plain(model, loader, optimizer, criterion, epochs):
             step_losses += [loss]  # expect: MEM001
             extended.extend([loss.detach()])
             kept["loss"].append(loss.item())  # expect: MEM013
-            step_losses += [float(loss)]
+            step_losses += [float(loss)]  # expect: MEM013
     return by_epoch, step_losses, extended, kept
 
 
