@@ -454,9 +454,7 @@ class _Structure:
             if method == "forward" and type(func.value) is ast.Name and (
                     func.value.id == "self"):
                 self.self_runs.add(scope)
-            if not self.forward_call and method == "forward" and (
-                    type(func.value) is ast.Name and func.value.id == "self"):
-                self.forward_call = True  # `self.forward()`: a model's run over inputs it holds
+                self.forward_call = True  # `self.forward()` too: a run over inputs it holds
             if count and not self.forward_call and (
                     method == "forward" or INFERENCE_METHOD.match(method)
                     or EVAL_STEP_HOOK.match(method) or forward_by_name(method)):

@@ -57,7 +57,7 @@ def names_training_data(name: str) -> bool:
 # Every file whose code has such a name matches; `batching`, `from_dlpack` and `batch_isend`
 # do not.
 LOADER_TEXT = (rb"(?i)loader|dl(?![a-z0-9])|" + _BATCH_INDEX.encode() + rb"(?![a-z0-9_])"
-               rb"|\.backward\(|\.manual_backward\(|def feed_data\(")
+               rb"|\.backward\(|\.manual_backward\(|def feed_data\s*\(")
 # A loader of held-out data, by its name: `test_loader`, `testloader`, `val_dl`, `eval_dataloader`.
 # A loop over one that runs no backward pass is evaluation code wherever it stands (a script's
 # top level, a `main()` that also trains).
@@ -88,7 +88,11 @@ FRAMEWORK_HOOK = re.compile(r"^(?:validation|test|predict)_step(?:_end)?$|_epoch
 # A framework's evaluation step on a model: a forward when the user's own loop calls it on a
 # model it switched to eval (``model.eval()`` ... ``model.validation_step(batch)``), which a
 # framework would have wrapped in no_grad.
-EVAL_STEP_HOOK = re.compile(r"^(?:validation|test|predict)_step$")
+_EVAL_STEP_NAMES = r"(?:validation|test|predict)_step"
+EVAL_STEP_HOOK = re.compile(rf"^{_EVAL_STEP_NAMES}$")
+# Where a file's text defines such a hook (which runs what it calls without grad: a fact the
+# project model reads across modules).
+EVAL_STEP_DEF = rb"def " + _EVAL_STEP_NAMES.encode() + rb"\s*\("
 
 
 def framework_train_hook(name: str, is_method: bool) -> bool:
@@ -100,7 +104,8 @@ def framework_train_hook(name: str, is_method: bool) -> bool:
 def framework_batch_feed(name: str, is_method: bool) -> bool:
     """A method a framework's training loop hands each raw batch to, outside the project:
     BasicSR's ``model.feed_data(data)`` (Real-ESRGAN, GFPGAN and other models built on it
-    override it and copy the batch's tensors to the device there)."""
+    override it and copy the batch's tensors to the device there). Any method of that name
+    in a class body counts: the framework's base class is rarely in the project."""
     return is_method and name == "feed_data"
 
 

@@ -2104,11 +2104,20 @@ class DataflowAnalysis:
         the project hands each batch (BasicSR's ``feed_data(self, data)``: the first)."""
         if not isinstance(scope, cst.FunctionDef):
             return ()
-        if framework_batch_feed(scope.name.value, self.tree.enclosing_class(scope) is not None):
-            return tuple(_data_params(scope)[:1])
-        if self.project is None or not self.project.batch_params:
-            return ()
-        return self.project.batch_params.get(self.tree.qualname(scope), ())
+        hooked: tuple[str, ...] = ()
+        if self.project is not None and self.project.batch_params:
+            hooked = self.project.batch_params.get(self.tree.qualname(scope), ())
+        body = self.tree.parent(scope)
+        if framework_batch_feed(scope.name.value, isinstance(self.tree.parent(body), cst.ClassDef)
+                                if body is not None else False):
+            # The batch is the first argument the caller passes: after the receiver, unless
+            # the method is static.
+            params = _positional_params(scope)
+            static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+                         for d in scope.decorators)
+            batch = params[0 if static else 1:][:1]
+            hooked = (*hooked, *(p for p in batch if p not in hooked))
+        return hooked
 
     def _param_flow(self, scope: _Function, params: list[str]) -> frozenset[str]:
         """Names a function binds from the given parameters (the parameters included)."""

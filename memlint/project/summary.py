@@ -22,6 +22,7 @@ from memlint.vocabulary import (
     COPYING_CONSTRUCTORS,
     DETACHED_ATTRIBUTES,
     DETACHING_METHODS,
+    EVAL_STEP_DEF,
     HOST_BUILTINS,
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
@@ -41,7 +42,7 @@ SCHEMA = 13
 _PROJECT_FACTS = (
     rb"return[^\n]*(?:no_grad|inference_mode|set_grad_enabled)"
     rb"|(?:no_grad|inference_mode|set_grad_enabled)\([^\n]*:\s*\n\s+return"
-    rb"|enter_context\(|\.eval\(\)|def (?:validation|test|predict)_step\("
+    rb"|enter_context\(|\.eval\(\)|" + EVAL_STEP_DEF
 )
 _COPIES = (b".to(", b".cuda(")
 _CALLABLE_CLASS = b"def __call__"
@@ -1134,7 +1135,8 @@ def summarise(tree: ast.Module) -> ModuleSummary:
 
 def needs_summary(source: bytes) -> bool:
     """May this file (which no rule applies to) hold facts that other modules need, whoever
-    calls it (grad-mode factories, ``.eval()`` switches, detaching callables)?"""
+    calls it (grad-mode factories, ``.eval()`` switches, a framework's evaluation hooks,
+    detaching callables)?"""
     return search(_PROJECT_FACTS, source) or (_CALLABLE_CLASS in source and _DETACHES in source)
 
 

@@ -1578,9 +1578,7 @@ class EvalWithoutNoGrad(Rule):
         # `solver.model()`, `self.net()`: a forward takes inputs, except a model's explicit
         # run of its own forward over inputs it holds (a graph network: `self.forward()`).
         if not call.args:
-            func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "forward"
-                    and _runs_self(call)):
+            if not (isinstance(call.func, cst.Attribute) and _runs_self(call)):
                 return False
             cls = self.context.analysis.tree.enclosing_class(call)
             return cls is not None and self.context.analysis.calls.is_module_class(cls)

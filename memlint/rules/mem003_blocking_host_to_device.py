@@ -158,8 +158,8 @@ class BlockingHostToDevice(Rule):
     a method that such a base hands a loader itself (``loader = DataLoader(data); return
     self._predict(loader)``, ``_predict`` overridden to loop over it). A framework outside the
     project that hands its model each batch is known by its hook: BasicSR's training loop
-    calls ``model.feed_data(data)`` per batch, so the copies of ``data`` in an override are
-    batch copies.
+    calls ``model.feed_data(data)`` per batch, so the copies of ``data`` in any method of
+    that name are batch copies.
 
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop
@@ -230,7 +230,7 @@ class BlockingHostToDevice(Rule):
     # Every finding sits in, or is fed by, a loop over something named or built as a loader,
     # or one that trains on what it unpacks, or a framework's batch hook.
     triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl", "batch_i", "batchi", "batch_n",
-                "i_batch", "ibatch", "b_idx", "bidx", "backward(", "feed_data(")
+                "i_batch", "ibatch", "b_idx", "bidx", "backward(", "feed_data")
     # ... as a name (not `batching`, `from_dlpack`), and in the code itself, not only in a
     # docstring or comment.
     trigger_pattern = LOADER_TEXT
@@ -240,6 +240,15 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # Only a method is the framework's hook: a local function of that name is called by
+        # its own code, with whatever it is given.
+        Valid("""
+            class Runner:
+                def setup(self, device):
+                    def feed_data(data):
+                        return data["lq"].to(device)
+                    self.hook = feed_data
+        """),
         # The `else` of a CUDA test moves to another device (CPU, MPS): nothing to overlap.
         Valid("""
             import torch
@@ -502,6 +511,27 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # The hook's batch is the first argument its caller passes, whatever the receiver is
+        # called; a static hook has none.
+        Invalid(
+            """
+            class Model(Base):
+                def feed_data(this, data, extra=None):
+                    this.lq = data["lq"].to(this.device)
+                @staticmethod
+                def feed_data(data, device):
+                    return data["gt"].to(device)
+            """,
+            lines=(4, 7),
+            fixed="""
+            class Model(Base):
+                def feed_data(this, data, extra=None):
+                    this.lq = data["lq"].to(this.device, non_blocking=True)
+                @staticmethod
+                def feed_data(data, device):
+                    return data["gt"].to(device, non_blocking=True)
+            """,
+        ),
         # BasicSR's training loop, outside the project, hands `feed_data` every batch.
         Invalid(
             """
