@@ -278,6 +278,20 @@ class EvalWithoutNoGrad(Rule):
     skips_test_code = True
 
     valid = (
+        # A frozen extractor's forward turns gradients off itself: its predict() records none.
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Extractor(nn.Module):
+                @torch.no_grad()
+                def forward(self, x):
+                    return self.backbone(x)
+                def predict(self, x):
+                    self.eval()
+                    return self(x)
+            """
+        ),
         # A switch in one branch of several (`elif`) holds only there; one that a later
         # statement switches back to training holds until it.
         Valid("""
@@ -1575,6 +1589,8 @@ class EvalWithoutNoGrad(Rule):
         return qualified.endswith("autograd.grad") or qualified.startswith("torch.func")
 
     def _is_forward(self, call: cst.Call) -> bool:
+        if _runs_self(call) and self._forward_without_grad(call):
+            return False  # `@torch.no_grad() def forward`: the model records no graph itself
         # `solver.model()`, `self.net()`: a forward takes inputs, except a model's explicit
         # run of its own forward over inputs it holds (a graph network: `self.forward()`).
         if not call.args:
@@ -1612,6 +1628,20 @@ class EvalWithoutNoGrad(Rule):
             name not in self.context.analysis.tree.functions_by_name
             and name not in self.context.analysis.imports.aliases
         )
+
+    def _forward_without_grad(self, call: cst.Call) -> bool:
+        """Does the class ``self(x)`` runs in define a ``forward`` that switches gradients
+        off for its own work (a frozen feature extractor's decorated ``forward``)?"""
+        tree = self.context.analysis.tree
+        cls = tree.enclosing_class(call)
+        if cls is None:
+            return False
+        grad = self.context.analysis.grad
+        return any(
+            isinstance(stmt, cst.FunctionDef) and stmt.name.value == "forward"
+            and isinstance(stmt.body, cst.IndentedBlock) and stmt.body.body
+            and grad.grad_mode_at(stmt.body.body[0], callers=False) == "off"
+            for stmt in cls.body.body)
 
     def _defined_without_grad(self, method: str) -> bool:
         """A same-file definition of ``method`` turns gradients off for its work (``def
