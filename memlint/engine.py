@@ -6,6 +6,7 @@ file) pays for parsing and one walk, never for PositionProvider.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -115,6 +116,37 @@ def lint_module(
     return findings, position_findings(context, findings)
 
 
+# Set to judge every file on libcst's own tree (comparing the two, measuring the gain).
+LIBCST_ONLY = os.environ.get("MEMLINT_LIBCST_ONLY", "") not in ("", "0")
+
+
+def _clean_without_layout(path: str, source: bytes, rules: Sequence[type[Rule]],
+                          project: ModuleView | None,
+                          statements: tuple[tuple[int, int], ...] | None) -> bool:
+    """True when the rules find nothing on the tree :mod:`memlint.fastcst` builds.
+
+    That tree costs about half of libcst's parse and holds every node a rule reads; a file
+    it shows clean (most files) is done, and any other is judged again on libcst's tree,
+    which alone gives positions, messages and fixes. Rules that read comments, and files
+    the stdlib tree cannot rebuild, go to libcst at once.
+    """
+    if LIBCST_ONLY or any(rule.reads_comments for rule in rules):
+        return False
+    from memlint import fastcst
+
+    module = fastcst.build(source)
+    if module is None:
+        return False
+    context = FileContext(path=path, source=decoded_source(source, module), module=module,
+                          project=project, statements=statements)
+    try:
+        return not run_rules(context, rules)
+    except MemoryError:
+        raise
+    except Exception:  # RecursionError included: libcst's tree decides, and reports it
+        return False
+
+
 def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
                 project: ModuleView | None = None, *,
                 prefiltered: bool = False,
@@ -132,6 +164,8 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
     """
     active = list(rules) if prefiltered else applicable_rules(source, rules)
     if not active:
+        return []
+    if _clean_without_layout(path, source, active, project, statements):
         return []
     module = parse_or_report(path, source)
     if isinstance(module, Diagnostic):

@@ -93,6 +93,9 @@ class Rule(cst.BatchableCSTVisitor):
     # for such rules, the bodies of functions its prefilter rejects are not parsed
     # (memlint.pruning).
     function_local: ClassVar[bool] = False
+    # The rule reads comments: a file linted for it is never judged on a tree without them
+    # (memlint.fastcst).
+    reads_comments: ClassVar[bool] = False
     # The best fix this rule can offer, for `memlint rule` and the README table.
     fix_safety: ClassVar[FixSafety | None] = None
     valid: ClassVar[Sequence[Valid]] = ()

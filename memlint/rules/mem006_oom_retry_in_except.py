@@ -102,6 +102,8 @@ class OomRetryInExcept(Rule):
     iteration are not reported.
     """
 
+    reads_comments = True
+
     code = "MEM006"
     name = "oom-retry-in-except"
     message = (

@@ -183,6 +183,8 @@ class UnusedNoqa(Rule):
     This rule is off by default; enable it with `select`.
     """
 
+    reads_comments = True
+
     code = CODE
     name = "unused-noqa"
     message = "unused suppression"

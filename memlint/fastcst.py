@@ -1,0 +1,892 @@
+"""libcst trees built from CPython's own parser, for a lint that needs no layout.
+
+libcst's parser is most of what a cold lint costs: it builds a node for every space, comma
+and parenthesis, about four for each node of the stdlib tree. CPython parses the same file
+about three times faster, and the rules never read layout: this module builds the libcst
+nodes a rule reads (every expression and statement, their parentheses, commas, colons and
+operators) from the stdlib tree, with default whitespace and without comments or blank
+lines. The source text gives what the stdlib tree drops: the raw text of numbers and
+strings, parentheses, trailing commas, semicolons, ``elif`` and one-line bodies.
+
+The engine lints a file on such a tree only to learn whether it has findings; a file that
+has some is linted again on libcst's own tree, so positions, messages and fixes come from
+the real thing (:func:`memlint.engine.lint_source`). Any construct this module does not
+rebuild exactly raises :class:`Unsupported` and the file takes libcst's parse.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import libcst as cst
+
+
+# Per node class: the shared instance of each whitespace default. Every node gets its own
+# copy from libcst's defaults; spaces and newlines are no node any rule or index visits
+# (memlint.analysis.tree.LAYOUT_LEAVES), so one instance serves them all.
+_LAYOUT: dict[type, dict[str, Any]] = {}
+
+
+def _make(kind: Any, /, **fields: Any) -> Any:
+    layout = _LAYOUT.get(kind)
+    if layout is None:
+        layout = _LAYOUT[kind] = _shared_layout(kind)
+    return kind(**fields, **layout)
+
+
+def _shared_layout(kind: type) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(kind):
+        if field.default_factory is not dataclasses.MISSING:
+            value = field.default_factory()
+            if type(value) in (cst.SimpleWhitespace, cst.Newline):
+                out[field.name] = value
+    return out
+
+
+class Unsupported(Exception):
+    """A construct this module does not rebuild: the caller falls back to libcst."""
+
+
+_BINARY: dict[type[ast.operator], Callable[[], cst.BaseBinaryOp]] = {
+    ast.Add: cst.Add, ast.Sub: cst.Subtract, ast.Mult: cst.Multiply, ast.Div: cst.Divide,
+    ast.FloorDiv: cst.FloorDivide, ast.Mod: cst.Modulo, ast.Pow: cst.Power,
+    ast.LShift: cst.LeftShift, ast.RShift: cst.RightShift, ast.BitOr: cst.BitOr,
+    ast.BitAnd: cst.BitAnd, ast.BitXor: cst.BitXor, ast.MatMult: cst.MatrixMultiply,
+}
+_AUGMENTED: dict[type[ast.operator], Callable[[], cst.BaseAugOp]] = {
+    ast.Add: cst.AddAssign, ast.Sub: cst.SubtractAssign, ast.Mult: cst.MultiplyAssign,
+    ast.Div: cst.DivideAssign, ast.FloorDiv: cst.FloorDivideAssign, ast.Mod: cst.ModuloAssign,
+    ast.Pow: cst.PowerAssign, ast.LShift: cst.LeftShiftAssign,
+    ast.RShift: cst.RightShiftAssign, ast.BitOr: cst.BitOrAssign,
+    ast.BitAnd: cst.BitAndAssign, ast.BitXor: cst.BitXorAssign,
+    ast.MatMult: cst.MatrixMultiplyAssign,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[], cst.BaseUnaryOp]] = {
+    ast.UAdd: cst.Plus, ast.USub: cst.Minus, ast.Invert: cst.BitInvert, ast.Not: cst.Not,
+}
+_COMPARE: dict[type[ast.cmpop], Callable[[], cst.BaseCompOp]] = {
+    ast.Eq: cst.Equal, ast.NotEq: cst.NotEqual, ast.Lt: cst.LessThan,
+    ast.LtE: cst.LessThanEqual, ast.Gt: cst.GreaterThan, ast.GtE: cst.GreaterThanEqual,
+    ast.In: cst.In, ast.NotIn: cst.NotIn, ast.Is: cst.Is, ast.IsNot: cst.IsNot,
+}
+_SPACE = frozenset(b" \t\f\r\n\\")
+# One string literal: prefix, then a triple- or single-quoted body (escapes skipped).
+_STRING = re.compile(
+    rb"[A-Za-z]*(?:'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
+    rb'|"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""'
+    rb"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'"
+    rb'|"[^"\\\n]*(?:\\.[^"\\\n]*)*")', re.DOTALL)
+_DEF = re.compile(rb"(?:async(?:[ \t\f]|\\\r?\n)+)?def(?:[ \t\f]|\\\r?\n)+")
+_WITH = re.compile(rb"(?:async(?:[ \t\f]|\\\r?\n)+)?with")
+_CLASS = re.compile(rb"class(?:[ \t\f]|\\\r?\n)+")
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+# What the scan meets: a comment, a string literal (skipped whole) or a parenthesis.
+_LEXEMES = re.compile(rb"#[^\n]*|" + _STRING.pattern[len(rb"[A-Za-z]*"):] + rb"|[()]",
+                      re.DOTALL)
+_GAP = re.compile(rb"(?:[ \t\f\r\n]|\\\r?\n|#[^\n]*)*")
+
+
+def build(source: bytes, tree: ast.Module | None = None) -> cst.Module | None:
+    """The libcst tree of ``source`` without layout; None when only libcst can build it."""
+    if source.startswith(b"\xef\xbb\xbf") or (b"\r" in source and
+                                             source.count(b"\r") != source.count(b"\r\n")):
+        return None
+    if _declares_encoding(source):
+        return None
+    try:
+        if tree is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(source)
+        validate = cst.CSTNode.__dict__.get("__post_init__")
+        setattr(cst.CSTNode, "__post_init__", _no_validation)  # noqa: B010
+        try:
+            return _Builder(source, tree).module()
+        finally:
+            setattr(cst.CSTNode, "__post_init__", validate)  # noqa: B010
+    except (Unsupported, SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _no_validation(node: cst.CSTNode) -> None:
+    """Stands in for ``CSTNode.__post_init__``: the stdlib parser checked the syntax."""
+
+
+def _declares_encoding(source: bytes) -> bool:
+    """A PEP 263 cookie for anything but UTF-8 on one of the first two lines."""
+    for line in source[:400].split(b"\n", 2)[:2]:
+        cookie = _COOKIE.match(line)
+        if cookie is not None:
+            return cookie.group(1).lower().replace(b"_", b"-") not in (b"utf-8", b"utf8")
+    return False
+
+
+class _Builder:
+    def __init__(self, source: bytes, tree: ast.Module) -> None:
+        self.src = source
+        self.tree = tree
+        starts = [0]
+        find = source.find
+        at = find(b"\n")
+        while at >= 0:
+            starts.append(at + 1)
+            at = find(b"\n", at + 1)
+        self.starts = starts
+        self.close_of: dict[int, int] = {}
+        self.open_of: dict[int, int] = {}
+        self.comment_at_end: dict[int, int] = {}
+        self.claimed: set[int] = set()
+        self._scan()
+
+    # -- the source text ------------------------------------------------------------------
+
+    def _scan(self) -> None:
+        """Pair the parentheses and find the comments, outside string literals."""
+        src = self.src
+        opened: list[int] = []
+        close_of = self.close_of
+        open_of = self.open_of
+        comments = self.comment_at_end
+        for match in _LEXEMES.finditer(src):
+            at = match.start()
+            char = src[at]
+            if char == 0x28:  # '('
+                opened.append(at)
+            elif char == 0x29:  # ')'
+                if not opened:
+                    raise Unsupported("unbalanced parentheses")
+                open_ = opened.pop()
+                close_of[open_] = at
+                open_of[at] = open_
+            elif char == 0x23:  # '#'
+                end = match.end()
+                if end > at and src[end - 1] == 0x0D:
+                    end -= 1
+                comments[end] = at
+        if opened:
+            raise Unsupported("unbalanced parentheses")
+
+    def offset(self, line: int, column: int) -> int:
+        return self.starts[line - 1] + column
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        n = cast(Any, node)
+        return (self.starts[n.lineno - 1] + n.col_offset,
+                self.starts[n.end_lineno - 1] + n.end_col_offset)
+
+    def before(self, at: int) -> int:
+        """The last significant byte before ``at`` (-1: none)."""
+        src = self.src
+        i = at - 1
+        comments = self.comment_at_end
+        while i >= 0:
+            start = comments.get(i + 1)
+            if start is not None:
+                i = start - 1
+                continue
+            if src[i] in _SPACE:
+                i -= 1
+                continue
+            return i
+        return -1
+
+    def after(self, at: int) -> int:
+        """The first significant byte at or after ``at`` (len: none)."""
+        match = _GAP.match(self.src, at)
+        assert match is not None
+        return match.end()
+
+    def char(self, at: int) -> int:
+        return self.src[at] if 0 <= at < len(self.src) else -1
+
+    def parens(self, start: int, end: int) -> int:
+        """How many parenthesis pairs enclose exactly ``[start, end)`` and belong to it."""
+        if start:
+            previous = self.src[start - 1]
+            if previous != 0x28 and previous not in _SPACE:
+                return 0
+        count = 0
+        close_of = self.close_of
+        while True:
+            open_ = self.before(start)
+            if open_ < 0 or self.src[open_] != 0x28 or open_ in self.claimed:
+                return count
+            close = self.after(end)
+            if close_of.get(open_) != close:
+                return count
+            count += 1
+            start, end = open_, close + 1
+
+    def trailing_comma(self, end: int) -> bool:
+        return self.char(self.after(end)) == 0x2C
+
+    # -- expressions ----------------------------------------------------------------------
+
+    def expr(self, node: ast.expr) -> Any:
+        start, end = self.span(node)
+        own = 0
+        kind = type(node)
+        if kind is ast.Tuple or kind is ast.GeneratorExp:
+            if self.char(start) == 0x28 and self.close_of.get(start) == end - 1:
+                if start in self.claimed:
+                    own = 0
+                else:
+                    own = 1
+                    self.claimed.add(start)  # its elements do not own it
+        built = self._expression(node, start, end)
+        own += self.parens(start, end)
+        if own:
+            return built.with_changes(lpar=[_make(cst.LeftParen) for _ in range(own)],
+                                      rpar=[_make(cst.RightParen) for _ in range(own)])
+        return built
+
+    def _expression(self, node: Any, start: int, end: int) -> Any:
+        kind = type(node)
+        if kind is ast.Name:
+            return cst.Name(node.id)
+        if kind is ast.Attribute:
+            n = node
+            return _make(cst.Attribute, value=self.expr(n.value), attr=cst.Name(n.attr), dot=_make(cst.Dot))
+        if kind is ast.Call:
+            return self._call(node, end)
+        if kind is ast.Constant:
+            return self._constant(node, start, end)
+        if kind is ast.Subscript:
+            n = node
+            return _make(cst.Subscript, value=self.expr(n.value), slice=self._slices(n.slice),
+                                 lbracket=_make(cst.LeftSquareBracket),
+                                 rbracket=_make(cst.RightSquareBracket))
+        if kind is ast.BinOp:
+            n = node
+            return _make(cst.BinaryOperation, left=self.expr(n.left), operator=_make(_BINARY[type(n.op)]),
+                                       right=self.expr(n.right))
+        if kind is ast.UnaryOp:
+            n = node
+            return _make(cst.UnaryOperation, operator=_make(_UNARY[type(n.op)]),
+                                      expression=self.expr(n.operand))
+        if kind is ast.BoolOp:
+            n = node
+            kind = cst.And if isinstance(n.op, ast.And) else cst.Or
+            result = self.expr(n.values[0])
+            for value in n.values[1:]:
+                result = _make(cst.BooleanOperation, left=result, operator=_make(kind),
+                                              right=self.expr(value))
+            return result
+        if kind is ast.Compare:
+            n = node
+            return _make(cst.Comparison, left=self.expr(n.left), comparisons=[
+                _make(cst.ComparisonTarget, operator=_make(_COMPARE[type(op)]), comparator=self.expr(c))
+                for op, c in zip(n.ops, n.comparators, strict=True)])
+        if kind is ast.Tuple:
+            n = node
+            return _make(cst.Tuple, elements=self._elements(n.elts, end), lpar=(), rpar=())
+        if kind is ast.List:
+            return _make(cst.List, elements=self._elements(node.elts, end - 1),
+                            lbracket=_make(cst.LeftSquareBracket),
+                            rbracket=_make(cst.RightSquareBracket))
+        if kind is ast.Set:
+            return _make(cst.Set, elements=self._elements(node.elts, end - 1),
+                           lbrace=_make(cst.LeftCurlyBrace), rbrace=_make(cst.RightCurlyBrace))
+        if kind is ast.Dict:
+            return self._dict(node, end)
+        if kind is ast.JoinedStr:
+            return self._string(start, end)
+        if kind is ast.IfExp:
+            n = node
+            return _make(cst.IfExp, test=self.expr(n.test), body=self.expr(n.body),
+                             orelse=self.expr(n.orelse))
+        if kind is ast.Lambda:
+            n = node
+            return _make(cst.Lambda, params=self._parameters(n.args, self.span(n.body)[0], lambda_=True),
+                              body=self.expr(n.body), colon=_make(cst.Colon))
+        if kind is ast.ListComp:
+            n = node
+            return _make(cst.ListComp, elt=self.expr(n.elt), for_in=self._comprehension(n.generators),
+                                lbracket=_make(cst.LeftSquareBracket),
+                                rbracket=_make(cst.RightSquareBracket))
+        if kind is ast.SetComp:
+            n = node
+            return _make(cst.SetComp, elt=self.expr(n.elt), for_in=self._comprehension(n.generators),
+                               lbrace=_make(cst.LeftCurlyBrace), rbrace=_make(cst.RightCurlyBrace))
+        if kind is ast.GeneratorExp:
+            n = node
+            return _make(cst.GeneratorExp, elt=self.expr(n.elt),
+                                    for_in=self._comprehension(n.generators), lpar=(), rpar=())
+        if kind is ast.DictComp:
+            n = node
+            return _make(cst.DictComp, key=self.expr(n.key), value=self.expr(n.value),
+                                for_in=self._comprehension(n.generators),
+                                lbrace=_make(cst.LeftCurlyBrace), rbrace=_make(cst.RightCurlyBrace))
+        if kind is ast.Starred:
+            raise Unsupported("a starred expression outside a display")
+        if kind is ast.NamedExpr:
+            n = node
+            return _make(cst.NamedExpr, target=self.expr(n.target), value=self.expr(n.value))
+        if kind is ast.Await:
+            return _make(cst.Await, expression=self.expr(node.value))
+        if kind is ast.Yield:
+            value = node.value
+            return _make(cst.Yield, value=None if value is None else self.expr(value))
+        if kind is ast.YieldFrom:
+            return _make(cst.Yield, value=_make(cst.From, item=self.expr(node.value)))
+        if kind is ast.Slice:
+            raise Unsupported("a slice outside a subscript")
+        raise Unsupported(kind.__name__)
+
+    def _constant(self, node: ast.Constant, start: int, end: int) -> Any:
+        value = node.value
+        if isinstance(value, (str, bytes)):
+            return self._string(start, end)
+        if value is None or value is True or value is False:
+            return cst.Name(str(value))
+        if value is Ellipsis:
+            return _make(cst.Ellipsis)
+        text = self.src[start:end].decode()
+        if isinstance(value, complex):
+            return cst.Imaginary(text)
+        if isinstance(value, float):
+            return cst.Float(text)
+        return cst.Integer(text)
+
+    def _string(self, start: int, end: int) -> Any:
+        """A string literal, or the implicit concatenation of several."""
+        src = self.src
+        parts: list[Any] = []
+        at = start
+        while at < end:
+            match = _STRING.match(src, at)
+            if match is None:
+                raise Unsupported("a string literal")
+            text = match.group().decode()
+            prefix = text[:len(text) - len(text.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"
+                                                        "MNOPQRSTUVWXYZ"))]
+            if "f" in prefix or "F" in prefix:
+                parts.append(_parse_fstring(text))
+            else:
+                parts.append(cst.SimpleString(text))
+            at = self.after(match.end())
+        if not parts or at != end and self.after(end) != at:
+            raise Unsupported("a string literal")
+        result = parts[-1]
+        for part in reversed(parts[:-1]):
+            result = _make(cst.ConcatenatedString, left=part, right=result)
+        return result
+
+    def _call(self, node: ast.Call, end: int) -> cst.Call:
+        open_ = self.open_of.get(end - 1)
+        if open_ is None:
+            raise Unsupported("a call without its parentheses")
+        self.claimed.add(open_)
+        func = self.expr(node.func)
+        items: list[Any] = list(node.args)
+        if node.keywords:
+            items += node.keywords
+            if node.args:
+                items.sort(key=lambda item: (item.lineno, item.col_offset))
+        args: list[cst.Arg] = []
+        last = len(items) - 1
+        for i, item in enumerate(items):
+            kind = type(item)
+            value = item.value if kind is ast.keyword or kind is ast.Starred else item
+            comma = self._comma(i < last, self._extent_end(value), end - 1)
+            if kind is ast.keyword:
+                if item.arg is None:
+                    arg = _make(cst.Arg, value=self.expr(value), star="**", comma=comma)
+                else:
+                    arg = _make(cst.Arg, value=self.expr(value), keyword=cst.Name(item.arg),
+                                equal=_make(cst.AssignEqual), comma=comma)
+            elif kind is ast.Starred:
+                arg = _make(cst.Arg, value=self.expr(value), star="*", comma=comma)
+            else:
+                arg = _make(cst.Arg, value=self.expr(value), comma=comma)
+            args.append(arg)
+        return _make(cst.Call, func=func, args=args)
+
+    def _comma(self, between: bool, item_end: int, limit: int | None = None) -> Any:
+        """The comma after an item: one between items, else a trailing comma if written."""
+        if between:
+            return _make(cst.Comma)
+        if limit is not None and item_end > limit:
+            item_end = limit  # a generator that is the only argument ends at the call's ')'
+        return _make(cst.Comma) if self.trailing_comma(item_end) else cst.MaybeSentinel.DEFAULT
+
+    def _extent_end(self, node: ast.expr) -> int:
+        """Where an expression ends, its own parentheses included."""
+        return self.extent(node)[1]
+
+    def extent(self, node: ast.expr) -> tuple[int, int]:
+        """An expression's span with its own parentheses."""
+        start, end = self.span(node)
+        close_of = self.close_of
+        while True:
+            open_ = self.before(start)
+            if open_ < 0 or self.src[open_] != 0x28 or open_ in self.claimed:
+                return start, end
+            close = self.after(end)
+            if close_of.get(open_) != close:
+                return start, end
+            start, end = open_, close + 1
+
+    def _elements(self, elts: Sequence[ast.expr], end: int) -> list[Any]:
+        out: list[Any] = []
+        last = len(elts) - 1
+        for i, elt in enumerate(elts):
+            if isinstance(elt, ast.Starred):
+                comma = self._comma(i < last, self._extent_end(elt.value))
+                if self.parens(*self.span(elt)):
+                    raise Unsupported("a parenthesised starred element")
+                out.append(_make(cst.StarredElement, value=self.expr(elt.value), comma=comma))
+            else:
+                comma = self._comma(i < last, self._extent_end(elt))
+                out.append(_make(cst.Element, value=self.expr(elt), comma=comma))
+        return out
+
+    def _dict(self, node: ast.Dict, end: int) -> cst.Dict:
+        out: list[Any] = []
+        last = len(node.values) - 1
+        for i, (key, value) in enumerate(zip(node.keys, node.values, strict=True)):
+            comma = self._comma(i < last, self._extent_end(value))
+            if key is None:
+                out.append(_make(cst.StarredDictElement, value=self.expr(value), comma=comma))
+            else:
+                out.append(_make(cst.DictElement, key=self.expr(key), value=self.expr(value),
+                                 comma=comma))
+        return _make(cst.Dict, elements=out, lbrace=_make(cst.LeftCurlyBrace),
+                     rbrace=_make(cst.RightCurlyBrace))
+
+    def _slices(self, node: ast.expr) -> list[cst.SubscriptElement]:
+        start, end = self.span(node)
+        if isinstance(node, ast.Tuple) and node.elts and not (
+                self.char(start) == 0x28 and self.close_of.get(start) == end - 1):
+            out: list[cst.SubscriptElement] = []
+            last = len(node.elts) - 1
+            for i, elt in enumerate(node.elts):
+                part = self._slice(elt)
+                item_end = self.span(elt)[1] if isinstance(elt, ast.Slice) else \
+                    self._extent_end(elt)
+                comma: Any = _make(cst.Comma) if i < last or self.trailing_comma(item_end) \
+                    else cst.MaybeSentinel.DEFAULT
+                out.append(_make(cst.SubscriptElement, slice=part, comma=comma))
+            return out
+        part = self._slice(node)
+        item_end = end if isinstance(node, ast.Slice) else self._extent_end(node)
+        comma = _make(cst.Comma) if self.trailing_comma(item_end) else cst.MaybeSentinel.DEFAULT
+        return [_make(cst.SubscriptElement, slice=part, comma=comma)]
+
+    def _slice(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Slice):
+            start, end = self.span(node)
+            pieces = [p for p in (node.lower, node.upper, node.step) if p is not None]
+            colons = self._colons(start, end, pieces)
+            return cst.Slice(
+                lower=None if node.lower is None else self.expr(node.lower),
+                upper=None if node.upper is None else self.expr(node.upper),
+                step=None if node.step is None else self.expr(node.step),
+                first_colon=_make(cst.Colon),
+                second_colon=_make(cst.Colon) if colons > 1 else cst.MaybeSentinel.DEFAULT)
+        if isinstance(node, ast.Starred):
+            raise Unsupported("a starred subscript")
+        return _make(cst.Index, value=self.expr(node))
+
+    def _colons(self, start: int, end: int, pieces: Sequence[ast.expr]) -> int:
+        text = bytearray(self.src[start:end])
+        for piece in pieces:
+            a = self._extent_start(piece) - start
+            b = self._extent_end(piece) - start
+            text[a:b] = b" " * (b - a)
+        return bytes(text).count(b":")
+
+    def _extent_start(self, node: ast.expr) -> int:
+        return self.extent(node)[0]
+
+    def _comprehension(self, generators: Sequence[ast.comprehension]) -> cst.CompFor:
+        result: cst.CompFor | None = None
+        for generator in reversed(generators):
+            result = cst.CompFor(
+                target=self.expr(generator.target), iter=self.expr(generator.iter),
+                ifs=[_make(cst.CompIf, test=self.expr(test)) for test in generator.ifs],
+                inner_for_in=result,
+                asynchronous=_make(cst.Asynchronous) if generator.is_async else None)
+        assert result is not None
+        return result
+
+    def _parameters(self, args: ast.arguments, limit: int, *, lambda_: bool = False
+                    ) -> cst.Parameters:
+        positional = [*args.posonlyargs, *args.args]
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+        defaults += args.defaults
+        made: list[tuple[str, Any, int]] = []  # (kind, node, end)
+
+        def param(arg: ast.arg, default: ast.expr | None, star: str) -> tuple[Any, int]:
+            annotation = None
+            end = self.span(arg)[1]
+            if arg.annotation is not None:
+                annotation = _make(cst.Annotation, annotation=self.expr(arg.annotation))
+            if default is not None:
+                end = self._extent_end(default)
+                return _make(cst.Param, name=cst.Name(arg.arg), annotation=annotation,
+                                 equal=_make(cst.AssignEqual), default=self.expr(default),
+                                 star=star), end
+            return _make(cst.Param, name=cst.Name(arg.arg), annotation=annotation, star=star), end
+
+        for i, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
+            node, end = param(arg, default, "")
+            made.append(("posonly" if i < len(args.posonlyargs) else "param", node, end))
+            if args.posonlyargs and i == len(args.posonlyargs) - 1:
+                made.append(("slash", _make(cst.ParamSlash), self._after_char(end, 0x2F)))
+        if args.vararg is not None:
+            node, end = param(args.vararg, None, "*")
+            made.append(("star", node, end))
+        elif args.kwonlyargs:
+            star_at = self._star_before(args.kwonlyargs[0])
+            made.append(("bare", _make(cst.ParamStar), star_at + 1))
+        for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+            node, end = param(arg, kw_default, "")
+            made.append(("kwonly", node, end))
+        if args.kwarg is not None:
+            node, end = param(args.kwarg, None, "**")
+            made.append(("kwarg", node, end))
+        out: dict[str, Any] = {"params": [], "kwonly_params": [], "posonly_params": []}
+        for i, (kind, node, end) in enumerate(made):
+            comma = i < len(made) - 1 or self.char(self.after(end)) == 0x2C
+            if comma:
+                node = node.with_changes(comma=_make(cst.Comma))
+            if kind == "posonly":
+                out["posonly_params"].append(node)
+            elif kind == "param":
+                out["params"].append(node)
+            elif kind == "slash":
+                out["posonly_ind"] = node
+            elif kind in ("star", "bare"):
+                out["star_arg"] = node
+            elif kind == "kwonly":
+                out["kwonly_params"].append(node)
+            else:
+                out["star_kwarg"] = node
+        return _make(cst.Parameters, **out)
+
+    def _after_char(self, end: int, char: int) -> int:
+        """The end of the ``char`` that follows ``end`` (a comma may sit between)."""
+        at = self.after(end)
+        if self.char(at) == 0x2C:
+            at = self.after(at + 1)
+        if self.char(at) != char:
+            raise Unsupported("a parameter list")
+        return at + 1
+
+    def _star_before(self, arg: ast.arg) -> int:
+        at = self.before(self.span(arg)[0])  # the comma after the bare star
+        at = self.before(at)
+        if self.char(at) != 0x2A:
+            raise Unsupported("a parameter list")
+        return at
+
+    # -- statements -----------------------------------------------------------------------
+
+    def module(self) -> cst.Module:
+        return cst.Module(body=self._body(self.tree.body))
+
+    def _body(self, statements: Sequence[ast.stmt]) -> list[Any]:
+        out: list[Any] = []
+        line: list[Any] = []
+        for statement in statements:
+            if _is_compound(statement):
+                if line:
+                    raise Unsupported("a compound statement after a semicolon")
+                out.append(self._compound(statement))
+                continue
+            small, more = self._small(statement)
+            line.append(small)
+            if not more:
+                out.append(_make(cst.SimpleStatementLine, body=line,
+                                 trailing_whitespace=_make(cst.TrailingWhitespace)))
+                line = []
+        if line:
+            out.append(_make(cst.SimpleStatementLine, body=line,
+                                 trailing_whitespace=_make(cst.TrailingWhitespace)))
+        return out
+
+    def _small(self, statement: ast.stmt) -> tuple[Any, bool]:
+        """A small statement, and whether the next one shares its line (a semicolon)."""
+        start, end = self.span(statement)
+        built = self._small_statement(statement, start, end)
+        at = self.after_on_line(end)
+        if self.char(at) == 0x3B:  # ';'
+            built = built.with_changes(semicolon=_make(cst.Semicolon))
+            following = self.after_on_line(at + 1)
+            return built, self.char(following) not in (0x0A, 0x0D, 0x23, -1)
+        return built, False
+
+    def after_on_line(self, at: int) -> int:
+        src = self.src
+        while at < len(src) and src[at] in (0x20, 0x09, 0x0C):
+            at += 1
+        if at < len(src) and src[at] == 0x5C:  # a continuation line
+            return self.after_on_line(self.after(at))
+        return at
+
+    def _small_statement(self, node: Any, start: int, end: int) -> Any:
+        kind = type(node)
+        if kind is ast.Expr:
+            return _make(cst.Expr, value=self.expr(node.value))
+        if kind is ast.Assign:
+            n = node
+            return _make(cst.Assign, targets=[_make(cst.AssignTarget, target=self.target(t))
+                                       for t in n.targets], value=self.expr(n.value))
+        if kind is ast.AugAssign:
+            n = node
+            return _make(cst.AugAssign, target=self.target(n.target),
+                                 operator=_make(_AUGMENTED[type(n.op)]), value=self.expr(n.value))
+        if kind is ast.AnnAssign:
+            n = node
+            if n.value is None:
+                return _make(cst.AnnAssign, target=self.target(n.target),
+                                     annotation=cst.Annotation(self.expr(n.annotation)))
+            return _make(cst.AnnAssign, target=self.target(n.target),
+                                 annotation=cst.Annotation(self.expr(n.annotation)),
+                                 value=self.expr(n.value), equal=_make(cst.AssignEqual))
+        if kind is ast.Return:
+            value = node.value
+            return _make(cst.Return, value=None if value is None else self.expr(value))
+        if kind is ast.Pass:
+            return _make(cst.Pass)
+        if kind is ast.Break:
+            return _make(cst.Break)
+        if kind is ast.Continue:
+            return _make(cst.Continue)
+        if kind is ast.Raise:
+            n = node
+            return _make(cst.Raise, exc=None if n.exc is None else self.expr(n.exc),
+                             cause=None if n.cause is None else cst.From(self.expr(n.cause)))
+        if kind is ast.Assert:
+            n = node
+            if n.msg is None:
+                return _make(cst.Assert, test=self.expr(n.test))
+            return _make(cst.Assert, test=self.expr(n.test), msg=self.expr(n.msg), comma=_make(cst.Comma))
+        if kind is ast.Delete:
+            return self._delete(node, start, end)
+        if kind is ast.Import:
+            return _make(cst.Import, names=self._aliases(node.names, end))
+        if kind is ast.ImportFrom:
+            return self._import_from(node, start, end)
+        if kind is ast.Global:
+            return _make(cst.Global, names=self._name_items(node.names))
+        if kind is ast.Nonlocal:
+            return _make(cst.Nonlocal, names=self._name_items(node.names))
+        raise Unsupported(kind.__name__)
+
+    def target(self, node: ast.expr) -> Any:
+        return self.expr(node)
+
+    def _delete(self, node: ast.Delete, start: int, end: int) -> cst.Del:
+        if len(node.targets) == 1:
+            return _make(cst.Del, target=self.target(node.targets[0]))
+        first = self.span(node.targets[0])[0]
+        if self.before(first) != start + 2:  # 'del (a, b)' would hold a parenthesised tuple
+            raise Unsupported("a parenthesised del")
+        return _make(cst.Del, target=_make(cst.Tuple, elements=self._elements(node.targets, end), lpar=(),
+                                       rpar=()))
+
+    def _name_items(self, names: Sequence[str]) -> list[cst.NameItem]:
+        last = len(names) - 1
+        return [_make(cst.NameItem, name=cst.Name(name),
+                             comma=_make(cst.Comma) if i < last else cst.MaybeSentinel.DEFAULT)
+                for i, name in enumerate(names)]
+
+    def _aliases(self, names: Sequence[ast.alias], end: int) -> list[cst.ImportAlias]:
+        out: list[cst.ImportAlias] = []
+        last = len(names) - 1
+        for i, alias in enumerate(names):
+            asname = None if alias.asname is None else _make(cst.AsName, name=cst.Name(alias.asname))
+            comma: Any = _make(cst.Comma) if i < last or self.trailing_comma(self.span(alias)[1]) \
+                else cst.MaybeSentinel.DEFAULT
+            out.append(_make(cst.ImportAlias, name=_dotted(alias.name), asname=asname, comma=comma))
+        return out
+
+    def _import_from(self, node: ast.ImportFrom, start: int, end: int) -> cst.ImportFrom:
+        relative = [_make(cst.Dot) for _ in range(node.level or 0)]
+        module = None if node.module is None else _dotted(node.module)
+        if len(node.names) == 1 and node.names[0].name == "*":
+            return _make(cst.ImportFrom, module=module, names=_make(cst.ImportStar), relative=relative)
+        first = self.span(node.names[0])[0]
+        opening = self.before(first)
+        names = self._aliases(node.names, end)
+        if self.char(opening) == 0x28:
+            return _make(cst.ImportFrom, module=module, names=names, relative=relative,
+                                  lpar=_make(cst.LeftParen), rpar=_make(cst.RightParen))
+        return _make(cst.ImportFrom, module=module, names=names, relative=relative)
+
+    def _compound(self, node: Any) -> Any:
+        kind = type(node)
+        if kind is ast.If:
+            return self._if(node)
+        if kind is ast.For or kind is ast.AsyncFor:
+            n = node
+            return _make(cst.For, target=self.target(n.target), iter=self.expr(n.iter),
+                           body=self._suite(n.body), orelse=self._else(n.orelse),
+                           asynchronous=_make(cst.Asynchronous) if kind is ast.AsyncFor else None)
+        if kind is ast.While:
+            n = node
+            return _make(cst.While, test=self.expr(n.test), body=self._suite(n.body),
+                             orelse=self._else(n.orelse))
+        if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            return self._function(node, kind is ast.AsyncFunctionDef)
+        if kind is ast.ClassDef:
+            return self._class(node)
+        if kind is ast.With or kind is ast.AsyncWith:
+            return self._with(node, kind is ast.AsyncWith)
+        if kind is ast.Try:
+            return self._try(node)
+        raise Unsupported(kind.__name__)
+
+    def _suite(self, body: Sequence[ast.stmt]) -> Any:
+        first = self.span(body[0])[0]
+        decorators = getattr(body[0], "decorator_list", None)
+        if decorators:
+            first = self.before(self.extent(decorators[0])[0])  # the '@'
+        colon = self.before(first)
+        if self.char(colon) != 0x3A:
+            raise Unsupported("a block")
+        if b"\n" in self.src[colon:first]:
+            return _make(cst.IndentedBlock, body=self._body(body),
+                         header=_make(cst.TrailingWhitespace))
+        statements = self._body(body)
+        if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+            raise Unsupported("a one-line block")
+        return _make(cst.SimpleStatementSuite, body=statements[0].body,
+                         trailing_whitespace=_make(cst.TrailingWhitespace))
+
+    def _else(self, orelse: Sequence[ast.stmt]) -> cst.Else | None:
+        return _make(cst.Else, body=self._suite(orelse)) if orelse else None
+
+    def _if(self, node: ast.If) -> cst.If:
+        orelse: Any = None
+        if node.orelse:
+            nested = node.orelse[0]
+            if (len(node.orelse) == 1 and isinstance(nested, ast.If)
+                    and self.src.startswith(b"elif", self.span(nested)[0])):
+                orelse = self._if(nested)
+            else:
+                orelse = self._else(node.orelse)
+        return _make(cst.If, test=self.expr(node.test), body=self._suite(node.body), orelse=orelse)
+
+    def _decorators(self, decorators: Sequence[ast.expr]) -> list[cst.Decorator]:
+        return [_make(cst.Decorator, decorator=self.expr(d)) for d in decorators]
+
+    def _function(self, node: ast.FunctionDef, is_async: bool) -> cst.FunctionDef:
+        decorators = self._decorators(node.decorator_list)
+        keyword = _DEF.match(self.src, self.span(node)[0])
+        if keyword is None:
+            raise Unsupported("a function header")
+        name_at = keyword.end()
+        open_ = self.after(name_at + len(node.name))
+        if self.char(open_) != 0x28:
+            raise Unsupported("a function header")
+        self.claimed.add(open_)
+        params = self._parameters(node.args, self.close_of[open_])
+        returns = None if node.returns is None else cst.Annotation(self.expr(node.returns))
+        return _make(cst.FunctionDef, name=cst.Name(node.name), params=params,
+                               body=self._suite(node.body), decorators=decorators,
+                               returns=returns,
+                               asynchronous=_make(cst.Asynchronous) if is_async else None)
+
+    def _class(self, node: ast.ClassDef) -> cst.ClassDef:
+        decorators = self._decorators(node.decorator_list)
+        keyword = _CLASS.match(self.src, self.span(node)[0])
+        if keyword is None:
+            raise Unsupported("a class header")
+        name_at = keyword.end()
+        open_ = self.after(name_at + len(node.name))
+        extra: dict[str, Any] = {}
+        bases: list[cst.Arg] = []
+        keywords: list[cst.Arg] = []
+        if self.char(open_) == 0x28:
+            self.claimed.add(open_)
+            extra = {"lpar": _make(cst.LeftParen), "rpar": _make(cst.RightParen)}
+            items: list[tuple[int, ast.AST]] = [(self.span(b)[0], b) for b in node.bases]
+            items += [(self.span(k)[0], k) for k in node.keywords]
+            items.sort(key=lambda item: item[0])
+            last = len(items) - 1
+            for i, (_, item) in enumerate(items):
+                if isinstance(item, ast.keyword):
+                    end = self._extent_end(item.value)
+                    if item.arg is None:
+                        arg = _make(cst.Arg, value=self.expr(item.value), star="**")
+                    else:
+                        arg = _make(cst.Arg, value=self.expr(item.value), keyword=cst.Name(item.arg),
+                                      equal=_make(cst.AssignEqual))
+                elif isinstance(item, ast.Starred):
+                    end = self.span(item)[1]
+                    arg = _make(cst.Arg, value=self.expr(item.value), star="*")
+                else:
+                    end = self._extent_end(item)
+                    arg = _make(cst.Arg, value=self.expr(item))
+                if i < last or self.trailing_comma(end):
+                    arg = arg.with_changes(comma=_make(cst.Comma))
+                (keywords if arg.keyword is not None or arg.star == "**" else bases).append(arg)
+        return _make(cst.ClassDef, name=cst.Name(node.name), body=self._suite(node.body),
+                            bases=bases, keywords=keywords, decorators=decorators, **extra)
+
+    def _with(self, node: ast.With, is_async: bool) -> cst.With:
+        keyword = _WITH.match(self.src, self.span(node)[0])
+        if keyword is None:
+            raise Unsupported("a with header")
+        opening = self.after(keyword.end())
+        extra: dict[str, Any] = {}
+        if self.char(opening) == 0x28:
+            close = self.close_of[opening]
+            if self.char(self.after(close + 1)) == 0x3A:  # 'with (a, b):' groups the items
+                self.claimed.add(opening)
+                extra = {"lpar": _make(cst.LeftParen), "rpar": _make(cst.RightParen)}
+        items: list[cst.WithItem] = []
+        last = len(node.items) - 1
+        for i, item in enumerate(node.items):
+            asname = None
+            end = self._extent_end(item.context_expr)
+            if item.optional_vars is not None:
+                asname = _make(cst.AsName, name=self.target(item.optional_vars))
+                end = self._extent_end(item.optional_vars)
+            built = _make(cst.WithItem, item=self.expr(item.context_expr), asname=asname)
+            if i < last or self.trailing_comma(end):
+                built = built.with_changes(comma=_make(cst.Comma))
+            items.append(built)
+        return _make(cst.With, items=items, body=self._suite(node.body),
+                        asynchronous=_make(cst.Asynchronous) if is_async else None, **extra)
+
+    def _try(self, node: ast.Try) -> cst.Try:
+        handlers = []
+        for handler in node.handlers:
+            name = None if handler.name is None else _make(cst.AsName, name=cst.Name(handler.name))
+            handlers.append(cst.ExceptHandler(
+                body=self._suite(handler.body),
+                type=None if handler.type is None else self.expr(handler.type), name=name))
+        final = None if not node.finalbody else _make(cst.Finally, body=self._suite(node.finalbody))
+        return _make(cst.Try, body=self._suite(node.body), handlers=handlers,
+                       orelse=self._else(node.orelse), finalbody=final)
+
+
+def _is_compound(node: ast.stmt) -> bool:
+    return isinstance(node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                             ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith,
+                             ast.Try, ast.TryStar, ast.Match))
+
+
+def _dotted(name: str) -> Any:
+    parts = name.split(".")
+    result: Any = cst.Name(parts[0])
+    for part in parts[1:]:
+        result = _make(cst.Attribute, value=result, attr=cst.Name(part), dot=_make(cst.Dot))
+    return result
+
+
+def _parse_fstring(text: str) -> Any:
+    try:
+        return cst.parse_expression(text)
+    except cst.ParserSyntaxError as exc:
+        raise Unsupported("an f-string") from exc
