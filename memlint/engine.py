@@ -7,10 +7,11 @@ file) pays for parsing and one walk, never for PositionProvider.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
+from libcst._position import CodeRange
 
 from memlint.context import FileContext
 from memlint.diagnostics import Diagnostic, FixSafety
@@ -81,10 +82,14 @@ def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding
     return findings
 
 
-def position_findings(context: FileContext, findings: Sequence[Finding]) -> list[Diagnostic]:
+def position_findings(context: FileContext, findings: Sequence[Finding],
+                      positions: Mapping[cst.CSTNode, CodeRange] | None = None
+                      ) -> list[Diagnostic]:
+    """Diagnostics at the findings' places (``positions``: known already, else libcst's)."""
     tree = context.analysis.tree
-    positions = finding_positions(context.module, context.source, tree,
-                                  [f.node for f in findings], context.statements)
+    if positions is None:
+        positions = finding_positions(context.module, context.source, tree,
+                                      [f.node for f in findings], context.statements)
     out: list[Diagnostic] = []
     for f in findings:
         pos = positions[f.node]
@@ -120,31 +125,45 @@ def lint_module(
 LIBCST_ONLY = os.environ.get("MEMLINT_LIBCST_ONLY", "") not in ("", "0")
 
 
-def _clean_without_layout(path: str, source: bytes, rules: Sequence[type[Rule]],
-                          project: ModuleView | None,
-                          statements: tuple[tuple[int, int], ...] | None) -> bool:
-    """True when the rules find nothing on the tree :mod:`memlint.fastcst` builds.
+def _lint_without_layout(path: str, source: bytes, rules: Sequence[type[Rule]],
+                         project: ModuleView | None,
+                         statements: tuple[tuple[int, int], ...] | None
+                         ) -> list[Diagnostic] | None:
+    """The diagnostics as judged on the tree :mod:`memlint.fastcst` builds; None when only
+    libcst's own tree can judge the file.
 
-    That tree costs about half of libcst's parse and holds every node a rule reads; a file
-    it shows clean (most files) is done, and any other is judged again on libcst's tree,
-    which alone gives positions, messages and fixes. Rules that read comments, and files
-    the stdlib tree cannot rebuild, go to libcst at once.
+    That tree costs about half of libcst's parse and holds every node a rule reads; the
+    source text gives a finding's position and the code a message quotes. Rules that read
+    comments, files the stdlib tree cannot rebuild, a finding on a node whose position the
+    text does not give, and any failure go to libcst's tree, which alone also gives fixes.
     """
     if LIBCST_ONLY or any(rule.reads_comments for rule in rules):
-        return False
+        return None
     from memlint import fastcst
 
-    module = fastcst.build(source)
-    if module is None:
-        return False
-    context = FileContext(path=path, source=decoded_source(source, module), module=module,
-                          project=project, statements=statements)
+    built = fastcst.build(source)
+    if built is None:
+        return None
+    context = FileContext(path=path, source=decoded_source(source, built.module),
+                          module=built.module, project=project, statements=statements,
+                          text_of=built.text_of)
     try:
-        return not run_rules(context, rules)
+        findings = run_rules(context, rules)
+        if not findings:
+            return []
+        tree = context.analysis.tree
+        ranges: dict[cst.CSTNode, CodeRange] = {}
+        for finding in findings:
+            for node in (finding.node, tree.enclosing_statement(finding.node)):
+                found = built.range_of(node)
+                if found is None:
+                    return None
+                ranges[node] = found
+        return position_findings(context, findings, ranges)
     except MemoryError:
         raise
     except Exception:  # RecursionError included: libcst's tree decides, and reports it
-        return False
+        return None
 
 
 def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
@@ -165,8 +184,9 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
     active = list(rules) if prefiltered else applicable_rules(source, rules)
     if not active:
         return []
-    if _clean_without_layout(path, source, active, project, statements):
-        return []
+    quick = _lint_without_layout(path, source, active, project, statements)
+    if quick is not None:
+        return sorted(quick, key=Diagnostic.sort_key)
     module = parse_or_report(path, source)
     if isinstance(module, Diagnostic):
         return [module]

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import libcst as cst
-
+from libcst._position import CodePosition, CodeRange
 
 # Per node class: the shared instance of each whitespace default. Every node gets its own
 # copy from libcst's defaults; spaces and newlines are no node any rule or index visits
@@ -54,26 +54,52 @@ class Unsupported(Exception):
 
 
 _BINARY: dict[type[ast.operator], Callable[[], cst.BaseBinaryOp]] = {
-    ast.Add: cst.Add, ast.Sub: cst.Subtract, ast.Mult: cst.Multiply, ast.Div: cst.Divide,
-    ast.FloorDiv: cst.FloorDivide, ast.Mod: cst.Modulo, ast.Pow: cst.Power,
-    ast.LShift: cst.LeftShift, ast.RShift: cst.RightShift, ast.BitOr: cst.BitOr,
-    ast.BitAnd: cst.BitAnd, ast.BitXor: cst.BitXor, ast.MatMult: cst.MatrixMultiply,
+    ast.Add: cst.Add,
+    ast.Sub: cst.Subtract,
+    ast.Mult: cst.Multiply,
+    ast.Div: cst.Divide,
+    ast.FloorDiv: cst.FloorDivide,
+    ast.Mod: cst.Modulo,
+    ast.Pow: cst.Power,
+    ast.LShift: cst.LeftShift,
+    ast.RShift: cst.RightShift,
+    ast.BitOr: cst.BitOr,
+    ast.BitAnd: cst.BitAnd,
+    ast.BitXor: cst.BitXor,
+    ast.MatMult: cst.MatrixMultiply,
 }
 _AUGMENTED: dict[type[ast.operator], Callable[[], cst.BaseAugOp]] = {
-    ast.Add: cst.AddAssign, ast.Sub: cst.SubtractAssign, ast.Mult: cst.MultiplyAssign,
-    ast.Div: cst.DivideAssign, ast.FloorDiv: cst.FloorDivideAssign, ast.Mod: cst.ModuloAssign,
-    ast.Pow: cst.PowerAssign, ast.LShift: cst.LeftShiftAssign,
-    ast.RShift: cst.RightShiftAssign, ast.BitOr: cst.BitOrAssign,
-    ast.BitAnd: cst.BitAndAssign, ast.BitXor: cst.BitXorAssign,
+    ast.Add: cst.AddAssign,
+    ast.Sub: cst.SubtractAssign,
+    ast.Mult: cst.MultiplyAssign,
+    ast.Div: cst.DivideAssign,
+    ast.FloorDiv: cst.FloorDivideAssign,
+    ast.Mod: cst.ModuloAssign,
+    ast.Pow: cst.PowerAssign,
+    ast.LShift: cst.LeftShiftAssign,
+    ast.RShift: cst.RightShiftAssign,
+    ast.BitOr: cst.BitOrAssign,
+    ast.BitAnd: cst.BitAndAssign,
+    ast.BitXor: cst.BitXorAssign,
     ast.MatMult: cst.MatrixMultiplyAssign,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[], cst.BaseUnaryOp]] = {
-    ast.UAdd: cst.Plus, ast.USub: cst.Minus, ast.Invert: cst.BitInvert, ast.Not: cst.Not,
+    ast.UAdd: cst.Plus,
+    ast.USub: cst.Minus,
+    ast.Invert: cst.BitInvert,
+    ast.Not: cst.Not,
 }
 _COMPARE: dict[type[ast.cmpop], Callable[[], cst.BaseCompOp]] = {
-    ast.Eq: cst.Equal, ast.NotEq: cst.NotEqual, ast.Lt: cst.LessThan,
-    ast.LtE: cst.LessThanEqual, ast.Gt: cst.GreaterThan, ast.GtE: cst.GreaterThanEqual,
-    ast.In: cst.In, ast.NotIn: cst.NotIn, ast.Is: cst.Is, ast.IsNot: cst.IsNot,
+    ast.Eq: cst.Equal,
+    ast.NotEq: cst.NotEqual,
+    ast.Lt: cst.LessThan,
+    ast.LtE: cst.LessThanEqual,
+    ast.Gt: cst.GreaterThan,
+    ast.GtE: cst.GreaterThanEqual,
+    ast.In: cst.In,
+    ast.NotIn: cst.NotIn,
+    ast.Is: cst.Is,
+    ast.IsNot: cst.IsNot,
 }
 _SPACE = frozenset(b" \t\f\r\n\\")
 # One string literal: prefix, then a triple- or single-quoted body (escapes skipped).
@@ -81,21 +107,33 @@ _STRING = re.compile(
     rb"[A-Za-z]*(?:'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
     rb'|"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""'
     rb"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'"
-    rb'|"[^"\\\n]*(?:\\.[^"\\\n]*)*")', re.DOTALL)
+    rb'|"[^"\\\n]*(?:\\.[^"\\\n]*)*")',
+    re.DOTALL,
+)
 _DEF = re.compile(rb"(?:async(?:[ \t\f]|\\\r?\n)+)?def(?:[ \t\f]|\\\r?\n)+")
 _WITH = re.compile(rb"(?:async(?:[ \t\f]|\\\r?\n)+)?with")
 _CLASS = re.compile(rb"class(?:[ \t\f]|\\\r?\n)+")
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 # What the scan meets: a comment, a string literal (skipped whole) or a parenthesis.
-_LEXEMES = re.compile(rb"#[^\n]*|" + _STRING.pattern[len(rb"[A-Za-z]*"):] + rb"|[()]",
-                      re.DOTALL)
+_LEXEMES = re.compile(rb"#[^\n]*|" + _STRING.pattern[len(rb"[A-Za-z]*") :] + rb"|[()]", re.DOTALL)
 _GAP = re.compile(rb"(?:[ \t\f\r\n]|\\\r?\n|#[^\n]*)*")
 
 
-def build(source: bytes, tree: ast.Module | None = None) -> cst.Module | None:
+class Built:
+    """A tree :func:`build` made, with what its source text gives: the code of a node and
+    the position of a call or a statement."""
+
+    def __init__(self, builder: _Builder, module: cst.Module) -> None:
+        self.module = module
+        self.text_of = builder.text_of
+        self.range_of = builder.range_of
+
+
+def build(source: bytes, tree: ast.Module | None = None) -> Built | None:
     """The libcst tree of ``source`` without layout; None when only libcst can build it."""
-    if source.startswith(b"\xef\xbb\xbf") or (b"\r" in source and
-                                             source.count(b"\r") != source.count(b"\r\n")):
+    if source.startswith(b"\xef\xbb\xbf") or (
+        b"\r" in source and source.count(b"\r") != source.count(b"\r\n")
+    ):
         return None
     if _declares_encoding(source):
         return None
@@ -103,11 +141,15 @@ def build(source: bytes, tree: ast.Module | None = None) -> cst.Module | None:
         if tree is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                tree = ast.parse(source)
+                try:
+                    tree = ast.parse(source)
+                except MemoryError:  # CPython's parser on code nested past its stack
+                    return None
         validate = cst.CSTNode.__dict__.get("__post_init__")
         setattr(cst.CSTNode, "__post_init__", _no_validation)  # noqa: B010
         try:
-            return _Builder(source, tree).module()
+            builder = _Builder(source, tree)
+            return Built(builder, builder.module())
         finally:
             setattr(cst.CSTNode, "__post_init__", validate)  # noqa: B010
     except (Unsupported, SyntaxError, ValueError, RecursionError):
@@ -142,6 +184,10 @@ class _Builder:
         self.open_of: dict[int, int] = {}
         self.comment_at_end: dict[int, int] = {}
         self.claimed: set[int] = set()
+        # Per expression and statement built: the stdlib node, and how many parentheses
+        # around its span the expression owns (its text, its position); -1: the span's
+        # own parentheses are not the expression's (a call's only generator argument).
+        self.origin: dict[cst.CSTNode, tuple[ast.AST, int]] = {}
         self._scan()
 
     # -- the source text ------------------------------------------------------------------
@@ -177,8 +223,10 @@ class _Builder:
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         n = cast(Any, node)
-        return (self.starts[n.lineno - 1] + n.col_offset,
-                self.starts[n.end_lineno - 1] + n.end_col_offset)
+        return (
+            self.starts[n.lineno - 1] + n.col_offset,
+            self.starts[n.end_lineno - 1] + n.end_col_offset,
+        )
 
     def before(self, at: int) -> int:
         """The last significant byte before ``at`` (-1: none)."""
@@ -232,18 +280,26 @@ class _Builder:
         start, end = self.span(node)
         own = 0
         kind = type(node)
-        if kind is ast.Tuple or kind is ast.GeneratorExp:
-            if self.char(start) == 0x28 and self.close_of.get(start) == end - 1:
-                if start in self.claimed:
-                    own = 0
-                else:
-                    own = 1
-                    self.claimed.add(start)  # its elements do not own it
+        if (kind is ast.Tuple or kind is ast.GeneratorExp) and (
+            self.char(start) == 0x28 and self.close_of.get(start) == end - 1
+        ):
+            if start in self.claimed:
+                own = -1  # a generator that is a call's only argument: the call's
+            else:
+                own = 1
+                self.claimed.add(start)  # its elements do not own it
         built = self._expression(node, start, end)
-        own += self.parens(start, end)
+        outer = self.parens(start, end)
+        if own < 0:  # nothing encloses the call's parentheses but the call
+            own, outer = 0, -1
+        else:
+            own += outer
         if own:
-            return built.with_changes(lpar=[_make(cst.LeftParen) for _ in range(own)],
-                                      rpar=[_make(cst.RightParen) for _ in range(own)])
+            built = built.with_changes(
+                lpar=[_make(cst.LeftParen) for _ in range(own)],
+                rpar=[_make(cst.RightParen) for _ in range(own)],
+            )
+        self.origin[built] = (node, outer)
         return built
 
     def _expression(self, node: Any, start: int, end: int) -> Any:
@@ -252,77 +308,134 @@ class _Builder:
             return cst.Name(node.id)
         if kind is ast.Attribute:
             n = node
-            return _make(cst.Attribute, value=self.expr(n.value), attr=cst.Name(n.attr), dot=_make(cst.Dot))
+            return _make(
+                cst.Attribute, value=self.expr(n.value), attr=cst.Name(n.attr), dot=_make(cst.Dot)
+            )
         if kind is ast.Call:
             return self._call(node, end)
         if kind is ast.Constant:
             return self._constant(node, start, end)
         if kind is ast.Subscript:
             n = node
-            return _make(cst.Subscript, value=self.expr(n.value), slice=self._slices(n.slice),
-                                 lbracket=_make(cst.LeftSquareBracket),
-                                 rbracket=_make(cst.RightSquareBracket))
+            return _make(
+                cst.Subscript,
+                value=self.expr(n.value),
+                slice=self._slices(n.slice),
+                lbracket=_make(cst.LeftSquareBracket),
+                rbracket=_make(cst.RightSquareBracket),
+            )
         if kind is ast.BinOp:
             n = node
-            return _make(cst.BinaryOperation, left=self.expr(n.left), operator=_make(_BINARY[type(n.op)]),
-                                       right=self.expr(n.right))
+            return _make(
+                cst.BinaryOperation,
+                left=self.expr(n.left),
+                operator=_make(_BINARY[type(n.op)]),
+                right=self.expr(n.right),
+            )
         if kind is ast.UnaryOp:
             n = node
-            return _make(cst.UnaryOperation, operator=_make(_UNARY[type(n.op)]),
-                                      expression=self.expr(n.operand))
+            return _make(
+                cst.UnaryOperation,
+                operator=_make(_UNARY[type(n.op)]),
+                expression=self.expr(n.operand),
+            )
         if kind is ast.BoolOp:
             n = node
             kind = cst.And if isinstance(n.op, ast.And) else cst.Or
             result = self.expr(n.values[0])
             for value in n.values[1:]:
-                result = _make(cst.BooleanOperation, left=result, operator=_make(kind),
-                                              right=self.expr(value))
+                result = _make(
+                    cst.BooleanOperation, left=result, operator=_make(kind), right=self.expr(value)
+                )
             return result
         if kind is ast.Compare:
             n = node
-            return _make(cst.Comparison, left=self.expr(n.left), comparisons=[
-                _make(cst.ComparisonTarget, operator=_make(_COMPARE[type(op)]), comparator=self.expr(c))
-                for op, c in zip(n.ops, n.comparators, strict=True)])
+            return _make(
+                cst.Comparison,
+                left=self.expr(n.left),
+                comparisons=[
+                    _make(
+                        cst.ComparisonTarget,
+                        operator=_make(_COMPARE[type(op)]),
+                        comparator=self.expr(c),
+                    )
+                    for op, c in zip(n.ops, n.comparators, strict=True)
+                ],
+            )
         if kind is ast.Tuple:
             n = node
             return _make(cst.Tuple, elements=self._elements(n.elts, end), lpar=(), rpar=())
         if kind is ast.List:
-            return _make(cst.List, elements=self._elements(node.elts, end - 1),
-                            lbracket=_make(cst.LeftSquareBracket),
-                            rbracket=_make(cst.RightSquareBracket))
+            return _make(
+                cst.List,
+                elements=self._elements(node.elts, end - 1),
+                lbracket=_make(cst.LeftSquareBracket),
+                rbracket=_make(cst.RightSquareBracket),
+            )
         if kind is ast.Set:
-            return _make(cst.Set, elements=self._elements(node.elts, end - 1),
-                           lbrace=_make(cst.LeftCurlyBrace), rbrace=_make(cst.RightCurlyBrace))
+            return _make(
+                cst.Set,
+                elements=self._elements(node.elts, end - 1),
+                lbrace=_make(cst.LeftCurlyBrace),
+                rbrace=_make(cst.RightCurlyBrace),
+            )
         if kind is ast.Dict:
             return self._dict(node, end)
         if kind is ast.JoinedStr:
             return self._string(start, end)
         if kind is ast.IfExp:
             n = node
-            return _make(cst.IfExp, test=self.expr(n.test), body=self.expr(n.body),
-                             orelse=self.expr(n.orelse))
+            return _make(
+                cst.IfExp,
+                test=self.expr(n.test),
+                body=self.expr(n.body),
+                orelse=self.expr(n.orelse),
+            )
         if kind is ast.Lambda:
             n = node
-            return _make(cst.Lambda, params=self._parameters(n.args, self.span(n.body)[0], lambda_=True),
-                              body=self.expr(n.body), colon=_make(cst.Colon))
+            return _make(
+                cst.Lambda,
+                params=self._parameters(n.args, self.span(n.body)[0], lambda_=True),
+                body=self.expr(n.body),
+                colon=_make(cst.Colon),
+            )
         if kind is ast.ListComp:
             n = node
-            return _make(cst.ListComp, elt=self.expr(n.elt), for_in=self._comprehension(n.generators),
-                                lbracket=_make(cst.LeftSquareBracket),
-                                rbracket=_make(cst.RightSquareBracket))
+            return _make(
+                cst.ListComp,
+                elt=self.expr(n.elt),
+                for_in=self._comprehension(n.generators),
+                lbracket=_make(cst.LeftSquareBracket),
+                rbracket=_make(cst.RightSquareBracket),
+            )
         if kind is ast.SetComp:
             n = node
-            return _make(cst.SetComp, elt=self.expr(n.elt), for_in=self._comprehension(n.generators),
-                               lbrace=_make(cst.LeftCurlyBrace), rbrace=_make(cst.RightCurlyBrace))
+            return _make(
+                cst.SetComp,
+                elt=self.expr(n.elt),
+                for_in=self._comprehension(n.generators),
+                lbrace=_make(cst.LeftCurlyBrace),
+                rbrace=_make(cst.RightCurlyBrace),
+            )
         if kind is ast.GeneratorExp:
             n = node
-            return _make(cst.GeneratorExp, elt=self.expr(n.elt),
-                                    for_in=self._comprehension(n.generators), lpar=(), rpar=())
+            return _make(
+                cst.GeneratorExp,
+                elt=self.expr(n.elt),
+                for_in=self._comprehension(n.generators),
+                lpar=(),
+                rpar=(),
+            )
         if kind is ast.DictComp:
             n = node
-            return _make(cst.DictComp, key=self.expr(n.key), value=self.expr(n.value),
-                                for_in=self._comprehension(n.generators),
-                                lbrace=_make(cst.LeftCurlyBrace), rbrace=_make(cst.RightCurlyBrace))
+            return _make(
+                cst.DictComp,
+                key=self.expr(n.key),
+                value=self.expr(n.value),
+                for_in=self._comprehension(n.generators),
+                lbrace=_make(cst.LeftCurlyBrace),
+                rbrace=_make(cst.RightCurlyBrace),
+            )
         if kind is ast.Starred:
             raise Unsupported("a starred expression outside a display")
         if kind is ast.NamedExpr:
@@ -364,21 +477,23 @@ class _Builder:
             if match is None:
                 raise Unsupported("a string literal")
             text = match.group().decode()
-            prefix = text[:len(text) - len(text.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"
-                                                        "MNOPQRSTUVWXYZ"))]
+            prefix = text[
+                : len(text)
+                - len(text.lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+            ]
             if "f" in prefix or "F" in prefix:
                 parts.append(_parse_fstring(text))
             else:
                 parts.append(cst.SimpleString(text))
             at = self.after(match.end())
-        if not parts or at != end and self.after(end) != at:
+        if not parts or (at != end and self.after(end) != at):
             raise Unsupported("a string literal")
         result = parts[-1]
         for part in reversed(parts[:-1]):
             result = _make(cst.ConcatenatedString, left=part, right=result)
         return result
 
-    def _call(self, node: ast.Call, end: int) -> cst.Call:
+    def _call(self, node: ast.Call, end: int) -> Any:
         open_ = self.open_of.get(end - 1)
         if open_ is None:
             raise Unsupported("a call without its parentheses")
@@ -399,8 +514,13 @@ class _Builder:
                 if item.arg is None:
                     arg = _make(cst.Arg, value=self.expr(value), star="**", comma=comma)
                 else:
-                    arg = _make(cst.Arg, value=self.expr(value), keyword=cst.Name(item.arg),
-                                equal=_make(cst.AssignEqual), comma=comma)
+                    arg = _make(
+                        cst.Arg,
+                        value=self.expr(value),
+                        keyword=cst.Name(item.arg),
+                        equal=_make(cst.AssignEqual),
+                        comma=comma,
+                    )
             elif kind is ast.Starred:
                 arg = _make(cst.Arg, value=self.expr(value), star="*", comma=comma)
             else:
@@ -447,7 +567,7 @@ class _Builder:
                 out.append(_make(cst.Element, value=self.expr(elt), comma=comma))
         return out
 
-    def _dict(self, node: ast.Dict, end: int) -> cst.Dict:
+    def _dict(self, node: ast.Dict, end: int) -> Any:
         out: list[Any] = []
         last = len(node.values) - 1
         for i, (key, value) in enumerate(zip(node.keys, node.values, strict=True)):
@@ -455,23 +575,35 @@ class _Builder:
             if key is None:
                 out.append(_make(cst.StarredDictElement, value=self.expr(value), comma=comma))
             else:
-                out.append(_make(cst.DictElement, key=self.expr(key), value=self.expr(value),
-                                 comma=comma))
-        return _make(cst.Dict, elements=out, lbrace=_make(cst.LeftCurlyBrace),
-                     rbrace=_make(cst.RightCurlyBrace))
+                out.append(
+                    _make(cst.DictElement, key=self.expr(key), value=self.expr(value), comma=comma)
+                )
+        return _make(
+            cst.Dict,
+            elements=out,
+            lbrace=_make(cst.LeftCurlyBrace),
+            rbrace=_make(cst.RightCurlyBrace),
+        )
 
     def _slices(self, node: ast.expr) -> list[cst.SubscriptElement]:
         start, end = self.span(node)
-        if isinstance(node, ast.Tuple) and node.elts and not (
-                self.char(start) == 0x28 and self.close_of.get(start) == end - 1):
+        if (
+            isinstance(node, ast.Tuple)
+            and node.elts
+            and not (self.char(start) == 0x28 and self.close_of.get(start) == end - 1)
+        ):
             out: list[cst.SubscriptElement] = []
             last = len(node.elts) - 1
             for i, elt in enumerate(node.elts):
                 part = self._slice(elt)
-                item_end = self.span(elt)[1] if isinstance(elt, ast.Slice) else \
-                    self._extent_end(elt)
-                comma: Any = _make(cst.Comma) if i < last or self.trailing_comma(item_end) \
+                item_end = (
+                    self.span(elt)[1] if isinstance(elt, ast.Slice) else self._extent_end(elt)
+                )
+                comma: Any = (
+                    _make(cst.Comma)
+                    if i < last or self.trailing_comma(item_end)
                     else cst.MaybeSentinel.DEFAULT
+                )
                 out.append(_make(cst.SubscriptElement, slice=part, comma=comma))
             return out
         part = self._slice(node)
@@ -489,7 +621,8 @@ class _Builder:
                 upper=None if node.upper is None else self.expr(node.upper),
                 step=None if node.step is None else self.expr(node.step),
                 first_colon=_make(cst.Colon),
-                second_colon=_make(cst.Colon) if colons > 1 else cst.MaybeSentinel.DEFAULT)
+                second_colon=_make(cst.Colon) if colons > 1 else cst.MaybeSentinel.DEFAULT,
+            )
         if isinstance(node, ast.Starred):
             raise Unsupported("a starred subscript")
         return _make(cst.Index, value=self.expr(node))
@@ -505,19 +638,20 @@ class _Builder:
     def _extent_start(self, node: ast.expr) -> int:
         return self.extent(node)[0]
 
-    def _comprehension(self, generators: Sequence[ast.comprehension]) -> cst.CompFor:
+    def _comprehension(self, generators: Sequence[ast.comprehension]) -> Any:
         result: cst.CompFor | None = None
         for generator in reversed(generators):
             result = cst.CompFor(
-                target=self.expr(generator.target), iter=self.expr(generator.iter),
+                target=self.expr(generator.target),
+                iter=self.expr(generator.iter),
                 ifs=[_make(cst.CompIf, test=self.expr(test)) for test in generator.ifs],
                 inner_for_in=result,
-                asynchronous=_make(cst.Asynchronous) if generator.is_async else None)
+                asynchronous=_make(cst.Asynchronous) if generator.is_async else None,
+            )
         assert result is not None
         return result
 
-    def _parameters(self, args: ast.arguments, limit: int, *, lambda_: bool = False
-                    ) -> cst.Parameters:
+    def _parameters(self, args: ast.arguments, limit: int, *, lambda_: bool = False) -> Any:
         positional = [*args.posonlyargs, *args.args]
         defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
         defaults += args.defaults
@@ -530,9 +664,14 @@ class _Builder:
                 annotation = _make(cst.Annotation, annotation=self.expr(arg.annotation))
             if default is not None:
                 end = self._extent_end(default)
-                return _make(cst.Param, name=cst.Name(arg.arg), annotation=annotation,
-                                 equal=_make(cst.AssignEqual), default=self.expr(default),
-                                 star=star), end
+                return _make(
+                    cst.Param,
+                    name=cst.Name(arg.arg),
+                    annotation=annotation,
+                    equal=_make(cst.AssignEqual),
+                    default=self.expr(default),
+                    star=star,
+                ), end
             return _make(cst.Param, name=cst.Name(arg.arg), annotation=annotation, star=star), end
 
         for i, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
@@ -592,6 +731,43 @@ class _Builder:
     def module(self) -> cst.Module:
         return cst.Module(body=self._body(self.tree.body))
 
+    def text_of(self, node: cst.CSTNode) -> str:
+        """``node``'s source text, as libcst's ``code_for_node`` gives it (expressions only)."""
+        origin = self.origin.get(node)
+        if origin is None or not isinstance(origin[0], ast.expr):
+            raise Unsupported(f"the text of a {type(node).__name__}")
+        start, end = self.span(origin[0])
+        if origin[1] < 0:
+            start, end = start + 1, end - 1
+        for _ in range(origin[1]):
+            start = self.before(start)
+            end = self.close_of[start] + 1
+        text = self.src[start:end]
+        if b"\n" in text:
+            # libcst renders a node's continuation lines without the indentation of the
+            # block around it (but a string's lines as written): its own tree decides.
+            raise Unsupported("the text of a node over several lines")
+        return text.decode()
+
+    def range_of(self, node: cst.CSTNode) -> CodeRange | None:
+        """libcst's ``PositionProvider`` range of a call or a statement; None for others."""
+        origin = self.origin.get(node)
+        if origin is None:
+            return None
+        found = origin[0]
+        if isinstance(found, ast.expr) and not isinstance(found, ast.Call):
+            return None
+        if getattr(found, "decorator_list", None):
+            return None  # libcst starts a decorated definition at its first decorator
+        n = cast(Any, found)
+        return CodeRange(
+            self._position(n.lineno, n.col_offset), self._position(n.end_lineno, n.end_col_offset)
+        )
+
+    def _position(self, line: int, column: int) -> CodePosition:
+        start = self.starts[line - 1]
+        return CodePosition(line, len(self.src[start : start + column].decode()))
+
     def _body(self, statements: Sequence[ast.stmt]) -> list[Any]:
         out: list[Any] = []
         line: list[Any] = []
@@ -599,17 +775,25 @@ class _Builder:
             if _is_compound(statement):
                 if line:
                     raise Unsupported("a compound statement after a semicolon")
-                out.append(self._compound(statement))
+                built = self._compound(statement)
+                self.origin[built] = (statement, 0)
+                out.append(built)
                 continue
             small, more = self._small(statement)
+            if not line:
+                first = statement
             line.append(small)
             if not more:
-                out.append(_make(cst.SimpleStatementLine, body=line,
-                                 trailing_whitespace=_make(cst.TrailingWhitespace)))
+                built = _make(
+                    cst.SimpleStatementLine,
+                    body=line,
+                    trailing_whitespace=_make(cst.TrailingWhitespace),
+                )
+                self.origin[built] = (first, 0)
+                out.append(built)
                 line = []
         if line:
-            out.append(_make(cst.SimpleStatementLine, body=line,
-                                 trailing_whitespace=_make(cst.TrailingWhitespace)))
+            raise Unsupported("a statement line")
         return out
 
     def _small(self, statement: ast.stmt) -> tuple[Any, bool]:
@@ -637,20 +821,34 @@ class _Builder:
             return _make(cst.Expr, value=self.expr(node.value))
         if kind is ast.Assign:
             n = node
-            return _make(cst.Assign, targets=[_make(cst.AssignTarget, target=self.target(t))
-                                       for t in n.targets], value=self.expr(n.value))
+            return _make(
+                cst.Assign,
+                targets=[_make(cst.AssignTarget, target=self.target(t)) for t in n.targets],
+                value=self.expr(n.value),
+            )
         if kind is ast.AugAssign:
             n = node
-            return _make(cst.AugAssign, target=self.target(n.target),
-                                 operator=_make(_AUGMENTED[type(n.op)]), value=self.expr(n.value))
+            return _make(
+                cst.AugAssign,
+                target=self.target(n.target),
+                operator=_make(_AUGMENTED[type(n.op)]),
+                value=self.expr(n.value),
+            )
         if kind is ast.AnnAssign:
             n = node
             if n.value is None:
-                return _make(cst.AnnAssign, target=self.target(n.target),
-                                     annotation=cst.Annotation(self.expr(n.annotation)))
-            return _make(cst.AnnAssign, target=self.target(n.target),
-                                 annotation=cst.Annotation(self.expr(n.annotation)),
-                                 value=self.expr(n.value), equal=_make(cst.AssignEqual))
+                return _make(
+                    cst.AnnAssign,
+                    target=self.target(n.target),
+                    annotation=cst.Annotation(self.expr(n.annotation)),
+                )
+            return _make(
+                cst.AnnAssign,
+                target=self.target(n.target),
+                annotation=cst.Annotation(self.expr(n.annotation)),
+                value=self.expr(n.value),
+                equal=_make(cst.AssignEqual),
+            )
         if kind is ast.Return:
             value = node.value
             return _make(cst.Return, value=None if value is None else self.expr(value))
@@ -662,13 +860,18 @@ class _Builder:
             return _make(cst.Continue)
         if kind is ast.Raise:
             n = node
-            return _make(cst.Raise, exc=None if n.exc is None else self.expr(n.exc),
-                             cause=None if n.cause is None else cst.From(self.expr(n.cause)))
+            return _make(
+                cst.Raise,
+                exc=None if n.exc is None else self.expr(n.exc),
+                cause=None if n.cause is None else cst.From(self.expr(n.cause)),
+            )
         if kind is ast.Assert:
             n = node
             if n.msg is None:
                 return _make(cst.Assert, test=self.expr(n.test))
-            return _make(cst.Assert, test=self.expr(n.test), msg=self.expr(n.msg), comma=_make(cst.Comma))
+            return _make(
+                cst.Assert, test=self.expr(n.test), msg=self.expr(n.msg), comma=_make(cst.Comma)
+            )
         if kind is ast.Delete:
             return self._delete(node, start, end)
         if kind is ast.Import:
@@ -684,42 +887,62 @@ class _Builder:
     def target(self, node: ast.expr) -> Any:
         return self.expr(node)
 
-    def _delete(self, node: ast.Delete, start: int, end: int) -> cst.Del:
+    def _delete(self, node: ast.Delete, start: int, end: int) -> Any:
         if len(node.targets) == 1:
             return _make(cst.Del, target=self.target(node.targets[0]))
         first = self.span(node.targets[0])[0]
         if self.before(first) != start + 2:  # 'del (a, b)' would hold a parenthesised tuple
             raise Unsupported("a parenthesised del")
-        return _make(cst.Del, target=_make(cst.Tuple, elements=self._elements(node.targets, end), lpar=(),
-                                       rpar=()))
+        return _make(
+            cst.Del,
+            target=_make(cst.Tuple, elements=self._elements(node.targets, end), lpar=(), rpar=()),
+        )
 
     def _name_items(self, names: Sequence[str]) -> list[cst.NameItem]:
         last = len(names) - 1
-        return [_make(cst.NameItem, name=cst.Name(name),
-                             comma=_make(cst.Comma) if i < last else cst.MaybeSentinel.DEFAULT)
-                for i, name in enumerate(names)]
+        return [
+            _make(
+                cst.NameItem,
+                name=cst.Name(name),
+                comma=_make(cst.Comma) if i < last else cst.MaybeSentinel.DEFAULT,
+            )
+            for i, name in enumerate(names)
+        ]
 
     def _aliases(self, names: Sequence[ast.alias], end: int) -> list[cst.ImportAlias]:
         out: list[cst.ImportAlias] = []
         last = len(names) - 1
         for i, alias in enumerate(names):
-            asname = None if alias.asname is None else _make(cst.AsName, name=cst.Name(alias.asname))
-            comma: Any = _make(cst.Comma) if i < last or self.trailing_comma(self.span(alias)[1]) \
+            asname = (
+                None if alias.asname is None else _make(cst.AsName, name=cst.Name(alias.asname))
+            )
+            comma: Any = (
+                _make(cst.Comma)
+                if i < last or self.trailing_comma(self.span(alias)[1])
                 else cst.MaybeSentinel.DEFAULT
+            )
             out.append(_make(cst.ImportAlias, name=_dotted(alias.name), asname=asname, comma=comma))
         return out
 
-    def _import_from(self, node: ast.ImportFrom, start: int, end: int) -> cst.ImportFrom:
+    def _import_from(self, node: ast.ImportFrom, start: int, end: int) -> Any:
         relative = [_make(cst.Dot) for _ in range(node.level or 0)]
         module = None if node.module is None else _dotted(node.module)
         if len(node.names) == 1 and node.names[0].name == "*":
-            return _make(cst.ImportFrom, module=module, names=_make(cst.ImportStar), relative=relative)
+            return _make(
+                cst.ImportFrom, module=module, names=_make(cst.ImportStar), relative=relative
+            )
         first = self.span(node.names[0])[0]
         opening = self.before(first)
         names = self._aliases(node.names, end)
         if self.char(opening) == 0x28:
-            return _make(cst.ImportFrom, module=module, names=names, relative=relative,
-                                  lpar=_make(cst.LeftParen), rpar=_make(cst.RightParen))
+            return _make(
+                cst.ImportFrom,
+                module=module,
+                names=names,
+                relative=relative,
+                lpar=_make(cst.LeftParen),
+                rpar=_make(cst.RightParen),
+            )
         return _make(cst.ImportFrom, module=module, names=names, relative=relative)
 
     def _compound(self, node: Any) -> Any:
@@ -728,13 +951,22 @@ class _Builder:
             return self._if(node)
         if kind is ast.For or kind is ast.AsyncFor:
             n = node
-            return _make(cst.For, target=self.target(n.target), iter=self.expr(n.iter),
-                           body=self._suite(n.body), orelse=self._else(n.orelse),
-                           asynchronous=_make(cst.Asynchronous) if kind is ast.AsyncFor else None)
+            return _make(
+                cst.For,
+                target=self.target(n.target),
+                iter=self.expr(n.iter),
+                body=self._suite(n.body),
+                orelse=self._else(n.orelse),
+                asynchronous=_make(cst.Asynchronous) if kind is ast.AsyncFor else None,
+            )
         if kind is ast.While:
             n = node
-            return _make(cst.While, test=self.expr(n.test), body=self._suite(n.body),
-                             orelse=self._else(n.orelse))
+            return _make(
+                cst.While,
+                test=self.expr(n.test),
+                body=self._suite(n.body),
+                orelse=self._else(n.orelse),
+            )
         if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             return self._function(node, kind is ast.AsyncFunctionDef)
         if kind is ast.ClassDef:
@@ -754,23 +986,30 @@ class _Builder:
         if self.char(colon) != 0x3A:
             raise Unsupported("a block")
         if b"\n" in self.src[colon:first]:
-            return _make(cst.IndentedBlock, body=self._body(body),
-                         header=_make(cst.TrailingWhitespace))
+            return _make(
+                cst.IndentedBlock, body=self._body(body), header=_make(cst.TrailingWhitespace)
+            )
         statements = self._body(body)
         if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
             raise Unsupported("a one-line block")
-        return _make(cst.SimpleStatementSuite, body=statements[0].body,
-                         trailing_whitespace=_make(cst.TrailingWhitespace))
+        return _make(
+            cst.SimpleStatementSuite,
+            body=statements[0].body,
+            trailing_whitespace=_make(cst.TrailingWhitespace),
+        )
 
-    def _else(self, orelse: Sequence[ast.stmt]) -> cst.Else | None:
+    def _else(self, orelse: Sequence[ast.stmt]) -> Any:
         return _make(cst.Else, body=self._suite(orelse)) if orelse else None
 
-    def _if(self, node: ast.If) -> cst.If:
+    def _if(self, node: ast.If) -> Any:
         orelse: Any = None
         if node.orelse:
             nested = node.orelse[0]
-            if (len(node.orelse) == 1 and isinstance(nested, ast.If)
-                    and self.src.startswith(b"elif", self.span(nested)[0])):
+            if (
+                len(node.orelse) == 1
+                and isinstance(nested, ast.If)
+                and self.src.startswith(b"elif", self.span(nested)[0])
+            ):
                 orelse = self._if(nested)
             else:
                 orelse = self._else(node.orelse)
@@ -779,7 +1018,7 @@ class _Builder:
     def _decorators(self, decorators: Sequence[ast.expr]) -> list[cst.Decorator]:
         return [_make(cst.Decorator, decorator=self.expr(d)) for d in decorators]
 
-    def _function(self, node: ast.FunctionDef, is_async: bool) -> cst.FunctionDef:
+    def _function(self, node: ast.FunctionDef, is_async: bool) -> Any:
         decorators = self._decorators(node.decorator_list)
         keyword = _DEF.match(self.src, self.span(node)[0])
         if keyword is None:
@@ -791,12 +1030,17 @@ class _Builder:
         self.claimed.add(open_)
         params = self._parameters(node.args, self.close_of[open_])
         returns = None if node.returns is None else cst.Annotation(self.expr(node.returns))
-        return _make(cst.FunctionDef, name=cst.Name(node.name), params=params,
-                               body=self._suite(node.body), decorators=decorators,
-                               returns=returns,
-                               asynchronous=_make(cst.Asynchronous) if is_async else None)
+        return _make(
+            cst.FunctionDef,
+            name=cst.Name(node.name),
+            params=params,
+            body=self._suite(node.body),
+            decorators=decorators,
+            returns=returns,
+            asynchronous=_make(cst.Asynchronous) if is_async else None,
+        )
 
-    def _class(self, node: ast.ClassDef) -> cst.ClassDef:
+    def _class(self, node: ast.ClassDef) -> Any:
         decorators = self._decorators(node.decorator_list)
         keyword = _CLASS.match(self.src, self.span(node)[0])
         if keyword is None:
@@ -809,7 +1053,7 @@ class _Builder:
         if self.char(open_) == 0x28:
             self.claimed.add(open_)
             extra = {"lpar": _make(cst.LeftParen), "rpar": _make(cst.RightParen)}
-            items: list[tuple[int, ast.AST]] = [(self.span(b)[0], b) for b in node.bases]
+            items: list[tuple[int, Any]] = [(self.span(b)[0], b) for b in node.bases]
             items += [(self.span(k)[0], k) for k in node.keywords]
             items.sort(key=lambda item: item[0])
             last = len(items) - 1
@@ -819,8 +1063,12 @@ class _Builder:
                     if item.arg is None:
                         arg = _make(cst.Arg, value=self.expr(item.value), star="**")
                     else:
-                        arg = _make(cst.Arg, value=self.expr(item.value), keyword=cst.Name(item.arg),
-                                      equal=_make(cst.AssignEqual))
+                        arg = _make(
+                            cst.Arg,
+                            value=self.expr(item.value),
+                            keyword=cst.Name(item.arg),
+                            equal=_make(cst.AssignEqual),
+                        )
                 elif isinstance(item, ast.Starred):
                     end = self.span(item)[1]
                     arg = _make(cst.Arg, value=self.expr(item.value), star="*")
@@ -830,10 +1078,17 @@ class _Builder:
                 if i < last or self.trailing_comma(end):
                     arg = arg.with_changes(comma=_make(cst.Comma))
                 (keywords if arg.keyword is not None or arg.star == "**" else bases).append(arg)
-        return _make(cst.ClassDef, name=cst.Name(node.name), body=self._suite(node.body),
-                            bases=bases, keywords=keywords, decorators=decorators, **extra)
+        return _make(
+            cst.ClassDef,
+            name=cst.Name(node.name),
+            body=self._suite(node.body),
+            bases=bases,
+            keywords=keywords,
+            decorators=decorators,
+            **extra,
+        )
 
-    def _with(self, node: ast.With, is_async: bool) -> cst.With:
+    def _with(self, node: ast.With, is_async: bool) -> Any:
         keyword = _WITH.match(self.src, self.span(node)[0])
         if keyword is None:
             raise Unsupported("a with header")
@@ -856,25 +1111,53 @@ class _Builder:
             if i < last or self.trailing_comma(end):
                 built = built.with_changes(comma=_make(cst.Comma))
             items.append(built)
-        return _make(cst.With, items=items, body=self._suite(node.body),
-                        asynchronous=_make(cst.Asynchronous) if is_async else None, **extra)
+        return _make(
+            cst.With,
+            items=items,
+            body=self._suite(node.body),
+            asynchronous=_make(cst.Asynchronous) if is_async else None,
+            **extra,
+        )
 
-    def _try(self, node: ast.Try) -> cst.Try:
+    def _try(self, node: ast.Try) -> Any:
         handlers = []
         for handler in node.handlers:
             name = None if handler.name is None else _make(cst.AsName, name=cst.Name(handler.name))
-            handlers.append(cst.ExceptHandler(
-                body=self._suite(handler.body),
-                type=None if handler.type is None else self.expr(handler.type), name=name))
+            handlers.append(
+                cst.ExceptHandler(
+                    body=self._suite(handler.body),
+                    type=None if handler.type is None else self.expr(handler.type),
+                    name=name,
+                )
+            )
         final = None if not node.finalbody else _make(cst.Finally, body=self._suite(node.finalbody))
-        return _make(cst.Try, body=self._suite(node.body), handlers=handlers,
-                       orelse=self._else(node.orelse), finalbody=final)
+        return _make(
+            cst.Try,
+            body=self._suite(node.body),
+            handlers=handlers,
+            orelse=self._else(node.orelse),
+            finalbody=final,
+        )
 
 
 def _is_compound(node: ast.stmt) -> bool:
-    return isinstance(node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
-                             ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith,
-                             ast.Try, ast.TryStar, ast.Match))
+    return isinstance(
+        node,
+        (
+            ast.If,
+            ast.For,
+            ast.AsyncFor,
+            ast.While,
+            ast.FunctionDef,
+            ast.AsyncFunctionDef,
+            ast.ClassDef,
+            ast.With,
+            ast.AsyncWith,
+            ast.Try,
+            ast.TryStar,
+            ast.Match,
+        ),
+    )
 
 
 def _dotted(name: str) -> Any:

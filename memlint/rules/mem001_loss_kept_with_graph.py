@@ -912,7 +912,7 @@ class LossKeptWithGraph(Rule):
 
     def _report(self, node: cst.CSTNode, container: str,
                 carried: list[cst.BaseExpression]) -> None:
-        text = ", ".join(f"`{self.context.module.code_for_node(part)}`" for part in carried)
+        text = ", ".join(f"`{self.context.code_for(part)}`" for part in carried)
         if len(text) > 42:
             text = text[:38] + "...`"
         verb, kept = ("carries its", "is") if len(carried) == 1 else ("carry their", "are")

@@ -418,12 +418,11 @@ class MissingZeroGrad(Rule):
         return False
 
     def _accumulation_guard(self, step: cst.Call, loop: Loop) -> bool:
-        module = self.context.module
         for anc in self.context.analysis.tree.ancestors(step):
             if anc is loop:
                 return False
             if isinstance(anc, (cst.If, cst.While)):
-                text = module.code_for_node(anc.test)
+                text = self.context.code_for(anc.test)
                 if _ACCUMULATION_TEST.search(text) and not _NOT_ACCUMULATION.search(text):
                     return True
         return False
@@ -487,7 +486,7 @@ class MissingZeroGrad(Rule):
         target = receiver(zero)
         if optimizer is None or target is None:
             return
-        code = self.context.module.code_for_node
+        code = self.context.code_for
         optimizer_text, target_text = code(optimizer), code(target)
         if target_text != optimizer_text and (
             is_optimizer_name(receiver_name(zero))
@@ -536,12 +535,11 @@ class MissingZeroGrad(Rule):
 
     def _guarded_against_nan(self, node: cst.CSTNode, loop: Loop | None) -> bool:
         """``if not torch.isfinite(loss): optimizer.zero_grad(); ...``: a deliberate skip."""
-        module = self.context.module
         for anc in self.context.analysis.tree.ancestors(node):
             if anc is loop or isinstance(anc, (cst.FunctionDef, cst.Lambda)):
                 return False
             if isinstance(anc, (cst.If, cst.While)) and _NOT_ACCUMULATION.search(
-                module.code_for_node(anc.test)
+                self.context.code_for(anc.test)
             ):
                 return True
         return False
@@ -561,7 +559,7 @@ class MissingZeroGrad(Rule):
     def _built_only_from(self, optimizer: str, model: str) -> bool:
         """``optimizer = SGD(model.parameters(), ...)`` somewhere in the file, and no other
         module's parameters in it: clearing ``model`` clears what the optimizer steps."""
-        code = self.context.module.code_for_node
+        code = self.context.code_for
         if self._assignments is None:
             # Targets only: a value's source is rendered when its target is the optimizer.
             self._assignments = [

@@ -525,7 +525,7 @@ class LoadWithoutMapLocation(Rule):
         return [call for call in calls if self._is_torch_call(call, "save")]
 
     def _code(self, node: cst.CSTNode) -> str:
-        return self.context.module.code_for_node(node).strip()
+        return self.context.code_for(node).strip()
 
     @cached_property
     def _saved_paths(self) -> dict[str, list[cst.Call]]:

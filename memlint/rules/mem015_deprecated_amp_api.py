@@ -421,7 +421,7 @@ class DeprecatedAmpApi(Rule):
     def _version_test(self, test: cst.BaseExpression) -> bool:
         """Whether an ``if`` condition tells old PyTorch releases from new ones: a version
         name or helper, or ``hasattr(<a torch module>, ...)``."""
-        return bool(_VERSION_TEST.search(self.context.module.code_for_node(test))) or (
+        return bool(_VERSION_TEST.search(self.context.code_for(test))) or (
             self._probes_torch(test)
         )
 

@@ -159,15 +159,16 @@ def test_a_file_past_the_memory_ceiling_is_one_finding(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A giant literal would take gigabytes; past the ceiling it is one MEM997 line."""
-    write(tmp_path, "giant.py", "import torch\nx = [" + ", ".join(["1"] * 300_000) + "]\n"
+    write(tmp_path, "giant.py", "import torch\nx = [" + ", ".join(["1"] * 800_000) + "]\n"
           "state = torch.load(p)\n")
     write(tmp_path, "z_good.py", "import torch\nstate = torch.load(p)\n")
     monkeypatch.setenv("MEMLINT_WORKER_MEMORY_MB", "400")
     run = run_cli(capsys, tmp_path, "--no-cache", "--isolated", "--select", "MEM014",
                   "-j", "2", rules=None)
     assert run.rc == 1
-    assert run.lines[0].startswith("giant.py:1:1: MEM997 the linter process ran out of "
-                                   "memory on this file")
+    # The worker either catches its MemoryError or is stopped at the ceiling: one line.
+    assert run.lines[0].startswith("giant.py:1:1: MEM997 ")
+    assert "ran out of memory on this file" in run.lines[0]
     assert run.lines[1].startswith("z_good.py:2:9: MEM014")
 
 
