@@ -23,6 +23,7 @@ from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Rule
 
 if TYPE_CHECKING:
+    from memlint.fastcst import Built
     from memlint.project.view import ModuleView
 
 
@@ -125,6 +126,21 @@ def lint_module(
 LIBCST_ONLY = os.environ.get("MEMLINT_LIBCST_ONLY", "") not in ("", "0")
 
 
+def source_ranges(context: FileContext, built: Built, findings: Sequence[Finding]
+                  ) -> dict[cst.CSTNode, CodeRange] | None:
+    """The findings' and their statements' ranges from the source text; None when one of
+    them is a node whose range only libcst's tree gives."""
+    tree = context.analysis.tree
+    ranges: dict[cst.CSTNode, CodeRange] = {}
+    for finding in findings:
+        for node in (finding.node, tree.enclosing_statement(finding.node)):
+            found = built.range_of(node)
+            if found is None:
+                return None
+            ranges[node] = found
+    return ranges
+
+
 def _lint_without_layout(path: str, source: bytes, rules: Sequence[type[Rule]],
                          project: ModuleView | None,
                          statements: tuple[tuple[int, int], ...] | None
@@ -151,15 +167,8 @@ def _lint_without_layout(path: str, source: bytes, rules: Sequence[type[Rule]],
         findings = run_rules(context, rules)
         if not findings:
             return []
-        tree = context.analysis.tree
-        ranges: dict[cst.CSTNode, CodeRange] = {}
-        for finding in findings:
-            for node in (finding.node, tree.enclosing_statement(finding.node)):
-                found = built.range_of(node)
-                if found is None:
-                    return None
-                ranges[node] = found
-        return position_findings(context, findings, ranges)
+        ranges = source_ranges(context, built, findings)
+        return None if ranges is None else position_findings(context, findings, ranges)
     except MemoryError:
         raise
     except Exception:  # RecursionError included: libcst's tree decides, and reports it

@@ -750,13 +750,13 @@ class _Builder:
         return text.decode()
 
     def range_of(self, node: cst.CSTNode) -> CodeRange | None:
-        """libcst's ``PositionProvider`` range of a call or a statement; None for others."""
+        """libcst's ``PositionProvider`` range of a node the source gives it for."""
         origin = self.origin.get(node)
         if origin is None:
             return None
         found = origin[0]
-        if isinstance(found, ast.expr) and not isinstance(found, ast.Call):
-            return None
+        if origin[1] < 0 or isinstance(found, (ast.Tuple, ast.GeneratorExp)):
+            return None  # libcst leaves out the parentheses that are the span's own ends
         if getattr(found, "decorator_list", None):
             return None  # libcst starts a decorated definition at its first decorator
         n = cast(Any, found)
@@ -801,11 +801,12 @@ class _Builder:
         start, end = self.span(statement)
         built = self._small_statement(statement, start, end)
         at = self.after_on_line(end)
+        more = False
         if self.char(at) == 0x3B:  # ';'
             built = built.with_changes(semicolon=_make(cst.Semicolon))
-            following = self.after_on_line(at + 1)
-            return built, self.char(following) not in (0x0A, 0x0D, 0x23, -1)
-        return built, False
+            more = self.char(self.after_on_line(at + 1)) not in (0x0A, 0x0D, 0x23, -1)
+        self.origin[built] = (statement, 0)
+        return built, more
 
     def after_on_line(self, at: int) -> int:
         src = self.src

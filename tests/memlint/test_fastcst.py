@@ -136,7 +136,7 @@ def _pairs(real: cst.CSTNode, built: cst.CSTNode) -> list[tuple[cst.CSTNode, cst
     return out
 
 
-@pytest.mark.parametrize("path", CORPUS[:40], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*CORPUS, *OWN_SOURCE[:20]], ids=lambda p: p.name)
 def test_text_and_positions_are_libcsts(path: Path) -> None:
     """Every expression's text is ``code_for_node``'s; every call's and statement's range
     is ``PositionProvider``'s (a decorated definition's is not given: libcst decides)."""
