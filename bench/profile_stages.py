@@ -56,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memlint.project.summary import needs_summary, parse_source, summary_of
     from memlint.pruning import blank_ranges, blanked
     from memlint.rules import all_rules
+    from memlint.rules.base import Finding
 
     wanted = {c.strip() for c in args.select.split(",") if c.strip()}
     rules = [r for r in all_rules()
@@ -121,20 +122,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         context.analysis.tree  # noqa: B018  # built lazily: timed on its own
         t = lap("tree index", t)
         try:
-            found = run_rules(context, active)
+            found: list[Finding] | None = run_rules(context, active)
         except fastcst.Unsupported:  # code libcst renders differently: its tree decides
-            found, built = [], None
-            fallbacks += 1
+            found = None
         t = lap("rules", t)
+        ranges = None if built is None or not found else source_ranges(context, built, found)
+        if built is not None and (found is None or (found and ranges is None)):
+            fallbacks += 1  # as the engine does: libcst's tree judges the file again
+            module = parse(source)
+            context = FileContext(path=str(path), source=decoded_source(source, module),
+                                  module=module, statements=context.statements)
+            found = run_rules(context, active)
+            t = lap("libcst parse", t)
         if found:
             findings += len(found)
-            ranges = None if built is None else source_ranges(context, built, found)
-            if built is not None and ranges is None:  # as the engine does: libcst decides
-                fallbacks += 1
-                module = parse(source)
-                context = FileContext(path=str(path), source=decoded_source(source, module),
-                                      module=module, statements=context.statements)
-                found = run_rules(context, active)
             position_findings(context, found, ranges)
         lap("positions", t)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -26,17 +27,20 @@ from typing import Any, cast
 import libcst as cst
 from libcst._position import CodePosition, CodeRange
 
-# Per node class: the shared instance of each whitespace default. Every node gets its own
-# copy from libcst's defaults; spaces and newlines are no node any rule or index visits
-# (memlint.analysis.tree.LAYOUT_LEAVES), so one instance serves them all.
-_LAYOUT: dict[type, dict[str, Any]] = {}
+# libcst gives every node its own copy of each whitespace default; spaces and newlines are
+# no node any rule or index visits (memlint.analysis.tree.LAYOUT_LEAVES), so one instance
+# per class and field serves them all.
 
 
-def _make(kind: Any, /, **fields: Any) -> Any:
-    layout = _LAYOUT.get(kind)
-    if layout is None:
-        layout = _LAYOUT[kind] = _shared_layout(kind)
-    return kind(**fields, **layout)
+class _Constructors(dict[type, Callable[..., Any]]):
+    """Per node class, its constructor with the shared whitespace defaults bound."""
+
+    def __missing__(self, kind: type) -> Callable[..., Any]:
+        made = self[kind] = functools.partial(kind, **_shared_layout(kind))
+        return made
+
+
+_new = _Constructors()
 
 
 def _shared_layout(kind: type) -> dict[str, Any]:
@@ -53,7 +57,7 @@ class Unsupported(Exception):
     """A construct this module does not rebuild: the caller falls back to libcst."""
 
 
-_BINARY: dict[type[ast.operator], Callable[[], cst.BaseBinaryOp]] = {
+_BINARY: dict[type[ast.operator], type[cst.BaseBinaryOp]] = {
     ast.Add: cst.Add,
     ast.Sub: cst.Subtract,
     ast.Mult: cst.Multiply,
@@ -68,7 +72,7 @@ _BINARY: dict[type[ast.operator], Callable[[], cst.BaseBinaryOp]] = {
     ast.BitXor: cst.BitXor,
     ast.MatMult: cst.MatrixMultiply,
 }
-_AUGMENTED: dict[type[ast.operator], Callable[[], cst.BaseAugOp]] = {
+_AUGMENTED: dict[type[ast.operator], type[cst.BaseAugOp]] = {
     ast.Add: cst.AddAssign,
     ast.Sub: cst.SubtractAssign,
     ast.Mult: cst.MultiplyAssign,
@@ -83,13 +87,13 @@ _AUGMENTED: dict[type[ast.operator], Callable[[], cst.BaseAugOp]] = {
     ast.BitXor: cst.BitXorAssign,
     ast.MatMult: cst.MatrixMultiplyAssign,
 }
-_UNARY: dict[type[ast.unaryop], Callable[[], cst.BaseUnaryOp]] = {
+_UNARY: dict[type[ast.unaryop], type[cst.BaseUnaryOp]] = {
     ast.UAdd: cst.Plus,
     ast.USub: cst.Minus,
     ast.Invert: cst.BitInvert,
     ast.Not: cst.Not,
 }
-_COMPARE: dict[type[ast.cmpop], Callable[[], cst.BaseCompOp]] = {
+_COMPARE: dict[type[ast.cmpop], type[cst.BaseCompOp]] = {
     ast.Eq: cst.Equal,
     ast.NotEq: cst.NotEqual,
     ast.Lt: cst.LessThan,
@@ -102,6 +106,8 @@ _COMPARE: dict[type[ast.cmpop], Callable[[], cst.BaseCompOp]] = {
     ast.IsNot: cst.IsNot,
 }
 _SPACE = frozenset(b" \t\f\r\n\\")
+_BLANK = frozenset(b" \t\f\r")
+_WHITE = frozenset(b" \t\f\r\n")
 # One string literal: prefix, then a triple- or single-quoted body (escapes skipped).
 _STRING = re.compile(
     rb"[A-Za-z]*(?:'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
@@ -212,7 +218,7 @@ class _Builder:
                 open_of[at] = open_
             elif char == 0x23:  # '#'
                 end = match.end()
-                if end > at and src[end - 1] == 0x0D:
+                while end > at + 1 and src[end - 1] in _BLANK:
                     end -= 1
                 comments[end] = at
         if opened:
@@ -234,14 +240,17 @@ class _Builder:
         i = at - 1
         comments = self.comment_at_end
         while i >= 0:
-            start = comments.get(i + 1)
-            if start is not None:
-                i = start - 1
-                continue
-            if src[i] in _SPACE:
+            char = src[i]
+            if char in _WHITE:
                 i -= 1
                 continue
-            return i
+            start = comments.get(i + 1)  # keyed by where its last non-blank byte ends
+            if start is not None:
+                i = start - 1
+            elif char == 0x5C:  # a line continuation
+                i -= 1
+            else:
+                return i
         return -1
 
     def after(self, at: int) -> int:
@@ -296,8 +305,8 @@ class _Builder:
             own += outer
         if own:
             built = built.with_changes(
-                lpar=[_make(cst.LeftParen) for _ in range(own)],
-                rpar=[_make(cst.RightParen) for _ in range(own)],
+                lpar=[_new[cst.LeftParen]() for _ in range(own)],
+                rpar=[_new[cst.RightParen]() for _ in range(own)],
             )
         self.origin[built] = (node, outer)
         return built
@@ -308,8 +317,8 @@ class _Builder:
             return cst.Name(node.id)
         if kind is ast.Attribute:
             n = node
-            return _make(
-                cst.Attribute, value=self.expr(n.value), attr=cst.Name(n.attr), dot=_make(cst.Dot)
+            return _new[cst.Attribute](
+                value=self.expr(n.value), attr=cst.Name(n.attr), dot=_new[cst.Dot]()
             )
         if kind is ast.Call:
             return self._call(node, end)
@@ -317,26 +326,23 @@ class _Builder:
             return self._constant(node, start, end)
         if kind is ast.Subscript:
             n = node
-            return _make(
-                cst.Subscript,
+            return _new[cst.Subscript](
                 value=self.expr(n.value),
                 slice=self._slices(n.slice),
-                lbracket=_make(cst.LeftSquareBracket),
-                rbracket=_make(cst.RightSquareBracket),
+                lbracket=_new[cst.LeftSquareBracket](),
+                rbracket=_new[cst.RightSquareBracket](),
             )
         if kind is ast.BinOp:
             n = node
-            return _make(
-                cst.BinaryOperation,
+            return _new[cst.BinaryOperation](
                 left=self.expr(n.left),
-                operator=_make(_BINARY[type(n.op)]),
+                operator=_new[_BINARY[type(n.op)]](),
                 right=self.expr(n.right),
             )
         if kind is ast.UnaryOp:
             n = node
-            return _make(
-                cst.UnaryOperation,
-                operator=_make(_UNARY[type(n.op)]),
+            return _new[cst.UnaryOperation](
+                operator=_new[_UNARY[type(n.op)]](),
                 expression=self.expr(n.operand),
             )
         if kind is ast.BoolOp:
@@ -344,19 +350,17 @@ class _Builder:
             kind = cst.And if isinstance(n.op, ast.And) else cst.Or
             result = self.expr(n.values[0])
             for value in n.values[1:]:
-                result = _make(
-                    cst.BooleanOperation, left=result, operator=_make(kind), right=self.expr(value)
+                result = _new[cst.BooleanOperation](
+                    left=result, operator=_new[kind](), right=self.expr(value)
                 )
             return result
         if kind is ast.Compare:
             n = node
-            return _make(
-                cst.Comparison,
+            return _new[cst.Comparison](
                 left=self.expr(n.left),
                 comparisons=[
-                    _make(
-                        cst.ComparisonTarget,
-                        operator=_make(_COMPARE[type(op)]),
+                    _new[cst.ComparisonTarget](
+                        operator=_new[_COMPARE[type(op)]](),
                         comparator=self.expr(c),
                     )
                     for op, c in zip(n.ops, n.comparators, strict=True)
@@ -364,20 +368,18 @@ class _Builder:
             )
         if kind is ast.Tuple:
             n = node
-            return _make(cst.Tuple, elements=self._elements(n.elts, end), lpar=(), rpar=())
+            return _new[cst.Tuple](elements=self._elements(n.elts, end), lpar=(), rpar=())
         if kind is ast.List:
-            return _make(
-                cst.List,
+            return _new[cst.List](
                 elements=self._elements(node.elts, end - 1),
-                lbracket=_make(cst.LeftSquareBracket),
-                rbracket=_make(cst.RightSquareBracket),
+                lbracket=_new[cst.LeftSquareBracket](),
+                rbracket=_new[cst.RightSquareBracket](),
             )
         if kind is ast.Set:
-            return _make(
-                cst.Set,
+            return _new[cst.Set](
                 elements=self._elements(node.elts, end - 1),
-                lbrace=_make(cst.LeftCurlyBrace),
-                rbrace=_make(cst.RightCurlyBrace),
+                lbrace=_new[cst.LeftCurlyBrace](),
+                rbrace=_new[cst.RightCurlyBrace](),
             )
         if kind is ast.Dict:
             return self._dict(node, end)
@@ -385,42 +387,37 @@ class _Builder:
             return self._string(start, end)
         if kind is ast.IfExp:
             n = node
-            return _make(
-                cst.IfExp,
+            return _new[cst.IfExp](
                 test=self.expr(n.test),
                 body=self.expr(n.body),
                 orelse=self.expr(n.orelse),
             )
         if kind is ast.Lambda:
             n = node
-            return _make(
-                cst.Lambda,
+            return _new[cst.Lambda](
                 params=self._parameters(n.args, self.span(n.body)[0], lambda_=True),
                 body=self.expr(n.body),
-                colon=_make(cst.Colon),
+                colon=_new[cst.Colon](),
             )
         if kind is ast.ListComp:
             n = node
-            return _make(
-                cst.ListComp,
+            return _new[cst.ListComp](
                 elt=self.expr(n.elt),
                 for_in=self._comprehension(n.generators),
-                lbracket=_make(cst.LeftSquareBracket),
-                rbracket=_make(cst.RightSquareBracket),
+                lbracket=_new[cst.LeftSquareBracket](),
+                rbracket=_new[cst.RightSquareBracket](),
             )
         if kind is ast.SetComp:
             n = node
-            return _make(
-                cst.SetComp,
+            return _new[cst.SetComp](
                 elt=self.expr(n.elt),
                 for_in=self._comprehension(n.generators),
-                lbrace=_make(cst.LeftCurlyBrace),
-                rbrace=_make(cst.RightCurlyBrace),
+                lbrace=_new[cst.LeftCurlyBrace](),
+                rbrace=_new[cst.RightCurlyBrace](),
             )
         if kind is ast.GeneratorExp:
             n = node
-            return _make(
-                cst.GeneratorExp,
+            return _new[cst.GeneratorExp](
                 elt=self.expr(n.elt),
                 for_in=self._comprehension(n.generators),
                 lpar=(),
@@ -428,26 +425,25 @@ class _Builder:
             )
         if kind is ast.DictComp:
             n = node
-            return _make(
-                cst.DictComp,
+            return _new[cst.DictComp](
                 key=self.expr(n.key),
                 value=self.expr(n.value),
                 for_in=self._comprehension(n.generators),
-                lbrace=_make(cst.LeftCurlyBrace),
-                rbrace=_make(cst.RightCurlyBrace),
+                lbrace=_new[cst.LeftCurlyBrace](),
+                rbrace=_new[cst.RightCurlyBrace](),
             )
         if kind is ast.Starred:
             raise Unsupported("a starred expression outside a display")
         if kind is ast.NamedExpr:
             n = node
-            return _make(cst.NamedExpr, target=self.expr(n.target), value=self.expr(n.value))
+            return _new[cst.NamedExpr](target=self.expr(n.target), value=self.expr(n.value))
         if kind is ast.Await:
-            return _make(cst.Await, expression=self.expr(node.value))
+            return _new[cst.Await](expression=self.expr(node.value))
         if kind is ast.Yield:
             value = node.value
-            return _make(cst.Yield, value=None if value is None else self.expr(value))
+            return _new[cst.Yield](value=None if value is None else self.expr(value))
         if kind is ast.YieldFrom:
-            return _make(cst.Yield, value=_make(cst.From, item=self.expr(node.value)))
+            return _new[cst.Yield](value=_new[cst.From](item=self.expr(node.value)))
         if kind is ast.Slice:
             raise Unsupported("a slice outside a subscript")
         raise Unsupported(kind.__name__)
@@ -459,7 +455,7 @@ class _Builder:
         if value is None or value is True or value is False:
             return cst.Name(str(value))
         if value is Ellipsis:
-            return _make(cst.Ellipsis)
+            return _new[cst.Ellipsis]()
         text = self.src[start:end].decode()
         if isinstance(value, complex):
             return cst.Imaginary(text)
@@ -490,7 +486,7 @@ class _Builder:
             raise Unsupported("a string literal")
         result = parts[-1]
         for part in reversed(parts[:-1]):
-            result = _make(cst.ConcatenatedString, left=part, right=result)
+            result = _new[cst.ConcatenatedString](left=part, right=result)
         return result
 
     def _call(self, node: ast.Call, end: int) -> Any:
@@ -512,29 +508,28 @@ class _Builder:
             comma = self._comma(i < last, self._extent_end(value), end - 1)
             if kind is ast.keyword:
                 if item.arg is None:
-                    arg = _make(cst.Arg, value=self.expr(value), star="**", comma=comma)
+                    arg = _new[cst.Arg](value=self.expr(value), star="**", comma=comma)
                 else:
-                    arg = _make(
-                        cst.Arg,
+                    arg = _new[cst.Arg](
                         value=self.expr(value),
                         keyword=cst.Name(item.arg),
-                        equal=_make(cst.AssignEqual),
+                        equal=_new[cst.AssignEqual](),
                         comma=comma,
                     )
             elif kind is ast.Starred:
-                arg = _make(cst.Arg, value=self.expr(value), star="*", comma=comma)
+                arg = _new[cst.Arg](value=self.expr(value), star="*", comma=comma)
             else:
-                arg = _make(cst.Arg, value=self.expr(value), comma=comma)
+                arg = _new[cst.Arg](value=self.expr(value), comma=comma)
             args.append(arg)
-        return _make(cst.Call, func=func, args=args)
+        return _new[cst.Call](func=func, args=args)
 
     def _comma(self, between: bool, item_end: int, limit: int | None = None) -> Any:
         """The comma after an item: one between items, else a trailing comma if written."""
         if between:
-            return _make(cst.Comma)
+            return _new[cst.Comma]()
         if limit is not None and item_end > limit:
             item_end = limit  # a generator that is the only argument ends at the call's ')'
-        return _make(cst.Comma) if self.trailing_comma(item_end) else cst.MaybeSentinel.DEFAULT
+        return _new[cst.Comma]() if self.trailing_comma(item_end) else cst.MaybeSentinel.DEFAULT
 
     def _extent_end(self, node: ast.expr) -> int:
         """Where an expression ends, its own parentheses included."""
@@ -561,10 +556,10 @@ class _Builder:
                 comma = self._comma(i < last, self._extent_end(elt.value))
                 if self.parens(*self.span(elt)):
                     raise Unsupported("a parenthesised starred element")
-                out.append(_make(cst.StarredElement, value=self.expr(elt.value), comma=comma))
+                out.append(_new[cst.StarredElement](value=self.expr(elt.value), comma=comma))
             else:
                 comma = self._comma(i < last, self._extent_end(elt))
-                out.append(_make(cst.Element, value=self.expr(elt), comma=comma))
+                out.append(_new[cst.Element](value=self.expr(elt), comma=comma))
         return out
 
     def _dict(self, node: ast.Dict, end: int) -> Any:
@@ -573,16 +568,15 @@ class _Builder:
         for i, (key, value) in enumerate(zip(node.keys, node.values, strict=True)):
             comma = self._comma(i < last, self._extent_end(value))
             if key is None:
-                out.append(_make(cst.StarredDictElement, value=self.expr(value), comma=comma))
+                out.append(_new[cst.StarredDictElement](value=self.expr(value), comma=comma))
             else:
                 out.append(
-                    _make(cst.DictElement, key=self.expr(key), value=self.expr(value), comma=comma)
+                    _new[cst.DictElement](key=self.expr(key), value=self.expr(value), comma=comma)
                 )
-        return _make(
-            cst.Dict,
+        return _new[cst.Dict](
             elements=out,
-            lbrace=_make(cst.LeftCurlyBrace),
-            rbrace=_make(cst.RightCurlyBrace),
+            lbrace=_new[cst.LeftCurlyBrace](),
+            rbrace=_new[cst.RightCurlyBrace](),
         )
 
     def _slices(self, node: ast.expr) -> list[cst.SubscriptElement]:
@@ -600,16 +594,16 @@ class _Builder:
                     self.span(elt)[1] if isinstance(elt, ast.Slice) else self._extent_end(elt)
                 )
                 comma: Any = (
-                    _make(cst.Comma)
+                    _new[cst.Comma]()
                     if i < last or self.trailing_comma(item_end)
                     else cst.MaybeSentinel.DEFAULT
                 )
-                out.append(_make(cst.SubscriptElement, slice=part, comma=comma))
+                out.append(_new[cst.SubscriptElement](slice=part, comma=comma))
             return out
         part = self._slice(node)
         item_end = end if isinstance(node, ast.Slice) else self._extent_end(node)
-        comma = _make(cst.Comma) if self.trailing_comma(item_end) else cst.MaybeSentinel.DEFAULT
-        return [_make(cst.SubscriptElement, slice=part, comma=comma)]
+        comma = _new[cst.Comma]() if self.trailing_comma(item_end) else cst.MaybeSentinel.DEFAULT
+        return [_new[cst.SubscriptElement](slice=part, comma=comma)]
 
     def _slice(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Slice):
@@ -620,12 +614,12 @@ class _Builder:
                 lower=None if node.lower is None else self.expr(node.lower),
                 upper=None if node.upper is None else self.expr(node.upper),
                 step=None if node.step is None else self.expr(node.step),
-                first_colon=_make(cst.Colon),
-                second_colon=_make(cst.Colon) if colons > 1 else cst.MaybeSentinel.DEFAULT,
+                first_colon=_new[cst.Colon](),
+                second_colon=_new[cst.Colon]() if colons > 1 else cst.MaybeSentinel.DEFAULT,
             )
         if isinstance(node, ast.Starred):
             raise Unsupported("a starred subscript")
-        return _make(cst.Index, value=self.expr(node))
+        return _new[cst.Index](value=self.expr(node))
 
     def _colons(self, start: int, end: int, pieces: Sequence[ast.expr]) -> int:
         text = bytearray(self.src[start:end])
@@ -644,9 +638,9 @@ class _Builder:
             result = cst.CompFor(
                 target=self.expr(generator.target),
                 iter=self.expr(generator.iter),
-                ifs=[_make(cst.CompIf, test=self.expr(test)) for test in generator.ifs],
+                ifs=[_new[cst.CompIf](test=self.expr(test)) for test in generator.ifs],
                 inner_for_in=result,
-                asynchronous=_make(cst.Asynchronous) if generator.is_async else None,
+                asynchronous=_new[cst.Asynchronous]() if generator.is_async else None,
             )
         assert result is not None
         return result
@@ -661,30 +655,29 @@ class _Builder:
             annotation = None
             end = self.span(arg)[1]
             if arg.annotation is not None:
-                annotation = _make(cst.Annotation, annotation=self.expr(arg.annotation))
+                annotation = _new[cst.Annotation](annotation=self.expr(arg.annotation))
             if default is not None:
                 end = self._extent_end(default)
-                return _make(
-                    cst.Param,
+                return _new[cst.Param](
                     name=cst.Name(arg.arg),
                     annotation=annotation,
-                    equal=_make(cst.AssignEqual),
+                    equal=_new[cst.AssignEqual](),
                     default=self.expr(default),
                     star=star,
                 ), end
-            return _make(cst.Param, name=cst.Name(arg.arg), annotation=annotation, star=star), end
+            return _new[cst.Param](name=cst.Name(arg.arg), annotation=annotation, star=star), end
 
         for i, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
             node, end = param(arg, default, "")
             made.append(("posonly" if i < len(args.posonlyargs) else "param", node, end))
             if args.posonlyargs and i == len(args.posonlyargs) - 1:
-                made.append(("slash", _make(cst.ParamSlash), self._after_char(end, 0x2F)))
+                made.append(("slash", _new[cst.ParamSlash](), self._after_char(end, 0x2F)))
         if args.vararg is not None:
             node, end = param(args.vararg, None, "*")
             made.append(("star", node, end))
         elif args.kwonlyargs:
             star_at = self._star_before(args.kwonlyargs[0])
-            made.append(("bare", _make(cst.ParamStar), star_at + 1))
+            made.append(("bare", _new[cst.ParamStar](), star_at + 1))
         for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
             node, end = param(arg, kw_default, "")
             made.append(("kwonly", node, end))
@@ -695,7 +688,7 @@ class _Builder:
         for i, (kind, node, end) in enumerate(made):
             comma = i < len(made) - 1 or self.char(self.after(end)) == 0x2C
             if comma:
-                node = node.with_changes(comma=_make(cst.Comma))
+                node = node.with_changes(comma=_new[cst.Comma]())
             if kind == "posonly":
                 out["posonly_params"].append(node)
             elif kind == "param":
@@ -708,7 +701,7 @@ class _Builder:
                 out["kwonly_params"].append(node)
             else:
                 out["star_kwarg"] = node
-        return _make(cst.Parameters, **out)
+        return _new[cst.Parameters](**out)
 
     def _after_char(self, end: int, char: int) -> int:
         """The end of the ``char`` that follows ``end`` (a comma may sit between)."""
@@ -784,10 +777,9 @@ class _Builder:
                 first = statement
             line.append(small)
             if not more:
-                built = _make(
-                    cst.SimpleStatementLine,
+                built = _new[cst.SimpleStatementLine](
                     body=line,
-                    trailing_whitespace=_make(cst.TrailingWhitespace),
+                    trailing_whitespace=_new[cst.TrailingWhitespace](),
                 )
                 self.origin[built] = (first, 0)
                 out.append(built)
@@ -803,7 +795,7 @@ class _Builder:
         at = self.after_on_line(end)
         more = False
         if self.char(at) == 0x3B:  # ';'
-            built = built.with_changes(semicolon=_make(cst.Semicolon))
+            built = built.with_changes(semicolon=_new[cst.Semicolon]())
             more = self.char(self.after_on_line(at + 1)) not in (0x0A, 0x0D, 0x23, -1)
         self.origin[built] = (statement, 0)
         return built, more
@@ -819,70 +811,65 @@ class _Builder:
     def _small_statement(self, node: Any, start: int, end: int) -> Any:
         kind = type(node)
         if kind is ast.Expr:
-            return _make(cst.Expr, value=self.expr(node.value))
+            return _new[cst.Expr](value=self.expr(node.value))
         if kind is ast.Assign:
             n = node
-            return _make(
-                cst.Assign,
-                targets=[_make(cst.AssignTarget, target=self.target(t)) for t in n.targets],
+            return _new[cst.Assign](
+                targets=[_new[cst.AssignTarget](target=self.target(t)) for t in n.targets],
                 value=self.expr(n.value),
             )
         if kind is ast.AugAssign:
             n = node
-            return _make(
-                cst.AugAssign,
+            return _new[cst.AugAssign](
                 target=self.target(n.target),
-                operator=_make(_AUGMENTED[type(n.op)]),
+                operator=_new[_AUGMENTED[type(n.op)]](),
                 value=self.expr(n.value),
             )
         if kind is ast.AnnAssign:
             n = node
             if n.value is None:
-                return _make(
-                    cst.AnnAssign,
+                return _new[cst.AnnAssign](
                     target=self.target(n.target),
                     annotation=cst.Annotation(self.expr(n.annotation)),
                 )
-            return _make(
-                cst.AnnAssign,
+            return _new[cst.AnnAssign](
                 target=self.target(n.target),
                 annotation=cst.Annotation(self.expr(n.annotation)),
                 value=self.expr(n.value),
-                equal=_make(cst.AssignEqual),
+                equal=_new[cst.AssignEqual](),
             )
         if kind is ast.Return:
             value = node.value
-            return _make(cst.Return, value=None if value is None else self.expr(value))
+            return _new[cst.Return](value=None if value is None else self.expr(value))
         if kind is ast.Pass:
-            return _make(cst.Pass)
+            return _new[cst.Pass]()
         if kind is ast.Break:
-            return _make(cst.Break)
+            return _new[cst.Break]()
         if kind is ast.Continue:
-            return _make(cst.Continue)
+            return _new[cst.Continue]()
         if kind is ast.Raise:
             n = node
-            return _make(
-                cst.Raise,
+            return _new[cst.Raise](
                 exc=None if n.exc is None else self.expr(n.exc),
                 cause=None if n.cause is None else cst.From(self.expr(n.cause)),
             )
         if kind is ast.Assert:
             n = node
             if n.msg is None:
-                return _make(cst.Assert, test=self.expr(n.test))
-            return _make(
-                cst.Assert, test=self.expr(n.test), msg=self.expr(n.msg), comma=_make(cst.Comma)
+                return _new[cst.Assert](test=self.expr(n.test))
+            return _new[cst.Assert](
+                test=self.expr(n.test), msg=self.expr(n.msg), comma=_new[cst.Comma]()
             )
         if kind is ast.Delete:
             return self._delete(node, start, end)
         if kind is ast.Import:
-            return _make(cst.Import, names=self._aliases(node.names, end))
+            return _new[cst.Import](names=self._aliases(node.names, end))
         if kind is ast.ImportFrom:
             return self._import_from(node, start, end)
         if kind is ast.Global:
-            return _make(cst.Global, names=self._name_items(node.names))
+            return _new[cst.Global](names=self._name_items(node.names))
         if kind is ast.Nonlocal:
-            return _make(cst.Nonlocal, names=self._name_items(node.names))
+            return _new[cst.Nonlocal](names=self._name_items(node.names))
         raise Unsupported(kind.__name__)
 
     def target(self, node: ast.expr) -> Any:
@@ -890,22 +877,20 @@ class _Builder:
 
     def _delete(self, node: ast.Delete, start: int, end: int) -> Any:
         if len(node.targets) == 1:
-            return _make(cst.Del, target=self.target(node.targets[0]))
+            return _new[cst.Del](target=self.target(node.targets[0]))
         first = self.span(node.targets[0])[0]
         if self.before(first) != start + 2:  # 'del (a, b)' would hold a parenthesised tuple
             raise Unsupported("a parenthesised del")
-        return _make(
-            cst.Del,
-            target=_make(cst.Tuple, elements=self._elements(node.targets, end), lpar=(), rpar=()),
+        return _new[cst.Del](
+            target=_new[cst.Tuple](elements=self._elements(node.targets, end), lpar=(), rpar=()),
         )
 
     def _name_items(self, names: Sequence[str]) -> list[cst.NameItem]:
         last = len(names) - 1
         return [
-            _make(
-                cst.NameItem,
+            _new[cst.NameItem](
                 name=cst.Name(name),
-                comma=_make(cst.Comma) if i < last else cst.MaybeSentinel.DEFAULT,
+                comma=_new[cst.Comma]() if i < last else cst.MaybeSentinel.DEFAULT,
             )
             for i, name in enumerate(names)
         ]
@@ -914,37 +899,34 @@ class _Builder:
         out: list[cst.ImportAlias] = []
         last = len(names) - 1
         for i, alias in enumerate(names):
-            asname = (
-                None if alias.asname is None else _make(cst.AsName, name=cst.Name(alias.asname))
-            )
+            asname = None if alias.asname is None else _new[cst.AsName](name=cst.Name(alias.asname))
             comma: Any = (
-                _make(cst.Comma)
+                _new[cst.Comma]()
                 if i < last or self.trailing_comma(self.span(alias)[1])
                 else cst.MaybeSentinel.DEFAULT
             )
-            out.append(_make(cst.ImportAlias, name=_dotted(alias.name), asname=asname, comma=comma))
+            out.append(_new[cst.ImportAlias](name=_dotted(alias.name), asname=asname, comma=comma))
         return out
 
     def _import_from(self, node: ast.ImportFrom, start: int, end: int) -> Any:
-        relative = [_make(cst.Dot) for _ in range(node.level or 0)]
+        relative = [_new[cst.Dot]() for _ in range(node.level or 0)]
         module = None if node.module is None else _dotted(node.module)
         if len(node.names) == 1 and node.names[0].name == "*":
-            return _make(
-                cst.ImportFrom, module=module, names=_make(cst.ImportStar), relative=relative
+            return _new[cst.ImportFrom](
+                module=module, names=_new[cst.ImportStar](), relative=relative
             )
         first = self.span(node.names[0])[0]
         opening = self.before(first)
         names = self._aliases(node.names, end)
         if self.char(opening) == 0x28:
-            return _make(
-                cst.ImportFrom,
+            return _new[cst.ImportFrom](
                 module=module,
                 names=names,
                 relative=relative,
-                lpar=_make(cst.LeftParen),
-                rpar=_make(cst.RightParen),
+                lpar=_new[cst.LeftParen](),
+                rpar=_new[cst.RightParen](),
             )
-        return _make(cst.ImportFrom, module=module, names=names, relative=relative)
+        return _new[cst.ImportFrom](module=module, names=names, relative=relative)
 
     def _compound(self, node: Any) -> Any:
         kind = type(node)
@@ -952,18 +934,16 @@ class _Builder:
             return self._if(node)
         if kind is ast.For or kind is ast.AsyncFor:
             n = node
-            return _make(
-                cst.For,
+            return _new[cst.For](
                 target=self.target(n.target),
                 iter=self.expr(n.iter),
                 body=self._suite(n.body),
                 orelse=self._else(n.orelse),
-                asynchronous=_make(cst.Asynchronous) if kind is ast.AsyncFor else None,
+                asynchronous=_new[cst.Asynchronous]() if kind is ast.AsyncFor else None,
             )
         if kind is ast.While:
             n = node
-            return _make(
-                cst.While,
+            return _new[cst.While](
                 test=self.expr(n.test),
                 body=self._suite(n.body),
                 orelse=self._else(n.orelse),
@@ -987,20 +967,19 @@ class _Builder:
         if self.char(colon) != 0x3A:
             raise Unsupported("a block")
         if b"\n" in self.src[colon:first]:
-            return _make(
-                cst.IndentedBlock, body=self._body(body), header=_make(cst.TrailingWhitespace)
+            return _new[cst.IndentedBlock](
+                body=self._body(body), header=_new[cst.TrailingWhitespace]()
             )
         statements = self._body(body)
         if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
             raise Unsupported("a one-line block")
-        return _make(
-            cst.SimpleStatementSuite,
+        return _new[cst.SimpleStatementSuite](
             body=statements[0].body,
-            trailing_whitespace=_make(cst.TrailingWhitespace),
+            trailing_whitespace=_new[cst.TrailingWhitespace](),
         )
 
     def _else(self, orelse: Sequence[ast.stmt]) -> Any:
-        return _make(cst.Else, body=self._suite(orelse)) if orelse else None
+        return _new[cst.Else](body=self._suite(orelse)) if orelse else None
 
     def _if(self, node: ast.If) -> Any:
         orelse: Any = None
@@ -1014,10 +993,10 @@ class _Builder:
                 orelse = self._if(nested)
             else:
                 orelse = self._else(node.orelse)
-        return _make(cst.If, test=self.expr(node.test), body=self._suite(node.body), orelse=orelse)
+        return _new[cst.If](test=self.expr(node.test), body=self._suite(node.body), orelse=orelse)
 
     def _decorators(self, decorators: Sequence[ast.expr]) -> list[cst.Decorator]:
-        return [_make(cst.Decorator, decorator=self.expr(d)) for d in decorators]
+        return [_new[cst.Decorator](decorator=self.expr(d)) for d in decorators]
 
     def _function(self, node: ast.FunctionDef, is_async: bool) -> Any:
         decorators = self._decorators(node.decorator_list)
@@ -1031,14 +1010,13 @@ class _Builder:
         self.claimed.add(open_)
         params = self._parameters(node.args, self.close_of[open_])
         returns = None if node.returns is None else cst.Annotation(self.expr(node.returns))
-        return _make(
-            cst.FunctionDef,
+        return _new[cst.FunctionDef](
             name=cst.Name(node.name),
             params=params,
             body=self._suite(node.body),
             decorators=decorators,
             returns=returns,
-            asynchronous=_make(cst.Asynchronous) if is_async else None,
+            asynchronous=_new[cst.Asynchronous]() if is_async else None,
         )
 
     def _class(self, node: ast.ClassDef) -> Any:
@@ -1053,7 +1031,7 @@ class _Builder:
         keywords: list[cst.Arg] = []
         if self.char(open_) == 0x28:
             self.claimed.add(open_)
-            extra = {"lpar": _make(cst.LeftParen), "rpar": _make(cst.RightParen)}
+            extra = {"lpar": _new[cst.LeftParen](), "rpar": _new[cst.RightParen]()}
             items: list[tuple[int, Any]] = [(self.span(b)[0], b) for b in node.bases]
             items += [(self.span(k)[0], k) for k in node.keywords]
             items.sort(key=lambda item: item[0])
@@ -1062,25 +1040,23 @@ class _Builder:
                 if isinstance(item, ast.keyword):
                     end = self._extent_end(item.value)
                     if item.arg is None:
-                        arg = _make(cst.Arg, value=self.expr(item.value), star="**")
+                        arg = _new[cst.Arg](value=self.expr(item.value), star="**")
                     else:
-                        arg = _make(
-                            cst.Arg,
+                        arg = _new[cst.Arg](
                             value=self.expr(item.value),
                             keyword=cst.Name(item.arg),
-                            equal=_make(cst.AssignEqual),
+                            equal=_new[cst.AssignEqual](),
                         )
                 elif isinstance(item, ast.Starred):
                     end = self.span(item)[1]
-                    arg = _make(cst.Arg, value=self.expr(item.value), star="*")
+                    arg = _new[cst.Arg](value=self.expr(item.value), star="*")
                 else:
                     end = self._extent_end(item)
-                    arg = _make(cst.Arg, value=self.expr(item))
+                    arg = _new[cst.Arg](value=self.expr(item))
                 if i < last or self.trailing_comma(end):
-                    arg = arg.with_changes(comma=_make(cst.Comma))
+                    arg = arg.with_changes(comma=_new[cst.Comma]())
                 (keywords if arg.keyword is not None or arg.star == "**" else bases).append(arg)
-        return _make(
-            cst.ClassDef,
+        return _new[cst.ClassDef](
             name=cst.Name(node.name),
             body=self._suite(node.body),
             bases=bases,
@@ -1099,31 +1075,30 @@ class _Builder:
             close = self.close_of[opening]
             if self.char(self.after(close + 1)) == 0x3A:  # 'with (a, b):' groups the items
                 self.claimed.add(opening)
-                extra = {"lpar": _make(cst.LeftParen), "rpar": _make(cst.RightParen)}
+                extra = {"lpar": _new[cst.LeftParen](), "rpar": _new[cst.RightParen]()}
         items: list[cst.WithItem] = []
         last = len(node.items) - 1
         for i, item in enumerate(node.items):
             asname = None
             end = self._extent_end(item.context_expr)
             if item.optional_vars is not None:
-                asname = _make(cst.AsName, name=self.target(item.optional_vars))
+                asname = _new[cst.AsName](name=self.target(item.optional_vars))
                 end = self._extent_end(item.optional_vars)
-            built = _make(cst.WithItem, item=self.expr(item.context_expr), asname=asname)
+            built = _new[cst.WithItem](item=self.expr(item.context_expr), asname=asname)
             if i < last or self.trailing_comma(end):
-                built = built.with_changes(comma=_make(cst.Comma))
+                built = built.with_changes(comma=_new[cst.Comma]())
             items.append(built)
-        return _make(
-            cst.With,
+        return _new[cst.With](
             items=items,
             body=self._suite(node.body),
-            asynchronous=_make(cst.Asynchronous) if is_async else None,
+            asynchronous=_new[cst.Asynchronous]() if is_async else None,
             **extra,
         )
 
     def _try(self, node: ast.Try) -> Any:
         handlers = []
         for handler in node.handlers:
-            name = None if handler.name is None else _make(cst.AsName, name=cst.Name(handler.name))
+            name = None if handler.name is None else _new[cst.AsName](name=cst.Name(handler.name))
             handlers.append(
                 cst.ExceptHandler(
                     body=self._suite(handler.body),
@@ -1131,9 +1106,8 @@ class _Builder:
                     name=name,
                 )
             )
-        final = None if not node.finalbody else _make(cst.Finally, body=self._suite(node.finalbody))
-        return _make(
-            cst.Try,
+        final = None if not node.finalbody else _new[cst.Finally](body=self._suite(node.finalbody))
+        return _new[cst.Try](
             body=self._suite(node.body),
             handlers=handlers,
             orelse=self._else(node.orelse),
@@ -1165,7 +1139,7 @@ def _dotted(name: str) -> Any:
     parts = name.split(".")
     result: Any = cst.Name(parts[0])
     for part in parts[1:]:
-        result = _make(cst.Attribute, value=result, attr=cst.Name(part), dot=_make(cst.Dot))
+        result = _new[cst.Attribute](value=result, attr=cst.Name(part), dot=_new[cst.Dot]())
     return result
 
 

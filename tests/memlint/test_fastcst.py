@@ -81,6 +81,7 @@ SNIPPETS = [
     "w = {a for a in b}\n",
     "f(  # comment (\n    a,  # )\n    b,\n)\n",
     "x = (  # comment\n    a\n    + b\n)\n",
+    "x = (  # trailing blanks   \n    (a)  # a backslash \\\n)\nf(  # \\\n    (b))\n",
     "def f(\n    a,\n    b,\n):\n    pass\n",
     "x = 1 \\\n    + 2\nif a and \\\n        b: pass\n",
     "print(*a, sep='')\nx = a[...]\ny = ...\n",
