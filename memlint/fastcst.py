@@ -108,6 +108,9 @@ _COMPARE: dict[type[ast.cmpop], type[cst.BaseCompOp]] = {
 _SPACE = frozenset(b" \t\f\r\n\\")
 _BLANK = frozenset(b" \t\f\r")
 _WHITE = frozenset(b" \t\f\r\n")
+# What may stand between an expression and a '(' it owns, besides blanks: the '(' itself, a
+# line break (a comment may end the line before) or a line continuation.
+_OPENING = frozenset(b"(\n\r\\\f")
 # One string literal: prefix, then a triple- or single-quoted body (escapes skipped).
 _STRING = re.compile(
     rb"[A-Za-z]*(?:'''[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*'''"
@@ -193,7 +196,7 @@ class _Builder:
         # Per expression and statement built: the stdlib node, and how many parentheses
         # around its span the expression owns (its text, its position); -1: the span's
         # own parentheses are not the expression's (a call's only generator argument).
-        self.origin: dict[cst.CSTNode, tuple[ast.AST, int]] = {}
+        self.origin: dict[int, tuple[ast.AST, int]] = {}  # by id(): the tree keeps them
         self._scan()
 
     # -- the source text ------------------------------------------------------------------
@@ -264,10 +267,12 @@ class _Builder:
 
     def parens(self, start: int, end: int) -> int:
         """How many parenthesis pairs enclose exactly ``[start, end)`` and belong to it."""
-        if start:
-            previous = self.src[start - 1]
-            if previous != 0x28 and previous not in _SPACE:
-                return 0
+        src = self.src
+        at = start - 1
+        while at >= 0 and (src[at] == 0x20 or src[at] == 0x09):
+            at -= 1
+        if at < 0 or src[at] not in _OPENING:  # most expressions: no '(' before them
+            return 0
         count = 0
         close_of = self.close_of
         while True:
@@ -308,7 +313,7 @@ class _Builder:
                 lpar=[_new[cst.LeftParen]() for _ in range(own)],
                 rpar=[_new[cst.RightParen]() for _ in range(own)],
             )
-        self.origin[built] = (node, outer)
+        self.origin[id(built)] = (node, outer)
         return built
 
     def _expression(self, node: Any, start: int, end: int) -> Any:
@@ -726,7 +731,7 @@ class _Builder:
 
     def text_of(self, node: cst.CSTNode) -> str:
         """``node``'s source text, as libcst's ``code_for_node`` gives it (expressions only)."""
-        origin = self.origin.get(node)
+        origin = self.origin.get(id(node))
         if origin is None or not isinstance(origin[0], ast.expr):
             raise Unsupported(f"the text of a {type(node).__name__}")
         start, end = self.span(origin[0])
@@ -744,7 +749,7 @@ class _Builder:
 
     def range_of(self, node: cst.CSTNode) -> CodeRange | None:
         """libcst's ``PositionProvider`` range of a node the source gives it for."""
-        origin = self.origin.get(node)
+        origin = self.origin.get(id(node))
         if origin is None:
             return None
         found = origin[0]
@@ -769,7 +774,7 @@ class _Builder:
                 if line:
                     raise Unsupported("a compound statement after a semicolon")
                 built = self._compound(statement)
-                self.origin[built] = (statement, 0)
+                self.origin[id(built)] = (statement, 0)
                 out.append(built)
                 continue
             small, more = self._small(statement)
@@ -781,7 +786,7 @@ class _Builder:
                     body=line,
                     trailing_whitespace=_new[cst.TrailingWhitespace](),
                 )
-                self.origin[built] = (first, 0)
+                self.origin[id(built)] = (first, 0)
                 out.append(built)
                 line = []
         if line:
@@ -797,7 +802,7 @@ class _Builder:
         if self.char(at) == 0x3B:  # ';'
             built = built.with_changes(semicolon=_new[cst.Semicolon]())
             more = self.char(self.after_on_line(at + 1)) not in (0x0A, 0x0D, 0x23, -1)
-        self.origin[built] = (statement, 0)
+        self.origin[id(built)] = (statement, 0)
         return built, more
 
     def after_on_line(self, at: int) -> int:
