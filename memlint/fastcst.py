@@ -193,6 +193,10 @@ class _Builder:
         self.open_of: dict[int, int] = {}
         self.comment_at_end: dict[int, int] = {}
         self.claimed: set[int] = set()
+        # String literals the scan skipped and the string nodes built: equal unless the
+        # scan misread one (an f-string nesting its own quotes, Python 3.12's syntax).
+        self.lexed_strings = 0
+        self.built_strings = 0
         # Per expression and statement built: the stdlib node, and how many parentheses
         # around its span the expression owns (its text, its position); -1: the span's
         # own parentheses are not the expression's (a call's only generator argument).
@@ -219,6 +223,8 @@ class _Builder:
                 open_ = opened.pop()
                 close_of[open_] = at
                 open_of[at] = open_
+            elif char == 0x22 or char == 0x27:  # a string literal
+                self.lexed_strings += 1
             elif char == 0x23:  # '#'
                 end = match.end()
                 while end > at + 1 and src[end - 1] in _BLANK:
@@ -489,6 +495,7 @@ class _Builder:
             at = self.after(match.end())
         if not parts or (at != end and self.after(end) != at):
             raise Unsupported("a string literal")
+        self.built_strings += len(parts)
         result = parts[-1]
         for part in reversed(parts[:-1]):
             result = _new[cst.ConcatenatedString](left=part, right=result)
@@ -727,7 +734,10 @@ class _Builder:
     # -- statements -----------------------------------------------------------------------
 
     def module(self) -> cst.Module:
-        return cst.Module(body=self._body(self.tree.body))
+        module = cst.Module(body=self._body(self.tree.body))
+        if self.built_strings != self.lexed_strings:
+            raise Unsupported("string literals the scan read otherwise")
+        return module
 
     def text_of(self, node: cst.CSTNode) -> str:
         """``node``'s source text, as libcst's ``code_for_node`` gives it (expressions only)."""
@@ -1004,6 +1014,8 @@ class _Builder:
         return [_new[cst.Decorator](decorator=self.expr(d)) for d in decorators]
 
     def _function(self, node: ast.FunctionDef, is_async: bool) -> Any:
+        if getattr(node, "type_params", None):
+            raise Unsupported("type parameters")
         decorators = self._decorators(node.decorator_list)
         keyword = _DEF.match(self.src, self.span(node)[0])
         if keyword is None:
@@ -1025,6 +1037,8 @@ class _Builder:
         )
 
     def _class(self, node: ast.ClassDef) -> Any:
+        if getattr(node, "type_params", None):
+            raise Unsupported("type parameters")
         decorators = self._decorators(node.decorator_list)
         keyword = _CLASS.match(self.src, self.span(node)[0])
         if keyword is None:
@@ -1121,23 +1135,9 @@ class _Builder:
 
 
 def _is_compound(node: ast.stmt) -> bool:
-    return isinstance(
-        node,
-        (
-            ast.If,
-            ast.For,
-            ast.AsyncFor,
-            ast.While,
-            ast.FunctionDef,
-            ast.AsyncFunctionDef,
-            ast.ClassDef,
-            ast.With,
-            ast.AsyncWith,
-            ast.Try,
-            ast.TryStar,
-            ast.Match,
-        ),
-    )
+    """A statement with a block (``match`` included, ``try ... except*`` on 3.11+)."""
+    fields = node._fields
+    return "body" in fields or "cases" in fields
 
 
 def _dotted(name: str) -> Any:

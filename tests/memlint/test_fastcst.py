@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import sys
 from pathlib import Path
 
 import libcst as cst
@@ -112,6 +113,17 @@ def test_real_files_build_libcst_tree(path: Path) -> None:
 ])
 def test_what_only_libcst_builds(source: bytes) -> None:
     assert fastcst.build(source) is None
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="Python 3.12 syntax")
+@pytest.mark.parametrize("source", [
+    'x = f"{d["a"]}" + g("(")\n',  # an f-string nesting its own quotes (PEP 701)
+    "def f[T](a: T) -> T:\n    return a\nclass C[T]:\n    pass\n",
+    "type Alias = list[int]\n",
+])
+def test_newer_syntax_is_rebuilt_exactly_or_left_to_libcst(source: str) -> None:
+    built = fastcst.build(source.encode())
+    assert built is None or difference(cst.parse_module(source), built.module) is None
 
 
 def test_crlf_and_a_utf8_cookie_are_rebuilt() -> None:
