@@ -17,6 +17,7 @@ rebuild exactly raises :class:`Unsupported` and the file takes libcst's parse.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import functools
 import re
@@ -197,10 +198,15 @@ class _Builder:
         # scan misread one (an f-string nesting its own quotes, Python 3.12's syntax).
         self.lexed_strings = 0
         self.built_strings = 0
-        # Per expression and statement built: the stdlib node, and how many parentheses
-        # around its span the expression owns (its text, its position); -1: the span's
-        # own parentheses are not the expression's (a call's only generator argument).
-        self.origin: dict[int, tuple[ast.AST, int]] = {}  # by id(): the tree keeps them
+        # Where string literals span lines (a node's text keeps their lines as written), and
+        # the indentation of the block being built (libcst's text of a node leaves it out).
+        self.multiline_strings: list[tuple[int, int]] = []
+        self.indent = b""
+        # Per expression and statement built (by id, the node itself held so that no id is
+        # reused): the stdlib node, how many parentheses around its span the expression owns
+        # (-1: the span's own are a call's, around its only generator argument), the
+        # indentation of its block, the node, and for a line of statements its last one.
+        self.origin: dict[int, tuple[Any, ...]] = {}  # by id(): the tree keeps them
         self._scan()
 
     # -- the source text ------------------------------------------------------------------
@@ -319,7 +325,7 @@ class _Builder:
                 lpar=[_new[cst.LeftParen]() for _ in range(own)],
                 rpar=[_new[cst.RightParen]() for _ in range(own)],
             )
-        self.origin[id(built)] = (node, outer)
+        self.origin[id(built)] = (node, outer, self.indent, built)
         return built
 
     def _expression(self, node: Any, start: int, end: int) -> Any:
@@ -492,6 +498,8 @@ class _Builder:
                 parts.append(_parse_fstring(text))
             else:
                 parts.append(cst.SimpleString(text))
+            if "\n" in text:
+                self.multiline_strings.append((match.start(), match.end()))
             at = self.after(match.end())
         if not parts or (at != end and self.after(end) != at):
             raise Unsupported("a string literal")
@@ -745,17 +753,34 @@ class _Builder:
         if origin is None or not isinstance(origin[0], ast.expr):
             raise Unsupported(f"the text of a {type(node).__name__}")
         start, end = self.span(origin[0])
-        if origin[1] < 0:
-            start, end = start + 1, end - 1
+        if origin[1] < 0:  # the call's parentheses and the layout inside them are the call's
+            start, end = self.after(start + 1), self.before(end - 1) + 1
         for _ in range(origin[1]):
             start = self.before(start)
             end = self.close_of[start] + 1
         text = self.src[start:end]
-        if b"\n" in text:
-            # libcst renders a node's continuation lines without the indentation of the
-            # block around it (but a string's lines as written): its own tree decides.
-            raise Unsupported("the text of a node over several lines")
+        if b"\n" in text and origin[2]:
+            text = self._unindented(start, end, origin[2])
         return text.decode()
+
+    def _unindented(self, start: int, end: int, indent: bytes) -> bytes:
+        """The text as libcst renders a node alone: a line inside brackets that starts with
+        the indentation of the block around the node starts without it; a line inside a
+        string, or after a backslash, is as written."""
+        src = self.src
+        out: list[bytes] = []
+        at = start
+        newline = src.find(b"\n", at, end)
+        while newline >= 0:
+            out.append(src[at:newline + 1])
+            at = newline + 1
+            inside = any(a <= newline < b for a, b in self.multiline_strings)
+            continued = src[:newline].rstrip(b"\r").endswith(b"\\")
+            if not inside and not continued and src.startswith(indent, at):
+                at += len(indent)
+            newline = src.find(b"\n", at, end)
+        out.append(src[at:end])
+        return b"".join(out)
 
     def range_of(self, node: cst.CSTNode) -> CodeRange | None:
         """libcst's ``PositionProvider`` range of a node the source gives it for."""
@@ -768,9 +793,15 @@ class _Builder:
         if getattr(found, "decorator_list", None):
             return None  # libcst starts a decorated definition at its first decorator
         n = cast(Any, found)
-        return CodeRange(
-            self._position(n.lineno, n.col_offset), self._position(n.end_lineno, n.end_col_offset)
-        )
+        start = self._position(n.lineno, n.col_offset)
+        if isinstance(found, ast.stmt):
+            last = cast(Any, origin[4] if len(origin) > 4 else found)  # a line's last statement
+            end = self.starts[last.end_lineno - 1] + last.end_col_offset
+            if self.src[end - 1] == 0x3B:  # a block's range ends before its last ';'
+                end = self.before(end - 1) + 1
+            line = bisect.bisect_right(self.starts, end - 1)
+            return CodeRange(start, self._position(line, end - self.starts[line - 1]))
+        return CodeRange(start, self._position(n.end_lineno, n.end_col_offset))
 
     def _position(self, line: int, column: int) -> CodePosition:
         start = self.starts[line - 1]
@@ -784,7 +815,7 @@ class _Builder:
                 if line:
                     raise Unsupported("a compound statement after a semicolon")
                 built = self._compound(statement)
-                self.origin[id(built)] = (statement, 0)
+                self.origin[id(built)] = (statement, 0, self.indent, built)
                 out.append(built)
                 continue
             small, more = self._small(statement)
@@ -796,7 +827,7 @@ class _Builder:
                     body=line,
                     trailing_whitespace=_new[cst.TrailingWhitespace](),
                 )
-                self.origin[id(built)] = (first, 0)
+                self.origin[id(built)] = (first, 0, self.indent, built, statement)
                 out.append(built)
                 line = []
         if line:
@@ -812,7 +843,7 @@ class _Builder:
         if self.char(at) == 0x3B:  # ';'
             built = built.with_changes(semicolon=_new[cst.Semicolon]())
             more = self.char(self.after_on_line(at + 1)) not in (0x0A, 0x0D, 0x23, -1)
-        self.origin[id(built)] = (statement, 0)
+        self.origin[id(built)] = (statement, 0, self.indent, built)
         return built, more
 
     def after_on_line(self, at: int) -> int:
@@ -982,9 +1013,15 @@ class _Builder:
         if self.char(colon) != 0x3A:
             raise Unsupported("a block")
         if b"\n" in self.src[colon:first]:
-            return _new[cst.IndentedBlock](
-                body=self._body(body), header=_new[cst.TrailingWhitespace]()
-            )
+            outer = self.indent
+            line = self.src.rfind(b"\n", 0, first) + 1
+            self.indent = self.src[line:first]
+            try:
+                return _new[cst.IndentedBlock](
+                    body=self._body(body), header=_new[cst.TrailingWhitespace]()
+                )
+            finally:
+                self.indent = outer
         statements = self._body(body)
         if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
             raise Unsupported("a one-line block")
