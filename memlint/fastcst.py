@@ -1,17 +1,16 @@
-"""libcst trees built from CPython's own parser, for a lint that needs no layout.
+"""libcst trees built from CPython's own parser, for a lint that reads no layout.
 
 libcst's parser is most of what a cold lint costs: it builds a node for every space, comma
 and parenthesis, about four for each node of the stdlib tree. CPython parses the same file
-about three times faster, and the rules never read layout: this module builds the libcst
-nodes a rule reads (every expression and statement, their parentheses, commas, colons and
+several times faster, and the rules never read layout: this module builds the libcst nodes
+a rule reads (every expression and statement, their parentheses, commas, colons and
 operators) from the stdlib tree, with default whitespace and without comments or blank
 lines. The source text gives what the stdlib tree drops: the raw text of numbers and
-strings, parentheses, trailing commas, semicolons, ``elif`` and one-line bodies.
-
-The engine lints a file on such a tree only to learn whether it has findings; a file that
-has some is linted again on libcst's own tree, so positions, messages and fixes come from
-the real thing (:func:`memlint.engine.lint_source`). Any construct this module does not
-rebuild exactly raises :class:`Unsupported` and the file takes libcst's parse.
+strings, parentheses, trailing commas, semicolons, ``elif`` and one-line bodies; and, for the
+engine, what libcst's tree would: a node's code (``code_for_node``) and its position
+(``PositionProvider``), so that a file with findings needs no libcst parse either
+(:func:`memlint.engine.lint_source`). Any construct this module does not rebuild exactly
+raises :class:`Unsupported` and the file takes libcst's parse.
 """
 
 from __future__ import annotations
@@ -106,7 +105,6 @@ _COMPARE: dict[type[ast.cmpop], type[cst.BaseCompOp]] = {
     ast.Is: cst.Is,
     ast.IsNot: cst.IsNot,
 }
-_SPACE = frozenset(b" \t\f\r\n\\")
 _BLANK = frozenset(b" \t\f\r")
 _WHITE = frozenset(b" \t\f\r\n")
 # What may stand between an expression and a '(' it owns, besides blanks: the '(' itself, a
@@ -130,8 +128,8 @@ _GAP = re.compile(rb"(?:[ \t\f\r\n]|\\\r?\n|#[^\n]*)*")
 
 
 class Built:
-    """A tree :func:`build` made, with what its source text gives: the code of a node and
-    the position of a call or a statement."""
+    """A tree :func:`build` made, with what its source text gives: a node's code, as
+    ``Module.code_for_node`` renders it, and its range, as ``PositionProvider`` gives it."""
 
     def __init__(self, builder: _Builder, module: cst.Module) -> None:
         self.module = module
@@ -239,9 +237,6 @@ class _Builder:
         if opened:
             raise Unsupported("unbalanced parentheses")
 
-    def offset(self, line: int, column: int) -> int:
-        return self.starts[line - 1] + column
-
     def span(self, node: ast.AST) -> tuple[int, int]:
         n = cast(Any, node)
         return (
@@ -333,59 +328,52 @@ class _Builder:
         if kind is ast.Name:
             return cst.Name(node.id)
         if kind is ast.Attribute:
-            n = node
             return _new[cst.Attribute](
-                value=self.expr(n.value), attr=cst.Name(n.attr), dot=_new[cst.Dot]()
+                value=self.expr(node.value), attr=cst.Name(node.attr), dot=_new[cst.Dot]()
             )
         if kind is ast.Call:
             return self._call(node, end)
         if kind is ast.Constant:
             return self._constant(node, start, end)
         if kind is ast.Subscript:
-            n = node
             return _new[cst.Subscript](
-                value=self.expr(n.value),
-                slice=self._slices(n.slice),
+                value=self.expr(node.value),
+                slice=self._slices(node.slice),
                 lbracket=_new[cst.LeftSquareBracket](),
                 rbracket=_new[cst.RightSquareBracket](),
             )
         if kind is ast.BinOp:
-            n = node
             return _new[cst.BinaryOperation](
-                left=self.expr(n.left),
-                operator=_new[_BINARY[type(n.op)]](),
-                right=self.expr(n.right),
+                left=self.expr(node.left),
+                operator=_new[_BINARY[type(node.op)]](),
+                right=self.expr(node.right),
             )
         if kind is ast.UnaryOp:
-            n = node
             return _new[cst.UnaryOperation](
-                operator=_new[_UNARY[type(n.op)]](),
-                expression=self.expr(n.operand),
+                operator=_new[_UNARY[type(node.op)]](),
+                expression=self.expr(node.operand),
             )
         if kind is ast.BoolOp:
-            n = node
-            kind = cst.And if isinstance(n.op, ast.And) else cst.Or
-            result = self.expr(n.values[0])
-            for value in n.values[1:]:
+            kind = cst.And if isinstance(node.op, ast.And) else cst.Or
+            result = self.expr(node.values[0])
+            for value in node.values[1:]:
                 result = _new[cst.BooleanOperation](
                     left=result, operator=_new[kind](), right=self.expr(value)
                 )
             return result
         if kind is ast.Compare:
-            n = node
             return _new[cst.Comparison](
-                left=self.expr(n.left),
+                left=self.expr(node.left),
                 comparisons=[
                     _new[cst.ComparisonTarget](
                         operator=_new[_COMPARE[type(op)]](),
                         comparator=self.expr(c),
                     )
-                    for op, c in zip(n.ops, n.comparators, strict=True)
+                    for op, c in zip(node.ops, node.comparators, strict=True)
                 ],
             )
         if kind is ast.Tuple:
-            n = node
-            return _new[cst.Tuple](elements=self._elements(n.elts, end), lpar=(), rpar=())
+            return _new[cst.Tuple](elements=self._elements(node.elts, end), lpar=(), rpar=())
         if kind is ast.List:
             return _new[cst.List](
                 elements=self._elements(node.elts, end - 1),
@@ -403,57 +391,50 @@ class _Builder:
         if kind is ast.JoinedStr:
             return self._string(start, end)
         if kind is ast.IfExp:
-            n = node
             return _new[cst.IfExp](
-                test=self.expr(n.test),
-                body=self.expr(n.body),
-                orelse=self.expr(n.orelse),
+                test=self.expr(node.test),
+                body=self.expr(node.body),
+                orelse=self.expr(node.orelse),
             )
         if kind is ast.Lambda:
-            n = node
             return _new[cst.Lambda](
-                params=self._parameters(n.args, self.span(n.body)[0], lambda_=True),
-                body=self.expr(n.body),
+                params=self._parameters(node.args),
+                body=self.expr(node.body),
                 colon=_new[cst.Colon](),
             )
         if kind is ast.ListComp:
-            n = node
             return _new[cst.ListComp](
-                elt=self.expr(n.elt),
-                for_in=self._comprehension(n.generators),
+                elt=self.expr(node.elt),
+                for_in=self._comprehension(node.generators),
                 lbracket=_new[cst.LeftSquareBracket](),
                 rbracket=_new[cst.RightSquareBracket](),
             )
         if kind is ast.SetComp:
-            n = node
             return _new[cst.SetComp](
-                elt=self.expr(n.elt),
-                for_in=self._comprehension(n.generators),
+                elt=self.expr(node.elt),
+                for_in=self._comprehension(node.generators),
                 lbrace=_new[cst.LeftCurlyBrace](),
                 rbrace=_new[cst.RightCurlyBrace](),
             )
         if kind is ast.GeneratorExp:
-            n = node
             return _new[cst.GeneratorExp](
-                elt=self.expr(n.elt),
-                for_in=self._comprehension(n.generators),
+                elt=self.expr(node.elt),
+                for_in=self._comprehension(node.generators),
                 lpar=(),
                 rpar=(),
             )
         if kind is ast.DictComp:
-            n = node
             return _new[cst.DictComp](
-                key=self.expr(n.key),
-                value=self.expr(n.value),
-                for_in=self._comprehension(n.generators),
+                key=self.expr(node.key),
+                value=self.expr(node.value),
+                for_in=self._comprehension(node.generators),
                 lbrace=_new[cst.LeftCurlyBrace](),
                 rbrace=_new[cst.RightCurlyBrace](),
             )
         if kind is ast.Starred:
             raise Unsupported("a starred expression outside a display")
         if kind is ast.NamedExpr:
-            n = node
-            return _new[cst.NamedExpr](target=self.expr(n.target), value=self.expr(n.value))
+            return _new[cst.NamedExpr](target=self.expr(node.target), value=self.expr(node.value))
         if kind is ast.Await:
             return _new[cst.Await](expression=self.expr(node.value))
         if kind is ast.Yield:
@@ -665,7 +646,7 @@ class _Builder:
         assert result is not None
         return result
 
-    def _parameters(self, args: ast.arguments, limit: int, *, lambda_: bool = False) -> Any:
+    def _parameters(self, args: ast.arguments) -> Any:
         positional = [*args.posonlyargs, *args.args]
         defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
         defaults += args.defaults
@@ -772,7 +753,7 @@ class _Builder:
         at = start
         newline = src.find(b"\n", at, end)
         while newline >= 0:
-            out.append(src[at:newline + 1])
+            out.append(src[at : newline + 1])
             at = newline + 1
             inside = any(a <= newline < b for a, b in self.multiline_strings)
             continued = src[:newline].rstrip(b"\r").endswith(b"\\")
@@ -859,29 +840,26 @@ class _Builder:
         if kind is ast.Expr:
             return _new[cst.Expr](value=self.expr(node.value))
         if kind is ast.Assign:
-            n = node
             return _new[cst.Assign](
-                targets=[_new[cst.AssignTarget](target=self.target(t)) for t in n.targets],
-                value=self.expr(n.value),
+                targets=[_new[cst.AssignTarget](target=self.expr(t)) for t in node.targets],
+                value=self.expr(node.value),
             )
         if kind is ast.AugAssign:
-            n = node
             return _new[cst.AugAssign](
-                target=self.target(n.target),
-                operator=_new[_AUGMENTED[type(n.op)]](),
-                value=self.expr(n.value),
+                target=self.expr(node.target),
+                operator=_new[_AUGMENTED[type(node.op)]](),
+                value=self.expr(node.value),
             )
         if kind is ast.AnnAssign:
-            n = node
-            if n.value is None:
+            if node.value is None:
                 return _new[cst.AnnAssign](
-                    target=self.target(n.target),
-                    annotation=cst.Annotation(self.expr(n.annotation)),
+                    target=self.expr(node.target),
+                    annotation=cst.Annotation(self.expr(node.annotation)),
                 )
             return _new[cst.AnnAssign](
-                target=self.target(n.target),
-                annotation=cst.Annotation(self.expr(n.annotation)),
-                value=self.expr(n.value),
+                target=self.expr(node.target),
+                annotation=cst.Annotation(self.expr(node.annotation)),
+                value=self.expr(node.value),
                 equal=_new[cst.AssignEqual](),
             )
         if kind is ast.Return:
@@ -894,17 +872,15 @@ class _Builder:
         if kind is ast.Continue:
             return _new[cst.Continue]()
         if kind is ast.Raise:
-            n = node
             return _new[cst.Raise](
-                exc=None if n.exc is None else self.expr(n.exc),
-                cause=None if n.cause is None else cst.From(self.expr(n.cause)),
+                exc=None if node.exc is None else self.expr(node.exc),
+                cause=None if node.cause is None else cst.From(self.expr(node.cause)),
             )
         if kind is ast.Assert:
-            n = node
-            if n.msg is None:
-                return _new[cst.Assert](test=self.expr(n.test))
+            if node.msg is None:
+                return _new[cst.Assert](test=self.expr(node.test))
             return _new[cst.Assert](
-                test=self.expr(n.test), msg=self.expr(n.msg), comma=_new[cst.Comma]()
+                test=self.expr(node.test), msg=self.expr(node.msg), comma=_new[cst.Comma]()
             )
         if kind is ast.Delete:
             return self._delete(node, start, end)
@@ -918,12 +894,9 @@ class _Builder:
             return _new[cst.Nonlocal](names=self._name_items(node.names))
         raise Unsupported(kind.__name__)
 
-    def target(self, node: ast.expr) -> Any:
-        return self.expr(node)
-
     def _delete(self, node: ast.Delete, start: int, end: int) -> Any:
         if len(node.targets) == 1:
-            return _new[cst.Del](target=self.target(node.targets[0]))
+            return _new[cst.Del](target=self.expr(node.targets[0]))
         first = self.span(node.targets[0])[0]
         if self.before(first) != start + 2:  # 'del (a, b)' would hold a parenthesised tuple
             raise Unsupported("a parenthesised del")
@@ -979,20 +952,18 @@ class _Builder:
         if kind is ast.If:
             return self._if(node)
         if kind is ast.For or kind is ast.AsyncFor:
-            n = node
             return _new[cst.For](
-                target=self.target(n.target),
-                iter=self.expr(n.iter),
-                body=self._suite(n.body),
-                orelse=self._else(n.orelse),
+                target=self.expr(node.target),
+                iter=self.expr(node.iter),
+                body=self._suite(node.body),
+                orelse=self._else(node.orelse),
                 asynchronous=_new[cst.Asynchronous]() if kind is ast.AsyncFor else None,
             )
         if kind is ast.While:
-            n = node
             return _new[cst.While](
-                test=self.expr(n.test),
-                body=self._suite(n.body),
-                orelse=self._else(n.orelse),
+                test=self.expr(node.test),
+                body=self._suite(node.body),
+                orelse=self._else(node.orelse),
             )
         if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             return self._function(node, kind is ast.AsyncFunctionDef)
@@ -1062,7 +1033,7 @@ class _Builder:
         if self.char(open_) != 0x28:
             raise Unsupported("a function header")
         self.claimed.add(open_)
-        params = self._parameters(node.args, self.close_of[open_])
+        params = self._parameters(node.args)
         returns = None if node.returns is None else cst.Annotation(self.expr(node.returns))
         return _new[cst.FunctionDef](
             name=cst.Name(node.name),
@@ -1138,7 +1109,7 @@ class _Builder:
             asname = None
             end = self._extent_end(item.context_expr)
             if item.optional_vars is not None:
-                asname = _new[cst.AsName](name=self.target(item.optional_vars))
+                asname = _new[cst.AsName](name=self.expr(item.optional_vars))
                 end = self._extent_end(item.optional_vars)
             built = _new[cst.WithItem](item=self.expr(item.context_expr), asname=asname)
             if i < last or self.trailing_comma(end):
