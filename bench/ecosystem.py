@@ -42,6 +42,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind25       # the 25th blind set (bench/blind25_labels.csv)
     python bench/ecosystem.py --set blind26       # the 26th blind set (bench/blind26_labels.csv)
     python bench/ecosystem.py --set blind27       # the 27th blind set (bench/blind27_labels.csv)
+    python bench/ecosystem.py --set blind28       # the 28th blind set (bench/blind28_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -638,6 +639,26 @@ BLIND27_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind28: a speech recognition toolkit with its trainer and models, reinforcement learning
+# for combinatorial optimisation, a reinforcement learning framework, a language-model
+# pretraining codebase with its trainer, deep AUC maximisation losses and their training
+# loops, Unity's ML-Agents trainers, a single-cell foundation model with its fine-tuning
+# loops, rectified flow with its trainer and blind face restoration on BasicSR, labelled by
+# reading their training, evaluation and inference code before memlint's findings on it
+# were read.
+BLIND28_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("funasr", "1.4.16"),
+    ("rl4co", "0.7.0"),
+    ("openrl", "0.2.0"),
+    ("ai2-olmo", "0.6.0"),
+    ("libauc", "2.0.1"),
+    ("mlagents", "0.28.0"),
+    ("scgpt", "0.2.4"),
+    ("rectified-flow-pytorch", "0.14.0"),
+    ("gfpgan", "1.3.8"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -674,6 +695,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind25": _blind("blind25", BLIND25_PACKAGES),
     "blind26": _blind("blind26", BLIND26_PACKAGES),
     "blind27": _blind("blind27", BLIND27_PACKAGES),
+    "blind28": _blind("blind28", BLIND28_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
