@@ -154,6 +154,12 @@ def _adds_dimensions(expr: cst.BaseExpression) -> bool:
     return adds
 
 
+def _slices(expr: cst.Subscript) -> bool:
+    """``x[:k]``, ``x[a:b, ::2]``: an index made only of slices (some bounded), a part of a
+    tensor the factory drew or filled whole on the host."""
+    return bool(expr.slice) and all(isinstance(e.slice, cst.Slice) for e in expr.slice)
+
+
 def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
     """A no-argument dtype cast, ``.type()`` to a dtype or host tensor type, or a shape op
     given plain (unstarred) arguments."""
@@ -463,8 +469,10 @@ class FactoryThenMove(Rule):
     mapping under a device key counts as a device (``.to(state["device"])``). A ``.detach()``
     on the way changes nothing (``torch.arange(n).detach().to(device)``), nor does an index
     that only adds dimensions, made of ``None``, ``:`` and ``...`` (``torch.arange(n)[None,
-    :].to(device)``, a view like ``unsqueeze``). A ``.requires_grad_()`` on the way is reported
-    too (``torch.ones(n).requires_grad_(True).to(device)``: the moved tensor is not even the
+    :].to(device)``, a view like ``unsqueeze``). A slice on the way is reported without a fix
+    (``torch.randperm(n)[:k].to(device)``: the whole permutation is drawn on the host). A
+    ``.requires_grad_()`` on the way is reported too
+    (``torch.ones(n).requires_grad_(True).to(device)``: the moved tensor is not even the
     leaf that was meant to collect gradients). So are elementwise steps given only constants
     on the way, without a fix: a comparison or arithmetic with a number (``(torch.ones(b,
     n) == 1).to(device)``, ``(1 - torch.eye(n)).cuda()``) or with a name the function
@@ -649,11 +657,10 @@ class FactoryThenMove(Rule):
                 return torch.arange(n).type_as(torch.FloatTensor())
             """
         ),
-        # An index that selects (a slice with bounds, an index tensor) copies part of the
-        # tensor: not a plain view of the factory's result.
+        # An index tensor selects by data the function holds: not a part of the factory's
+        # result that could be drawn on the device instead.
         Valid("""
             import torch
-            tail = torch.arange(n)[1:].to(device)
             picked = torch.randperm(n)[index].cuda()
         """),
         Valid("""
@@ -1195,6 +1202,18 @@ class FactoryThenMove(Rule):
             """,
             lines=(6, 7, 11),
         ),
+        # A slice of a tensor a factory drew whole on the host, then moved: a permutation's
+        # first k indices (no fix: the slice is the last link before the move).
+        Invalid(
+            """
+            import torch
+            def sample(n, k, device):
+                keep = torch.randperm(n)[:k].to(device)
+                window = torch.arange(2 * n)[n:].cuda()
+                return keep, window
+            """,
+            lines=(4, 5),
+        ),
         # A legacy constructor given one argument that can only be a size: an uninitialised
         # host buffer (later resized and filled on the device).
         Invalid(
@@ -1285,9 +1304,12 @@ class FactoryThenMove(Rule):
             if isinstance(factory, (cst.Comparison, cst.BinaryOperation)):
                 break
             if isinstance(factory, cst.Subscript):
-                if not _adds_dimensions(factory):
+                if _adds_dimensions(factory):
+                    casts.append(factory)  # `torch.arange(n)[None, :]`: a view, like unsqueeze
+                elif _slices(factory):
+                    wrapped = True  # `torch.randperm(n)[:k]`: drawn whole on the host; no fix
+                else:
                     break
-                casts.append(factory)  # `torch.arange(n)[None, :]`: a view, like unsqueeze
                 factory = factory.value
                 continue
             masked = _mask_input(factory, imports)
