@@ -198,7 +198,7 @@ class _Builder:
         self.built_strings = 0
         # Where string literals span lines (a node's text keeps their lines as written), and
         # the indentation of the block being built (libcst's text of a node leaves it out).
-        self.multiline_strings: list[tuple[int, int]] = []
+        self.multiline_strings: list[tuple[int, int, bool]] = []  # (start, end, an f-string)
         self.indent = b""
         # Per expression and statement built (by id, the node itself held so that no id is
         # reused): the stdlib node, how many parentheses around its span the expression owns
@@ -480,7 +480,7 @@ class _Builder:
             else:
                 parts.append(cst.SimpleString(text))
             if "\n" in text:
-                self.multiline_strings.append((match.start(), match.end()))
+                self.multiline_strings.append((match.start(), match.end(), "f" in prefix.lower()))
             at = self.after(match.end())
         if not parts or (at != end and self.after(end) != at):
             raise Unsupported("a string literal")
@@ -755,9 +755,12 @@ class _Builder:
         while newline >= 0:
             out.append(src[at : newline + 1])
             at = newline + 1
-            inside = any(a <= newline < b for a, b in self.multiline_strings)
+            inside = next((f for a, b, f in self.multiline_strings if a <= newline < b), None)
+            if inside:
+                # An f-string's replacement field may run over lines, rendered as code.
+                raise Unsupported("the text of an f-string over several lines")
             continued = src[:newline].rstrip(b"\r").endswith(b"\\")
-            if not inside and not continued and src.startswith(indent, at):
+            if inside is None and not continued and src.startswith(indent, at):
                 at += len(indent)
             newline = src.find(b"\n", at, end)
         out.append(src[at:end])

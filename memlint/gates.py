@@ -114,13 +114,13 @@ _CHAIN_LINKS = frozenset({ast.Call, ast.Subscript, ast.Compare, ast.BinOp})
 
 
 def may_move(call: ast.Call) -> bool:
-    """Can this ``.to(...)`` be a move (not a dtype cast)? Its target is ``device=`` or the
-    first positional argument; a name spelled like a dtype (``.to(x.dtype)``,
+    """Can this ``.to(...)`` be a move (not a dtype cast)? Its target is ``device=``, the
+    first positional argument or a ``**`` mapping; a name spelled like a dtype (``.to(x.dtype)``,
     ``.to(compute_type)``, ``.to(torch.float16)``) is none, as the dataflow analysis reads it."""
     target = next((k.value for k in call.keywords if k.arg == "device"),
                   call.args[0] if call.args else None)
     if target is None:
-        return False
+        return any(k.arg is None for k in call.keywords)  # `**tpdv` may hold a device
     if type(target) is ast.Attribute:
         last = target.attr
         if (type(target.value) is ast.Name and target.value.id == "torch"

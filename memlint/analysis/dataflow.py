@@ -327,6 +327,19 @@ def classify_to_target(call: cst.Call, imports: ImportTable) -> DeviceTarget:
     return classify_device_expr(target, imports)
 
 
+def _device_entry(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The device in ``dict(..., device=d)`` or ``{..., "device": d}``."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and (
+            value.func.value == "dict"):
+        return next((a.value for a in value.args
+                     if a.keyword is not None and a.keyword.value == "device"), None)
+    if isinstance(value, cst.Dict):
+        return next((e.value for e in value.elements if isinstance(e, cst.DictElement)
+                     and isinstance(e.key, cst.SimpleString)
+                     and e.key.evaluated_value == "device"), None)
+    return None
+
+
 def has_non_blocking(call: cst.Call) -> bool:
     """Does the transfer call pass ``non_blocking`` (by keyword, positionally or via ``**``)?
 
@@ -713,18 +726,51 @@ class DataflowAnalysis:
 
     def device_target(self, call: cst.Call) -> DeviceTarget:
         """:func:`classify_to_target`, refined by the file: a device name only ever bound to
-        the CPU (a CPU-only script) is the host."""
+        the CPU (a CPU-only script) is the host; ``x.to(**tpdv)`` moves to the device its
+        mapping holds."""
         kind = classify_to_target(call, self.tree.imports)
+        arg = device_argument(call)
+        where: cst.CSTNode = call  # where the device expression is read
+        if kind is DeviceTarget.NOT_A_MOVE:
+            mapped = self._mapped_device(call)
+            if mapped is None:
+                return kind
+            arg, where = mapped
+            kind = classify_device_expr(arg, self.tree.imports)
         if kind is DeviceTarget.ACCELERATOR:
-            arg = device_argument(call)
             name = None if arg is None else dotted_name(arg)
-            if name is not None and self._host_name_at(name, call):
+            if name is not None and self._host_name_at(name, where):
                 return DeviceTarget.HOST
             if self._host_batch_device(arg, call):
                 return DeviceTarget.HOST
             if self._past_cuda_test(call):
                 return DeviceTarget.HOST
         return kind
+
+    def _mapped_device(self, call: cst.Call) -> tuple[cst.BaseExpression, cst.Assign] | None:
+        """The device of ``x.to(**tpdv)`` when every binding of ``tpdv`` in its scope (the
+        class, for ``self.tpdv``) is a mapping with a device key: ``dict(dtype=torch.float32,
+        device=device)`` or ``{"device": device}``, the MAPPO idiom."""
+        if transfer_method(call) != "to" or len(call.args) != 1 or call.args[0].star != "**":
+            return None
+        name = dotted_name(call.args[0].value)
+        if name is None:
+            return None
+        tree = self.tree
+        scope: cst.CSTNode | None = (tree.enclosing_class(call) if name.startswith("self.")
+                                     else tree.enclosing_function(call))
+        root: cst.CSTNode = scope if scope is not None else tree.module
+        roots = [root]
+        if isinstance(root, cst.ClassDef) and isinstance(root.body, cst.IndentedBlock):
+            roots += [s for s in root.body.body if isinstance(s, cst.FunctionDef)]  # methods
+        bindings = [node for top in roots for node in tree.walk(top)
+                    if isinstance(node, cst.Assign)
+                    and any(dotted_name(t.target) == name for t in node.targets)]
+        devices = [_device_entry(assign.value) for assign in bindings]
+        first = devices[0] if devices else None
+        if first is None or any(d is None for d in devices):
+            return None
+        return first, bindings[0]
 
     def _past_cuda_test(self, call: cst.Call) -> bool:
         """``if device == "cuda": x = x.cuda(non_blocking=True) else: x = x.to(device)``: the

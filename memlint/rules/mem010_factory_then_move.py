@@ -449,44 +449,43 @@ class FactoryThenMove(Rule):
     Flags a tensor factory whose result is immediately moved to an accelerator:
     ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
     also with dtype casts or shape ops in between: ``torch.arange(n).float().to(device)``,
-    ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, also shaped after another
-    tensor (``torch.eye(4).expand_as(T).to(T.device)``, ``view_as``, ``reshape_as``: only
-    its shape is read), ``.type()`` to a dtype or a
-    host tensor type (``torch.zeros(k, b).type(torch.ByteTensor).to(device)``), and with
-    starred sizes: ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``, and
-    causal masks built from a factory (``torch.triu(torch.ones(n, n), 1).to(device)``, also
-    with a dtype ``.to(torch.bool)`` on the way and a chain split over several lines), shape
-    functions given one (``torch.repeat_interleave(torch.arange(n).unsqueeze(0), k,
-    dim=0).to(device)``, ``torch.unsqueeze``, ``torch.reshape``, ``torch.tile`` ...), and
-    Bernoulli masks drawn on the host (``(torch.rand(shape) < keep_prob).to(x)``, whatever
-    the threshold is named; reported without a fix). Window functions are factories too
-    (``torch.hann_window(n_fft).to(audio.device)``);
-    ``torch.normal(mean, std)`` given tensors draws on their device and is left alone,
-    unless the function built the mean with a factory on the host (``mean =
-    torch.zeros(b, d)``; reported without a fix). A
-    factory wrapped in ``nn.Parameter(...)`` or ``Variable(...)`` and then moved is reported
-    too (``nn.Parameter(torch.ones(1)).to(device)``), without a fix. A device kept in a
-    mapping under a device key counts as a device (``.to(state["device"])``). A ``.detach()``
-    on the way changes nothing (``torch.arange(n).detach().to(device)``), nor does an index
-    that only adds dimensions, made of ``None``, ``:`` and ``...`` (``torch.arange(n)[None,
-    :].to(device)``, a view like ``unsqueeze``). A slice on the way is reported without a fix
+    ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, also shaped after another tensor
+    (``torch.eye(4).expand_as(T).to(T.device)``, ``view_as``, ``reshape_as``: only its shape is
+    read), ``.type()`` to a dtype or a host tensor type (``torch.zeros(k,
+    b).type(torch.ByteTensor).to(device)``), and with starred sizes:
+    ``torch.zeros(*shape).to(device)``, ``torch.randn(*x.shape).cuda()``, and causal masks built
+    from a factory (``torch.triu(torch.ones(n, n), 1).to(device)``, also with a dtype
+    ``.to(torch.bool)`` on the way and a chain split over several lines), shape functions given one
+    (``torch.repeat_interleave(torch.arange(n).unsqueeze(0), k, dim=0).to(device)``,
+    ``torch.unsqueeze``, ``torch.reshape``, ``torch.tile`` ...), and Bernoulli masks drawn on the
+    host (``(torch.rand(shape) < keep_prob).to(x)``, whatever the threshold is named; reported
+    without a fix). Window functions are factories too
+    (``torch.hann_window(n_fft).to(audio.device)``); ``torch.normal(mean, std)`` given tensors draws
+    on their device and is left alone, unless the function built the mean with a factory on the host
+    (``mean = torch.zeros(b, d)``; reported without a fix). A factory wrapped in
+    ``nn.Parameter(...)`` or ``Variable(...)`` and then moved is reported too
+    (``nn.Parameter(torch.ones(1)).to(device)``), without a fix. A device kept in a mapping under a
+    device key counts as a device (``.to(state["device"])``), and so does a mapping given by ``**``
+    whose every binding holds one (``.to(**self.tpdv)`` after ``self.tpdv =
+    dict(dtype=torch.float32, device=device)``; reported without a fix). A ``.detach()`` on the way
+    changes nothing (``torch.arange(n).detach().to(device)``), nor does an index that only adds
+    dimensions, made of ``None``, ``:`` and ``...`` (``torch.arange(n)[None, :].to(device)``, a view
+    like ``unsqueeze``). A slice on the way is reported without a fix
     (``torch.randperm(n)[:k].to(device)``: the whole permutation is drawn on the host). A
     ``.requires_grad_()`` on the way is reported too
-    (``torch.ones(n).requires_grad_(True).to(device)``: the moved tensor is not even the
-    leaf that was meant to collect gradients). So are elementwise steps given only constants
-    on the way, without a fix: a comparison or arithmetic with a number (``(torch.ones(b,
-    n) == 1).to(device)``, ``(1 - torch.eye(n)).cuda()``) or with a name the function
-    binds to arithmetic of a number (``keep_prob = 1 - self.rate`` then
-    ``(torch.rand(shape) + keep_prob).to(x.device)``), such a method
-    (``torch.zeros(b, 1).eq(1)``, an in-place fill ``torch.zeros(d, k).normal_(0,
-    0.01)``, rounding and clamping after arithmetic: ``(torch.rand(s) * 4).round()
-    .clamp_(0, 3).cuda()``) or a torch function of the tensor (``torch.log2(torch.arange(2, k +
-    2).float()).to(device)``). Host numbers count as numbers: a ``math`` function's value,
-    a size read off a tensor and a name bound to one (the sinusoidal timestep embedding
-    ``torch.exp(-math.log(max_period) * torch.arange(half) / half).to(t.device)`` with
-    ``half = dim // 2``, lengths ``(torch.ones(b) * x.size(-1)).to(x.device)``): the values
-    are the factory's alone, so they can be computed where they are used. A step that reads
-    other data (``torch.arange(k) < lengths``) is left alone.
+    (``torch.ones(n).requires_grad_(True).to(device)``: the moved tensor is not even the leaf that
+    was meant to collect gradients). So are elementwise steps given only constants on the way,
+    without a fix: a comparison or arithmetic with a number (``(torch.ones(b, n) == 1).to(device)``,
+    ``(1 - torch.eye(n)).cuda()``) or with a name the function binds to arithmetic of a number
+    (``keep_prob = 1 - self.rate`` then ``(torch.rand(shape) + keep_prob).to(x.device)``), such a
+    method (``torch.zeros(b, 1).eq(1)``, an in-place fill ``torch.zeros(d, k).normal_(0, 0.01)``,
+    rounding and clamping after arithmetic: ``(torch.rand(s) * 4).round() .clamp_(0, 3).cuda()``) or
+    a torch function of the tensor (``torch.log2(torch.arange(2, k + 2).float()).to(device)``). Host
+    numbers count as numbers: a ``math`` function's value, a size read off a tensor and a name bound
+    to one (the sinusoidal timestep embedding ``torch.exp(-math.log(max_period) * torch.arange(half)
+    / half).to(t.device)`` with ``half = dim // 2``, lengths ``(torch.ones(b) *
+    x.size(-1)).to(x.device)``): the values are the factory's alone, so they can be computed where
+    they are used. A step that reads other data (``torch.arange(k) < lengths``) is left alone.
 
     Also flagged, without a fix: a factory bound to a name that the very next statement
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
@@ -657,6 +656,15 @@ class FactoryThenMove(Rule):
                 return torch.arange(n).type_as(torch.FloatTensor())
             """
         ),
+        # A mapping without a device key only casts.
+        Valid("""
+            import torch
+            class Policy:
+                def __init__(self):
+                    self.tpdv = dict(dtype=torch.float32)
+                def init_hidden(self, n):
+                    return torch.zeros(n, 64).to(**self.tpdv)
+        """),
         # An index tensor selects by data the function holds: not a part of the factory's
         # result that could be drawn on the device instead.
         Valid("""
@@ -1201,6 +1209,18 @@ class FactoryThenMove(Rule):
                 return eps_out, eps_in, onehot
             """,
             lines=(6, 7, 11),
+        ),
+        # A move given a mapping that holds the device (the MAPPO `tpdv` idiom); no fix.
+        Invalid(
+            """
+            import torch
+            class Policy:
+                def __init__(self, device):
+                    self.tpdv = dict(dtype=torch.float32, device=device)
+                def init_hidden(self, n):
+                    return torch.zeros(n, 64).to(**self.tpdv)
+            """,
+            lines=(7,),
         ),
         # A slice of a tensor a factory drew whole on the host, then moved: a permutation's
         # first k indices (no fix: the slice is the last link before the move).
