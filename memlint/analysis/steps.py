@@ -38,10 +38,32 @@ class StepAnalysis:
             loops = self.analysis.loops
             cached = any(
                 isinstance(inner, (cst.For, cst.While)) and loops.is_training_loop(inner)
+                and not self._over_step_parts(inner)
                 for inner in self.analysis.tree.walk(root)
             )
             self._has_training_loop[root] = cached
         return cached
+
+    def _over_step_parts(self, loop: Loop) -> bool:
+        """``for loss in losses: loss.backward()``, ``for opt in optimizers.values():
+        opt.step()``: a loop over the parts of one step, not over batches. It runs backward
+        or a step itself, each naming what its header binds, calls no function of the file
+        that trains, and draws no batch from a loader."""
+        if not isinstance(loop, cst.For) or self.analysis.dataflow.is_dataloader_loop(loop):
+            return False
+        tree = self.analysis.tree
+        loops = self.analysis.loops
+        own = [call for call in loops.training_calls if tree.is_inside(call, loop)]
+        if not own:
+            return False
+        targets = loops.loop_targets(loop)
+        if not all(_names_part(call, targets) for call in own):
+            return False
+        return not any(
+            isinstance(node, cst.Call) and any(
+                loops.function_trains(f)
+                for f in tree.functions_by_name.get(last_name(node.func) or "", ()))
+            for node in tree.walk(loop))
 
     def _is_step_loop(self, loop: Loop, *, eval_loops: bool) -> bool:
         loops = self.analysis.loops
@@ -179,6 +201,23 @@ class StepAnalysis:
             and any(isinstance(arg.value, cst.Name) and arg.value.value == func.name.value
                     for arg in call.args)
         ]
+
+
+def _names_part(call: cst.Call, targets: set[str]) -> bool:
+    """The backward or step call is on a part the loop binds: its receiver is one
+    (``loss.backward()``, ``opt.step()``), or an argument of it or of the call it is made
+    on (``scaler.scale(loss).backward()``, ``scaler.step(opt)``, ``engine.backward(loss)``);
+    an index (``out[k].backward()``) is none."""
+    def bound(expr: cst.BaseExpression | None) -> bool:
+        return isinstance(expr, cst.Name) and expr.value in targets
+
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    if bound(func.value) or any(bound(a.value) for a in call.args):
+        return True
+    inner = func.value
+    return isinstance(inner, cst.Call) and any(bound(a.value) for a in inner.args)
 
 
 def _own_call(call: cst.Call) -> bool:

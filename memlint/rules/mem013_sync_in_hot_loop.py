@@ -60,7 +60,9 @@ class SyncInHotLoop(Rule):
     calls deep (`train()` -> `self.train_epoch()` ->
     `self.play_steps()`), runs once per epoch and is not the innermost training loop; a step
     function (one that runs backward or the optimizer step itself, outside any loop of its
-    own) is part of the step, and what it calls is not searched for a batch loop. A mode
+    own) is part of the step, and what it calls is not searched for a batch loop. A loop
+    over the parts of one step (`for loss in losses: loss.backward()`, `for opt in
+    optimizers.values(): opt.step()`) is no batch loop either. A mode
     switch (`self.model.train()`, `net.eval()`, `model.train(False)`) is no such helper,
     even in a file whose own `def train` holds the loop (`model.train(fold)`, given data,
     still is). A step
@@ -295,6 +297,25 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        # An update that runs backward over its list of losses and steps each optimizer in
+        # a loop is still one step: the batch loop calling it syncs every step.
+        Invalid(
+            """
+            class Algorithm:
+                def update(self, sample):
+                    losses = self.losses(sample)
+                    for loss in losses:
+                        self.scaler.scale(loss).backward()
+                    for optimizer in self.optimizers.values():
+                        self.scaler.step(optimizer)
+                    return losses[0]
+                def train(self, buffer):
+                    for sample in buffer.batches():
+                        loss = self.update(sample)
+                        self.info["loss"] += loss.item()
+            """,
+            lines=(13,),
+        ),
         # A framework's `training_step` runs every batch: its syncs are per step, unless
         # under a logging-interval condition.
         Invalid(
