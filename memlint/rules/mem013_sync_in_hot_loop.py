@@ -137,6 +137,20 @@ class SyncInHotLoop(Rule):
     # per-batch `training_step` hook.
     code_gate = ("call:backward", "call:manual_backward", "call:step", "fact:train-hook")
     valid = (
+        # An inner loop whose backward is on an index of one output (`out[0, k]`), not on a
+        # loss its header binds, is a loop of its own: the loop around it is no single step.
+        Valid(
+            """
+            def deepfool(model, x, max_iter, classes):
+                out = model(x)
+                for i in range(max_iter):
+                    out[0, 0].backward(retain_graph=True)
+                    first = x.grad.data.cpu().numpy()
+                    for k in range(1, classes):
+                        out[0, k].backward(retain_graph=True)
+                return first
+            """
+        ),
         # `model.train(fold)` given data is the file's own training method (each call runs a
         # whole training), not a mode switch: the loop around it runs once per fold.
         Valid(
