@@ -274,21 +274,26 @@ class _Builder:
 
     def parens(self, start: int, end: int) -> int:
         """How many parenthesis pairs enclose exactly ``[start, end)`` and belong to it."""
+        return self._enclosing(start, end)[0]
+
+    def _enclosing(self, start: int, end: int) -> tuple[int, int, int]:
+        """The parenthesis pairs that enclose exactly ``[start, end)`` and belong to it (no
+        call, header or other syntax claimed them): how many, and the span with them."""
         src = self.src
         at = start - 1
         while at >= 0 and (src[at] == 0x20 or src[at] == 0x09):
             at -= 1
         if at < 0 or src[at] not in _OPENING:  # most expressions: no '(' before them
-            return 0
+            return 0, start, end
         count = 0
         close_of = self.close_of
         while True:
             open_ = self.before(start)
-            if open_ < 0 or self.src[open_] != 0x28 or open_ in self.claimed:
-                return count
+            if open_ < 0 or src[open_] != 0x28 or open_ in self.claimed:
+                return count, start, end
             close = self.after(end)
             if close_of.get(open_) != close:
-                return count
+                return count, start, end
             count += 1
             start, end = open_, close + 1
 
@@ -496,17 +501,24 @@ class _Builder:
             raise Unsupported("a call without its parentheses")
         self.claimed.add(open_)
         func = self.expr(node.func)
-        items: list[Any] = list(node.args)
-        if node.keywords:
-            items += node.keywords
-            if node.args:
+        return _new[cst.Call](func=func, args=self._arguments(node.args, node.keywords, end - 1))
+
+    def _arguments(
+        self, positional: Sequence[ast.expr], keywords: Sequence[ast.keyword], close: int
+    ) -> list[cst.Arg]:
+        """The arguments of a call or the bases of a class, in source order, up to the
+        ``close`` parenthesis."""
+        items: list[Any] = list(positional)
+        if keywords:
+            items += keywords
+            if positional:
                 items.sort(key=lambda item: (item.lineno, item.col_offset))
         args: list[cst.Arg] = []
         last = len(items) - 1
         for i, item in enumerate(items):
             kind = type(item)
             value = item.value if kind is ast.keyword or kind is ast.Starred else item
-            comma = self._comma(i < last, self._extent_end(value), end - 1)
+            comma = self._comma(i < last, self._extent_end(value), close)
             if kind is ast.keyword:
                 if item.arg is None:
                     arg = _new[cst.Arg](value=self.expr(value), star="**", comma=comma)
@@ -522,7 +534,7 @@ class _Builder:
             else:
                 arg = _new[cst.Arg](value=self.expr(value), comma=comma)
             args.append(arg)
-        return _new[cst.Call](func=func, args=args)
+        return args
 
     def _comma(self, between: bool, item_end: int, limit: int | None = None) -> Any:
         """The comma after an item: one between items, else a trailing comma if written."""
@@ -538,16 +550,8 @@ class _Builder:
 
     def extent(self, node: ast.expr) -> tuple[int, int]:
         """An expression's span with its own parentheses."""
-        start, end = self.span(node)
-        close_of = self.close_of
-        while True:
-            open_ = self.before(start)
-            if open_ < 0 or self.src[open_] != 0x28 or open_ in self.claimed:
-                return start, end
-            close = self.after(end)
-            if close_of.get(open_) != close:
-                return start, end
-            start, end = open_, close + 1
+        _, start, end = self._enclosing(*self.span(node))
+        return start, end
 
     def _elements(self, elts: Sequence[ast.expr], end: int) -> list[Any]:
         out: list[Any] = []
@@ -625,13 +629,10 @@ class _Builder:
     def _colons(self, start: int, end: int, pieces: Sequence[ast.expr]) -> int:
         text = bytearray(self.src[start:end])
         for piece in pieces:
-            a = self._extent_start(piece) - start
+            a = self.extent(piece)[0] - start
             b = self._extent_end(piece) - start
             text[a:b] = b" " * (b - a)
         return bytes(text).count(b":")
-
-    def _extent_start(self, node: ast.expr) -> int:
-        return self.extent(node)[0]
 
     def _comprehension(self, generators: Sequence[ast.comprehension]) -> Any:
         result: cst.CompFor | None = None
@@ -1062,29 +1063,7 @@ class _Builder:
         if self.char(open_) == 0x28:
             self.claimed.add(open_)
             extra = {"lpar": _new[cst.LeftParen](), "rpar": _new[cst.RightParen]()}
-            items: list[tuple[int, Any]] = [(self.span(b)[0], b) for b in node.bases]
-            items += [(self.span(k)[0], k) for k in node.keywords]
-            items.sort(key=lambda item: item[0])
-            last = len(items) - 1
-            for i, (_, item) in enumerate(items):
-                if isinstance(item, ast.keyword):
-                    end = self._extent_end(item.value)
-                    if item.arg is None:
-                        arg = _new[cst.Arg](value=self.expr(item.value), star="**")
-                    else:
-                        arg = _new[cst.Arg](
-                            value=self.expr(item.value),
-                            keyword=cst.Name(item.arg),
-                            equal=_new[cst.AssignEqual](),
-                        )
-                elif isinstance(item, ast.Starred):
-                    end = self.span(item)[1]
-                    arg = _new[cst.Arg](value=self.expr(item.value), star="*")
-                else:
-                    end = self._extent_end(item)
-                    arg = _new[cst.Arg](value=self.expr(item))
-                if i < last or self.trailing_comma(end):
-                    arg = arg.with_changes(comma=_new[cst.Comma]())
+            for arg in self._arguments(node.bases, node.keywords, self.close_of[open_]):
                 (keywords if arg.keyword is not None or arg.star == "**" else bases).append(arg)
         return _new[cst.ClassDef](
             name=cst.Name(node.name),
