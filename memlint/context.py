@@ -37,4 +37,4 @@ class FileContext:
 
     @cached_property
     def analysis(self) -> ModuleAnalysis:
-        return ModuleAnalysis(self.module, self.project)
+        return ModuleAnalysis(self.module, self.project, layout=self.text_of is None)

@@ -13,7 +13,7 @@ from functools import cache
 
 import libcst as cst
 
-from memlint.analysis.tree import LAYOUT_LEAVES, TreeIndex
+from memlint.analysis.tree import LAYOUT_LEAVES, LEFT_OUT, TreeIndex
 
 Method = Callable[[cst.CSTNode], object]
 
@@ -36,12 +36,14 @@ def _visitor_names(cls: type[cst.BatchableCSTVisitor]) -> tuple[str, ...]:
 
 
 _LAYOUT_NAMES = frozenset(t.__name__ for t in LAYOUT_LEAVES)
+_LEFT_OUT_NAMES = frozenset(t.__name__ for t in LEFT_OUT)
 
 
-def _needs_libcst(name: str) -> bool:
+def _needs_libcst(name: str, layout: bool) -> bool:
     """Callbacks the index cannot serve: on one field of a node (``visit_Call_func``), or on
-    the whitespace leaves it leaves out."""
-    return _is_attribute_visitor(name) or name.split("_", 1)[1] in _LAYOUT_NAMES
+    the node types it leaves out (see :class:`TreeIndex`)."""
+    return _is_attribute_visitor(name) or name.split("_", 1)[1] in (
+        _LAYOUT_NAMES if layout else _LEFT_OUT_NAMES)
 
 
 def _is_attribute_visitor(name: str) -> bool:
@@ -58,7 +60,7 @@ def visit_batched(index: TreeIndex, visitors: Sequence[cst.BatchableCSTVisitor])
             methods.setdefault(name, []).append(getattr(visitor, name))
     if not methods:
         return
-    if any(_needs_libcst(name) for name in methods):
+    if any(_needs_libcst(name, index.layout) for name in methods):
         cst.visit_batched(index.module, visitors)
         return
 

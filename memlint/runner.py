@@ -25,7 +25,7 @@ from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, is_timeout, rare_collections
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from memlint.config import Settings
     from memlint.project.store import SummaryStore
@@ -320,7 +320,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
 
     def project_views(known: Sequence[str], extra_candidates: Sequence[str] = (),
                       hooks: Sequence[str] = (), search_hooks: bool = True,
-                      ) -> tuple[dict[str, ModuleView], set[str]]:
+                      ) -> tuple[Mapping[str, ModuleView], set[str]]:
         """The views of files with rules, and of files with none (the scan's (), and
         ``extra_candidates``) where the rest of the project reveals code in them (for
         ``hooks``, finished files: only per-batch hooks of a base class elsewhere). Copy

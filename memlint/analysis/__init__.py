@@ -28,15 +28,18 @@ if TYPE_CHECKING:
 
 
 class ModuleAnalysis:
-    """``project``: the project model's answers for this module (None: this file alone)."""
+    """``project``: the project model's answers for this module (None: this file alone);
+    ``layout``: the tree holds whitespace and comments (False: built by memlint.fastcst)."""
 
-    def __init__(self, module: cst.Module, project: ModuleView | None = None) -> None:
+    def __init__(self, module: cst.Module, project: ModuleView | None = None,
+                 layout: bool = True) -> None:
         self.module = module
         self.project = project
+        self.layout = layout  # see TreeIndex
 
     @cached_property
     def tree(self) -> TreeIndex:
-        tree = TreeIndex(self.module)
+        tree = TreeIndex(self.module, self.layout)
         if self.project is not None and any(
                 isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar)
                 for line in self.module.body if isinstance(line, cst.SimpleStatementLine)

@@ -63,20 +63,45 @@ def _learn_child_fields(node: cst.CSTNode) -> tuple[str, ...]:
 # live in other nodes), and they are about half of a module's nodes.
 LAYOUT_LEAVES: frozenset[type] = frozenset({cst.SimpleWhitespace, cst.Newline})
 
+# Punctuation and operators. Rules read an operator through its expression
+# (``node.operator``) and never visit one; in a tree without layout (memlint.fastcst) they
+# hold nothing else, and left out of its index they are a quarter fewer nodes to walk,
+# record and dispatch. In libcst's own tree they stay: the space after a comma or a bracket
+# may hold comments.
+TOKENS: tuple[type[cst.CSTNode], ...] = (
+    cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen,
+    cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
+    cst.RightCurlyBrace, cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp,
+    cst.BaseAugOp,
+)
+
+
+def _token_types() -> frozenset[type]:
+    return frozenset(value for value in map(cst.__dict__.get, dir(cst))
+                     if isinstance(value, type) and issubclass(value, TOKENS))
+
+
+# Every node type the index of a tree without layout leaves out.
+LEFT_OUT: frozenset[type] = LAYOUT_LEAVES | _token_types()
+
 # For every type met in a child field: is a value of it a child to keep? Known for the types
-# seen so far. CSTNode is an ABC, and ``issubclass`` against an ABC is slow enough to show in
-# profiles when asked for every field of every node (strings, None and sentinels included).
+# seen so far; one table for trees with layout, one for trees without. CSTNode is an ABC, and
+# ``issubclass`` against an ABC is slow enough to show in profiles when asked for every field
+# of every node (strings, None and sentinels included).
 _KEPT: dict[type, bool] = {}
+_KEPT_BARE: dict[type, bool] = {}
 
 
-def _is_kept_type(value_type: type) -> bool:
-    kept = value_type not in LAYOUT_LEAVES and issubclass(value_type, cst.CSTNode)
-    _KEPT[value_type] = kept
+def _is_kept_type(value_type: type, layout: bool) -> bool:
+    left_out = LAYOUT_LEAVES if layout else LEFT_OUT
+    kept = value_type not in left_out and issubclass(value_type, cst.CSTNode)
+    (_KEPT if layout else _KEPT_BARE)[value_type] = kept
     return kept
 
 
-def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """``node.children`` without its cost, and without the layout leaves.
+def child_nodes(node: cst.CSTNode, layout: bool = True) -> list[cst.CSTNode]:
+    """``node.children`` without its cost, and without the layout leaves (``layout`` False:
+    without the types in :data:`LEFT_OUT`).
 
     ``CSTNode.children`` and ``CSTNode.visit`` rebuild every node they pass through; reading
     the child fields directly (all of a type's at once, through one ``attrgetter``) is about
@@ -86,7 +111,7 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     if getter is None:
         getter = _child_getter(node)
     out: list[cst.CSTNode] = []
-    kept = _KEPT
+    kept = _KEPT if layout else _KEPT_BARE
     for value in getter(node):
         value_type = type(value)
         if value_type is tuple or value_type is list:
@@ -94,7 +119,7 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
         else:
             keep = kept.get(value_type)
             if keep is None:
-                keep = _is_kept_type(value_type)
+                keep = _is_kept_type(value_type, layout)
             if keep:
                 out.append(value)  # type: ignore[arg-type]  # a node: by the type test
     return out
@@ -144,8 +169,12 @@ _D = TypeVar("_D", cst.FunctionDef, cst.ClassDef)
 
 
 class TreeIndex:
-    def __init__(self, module: cst.Module) -> None:
+    """``layout``: the tree holds whitespace and comments (libcst's parse); False for one
+    built without (:mod:`memlint.fastcst`), whose tokens are left out too."""
+
+    def __init__(self, module: cst.Module, layout: bool = True) -> None:
         self.module = module
+        self.layout = layout
         # id(node) -> the node's parent (the module has none), keyed by id because libcst
         # hashes nodes in Python. Its order is not the visiting order: iterate ``preorder``.
         self.parents: dict[int, cst.CSTNode] = {}
@@ -183,6 +212,7 @@ class TreeIndex:
         todo: list[cst.CSTNode | int] = [root]
         pop, push, extend = todo.pop, todo.append, todo.extend
         kinds = frozenset({call_t, func_t, class_t, import_t, import_from_t})
+        layout = self.layout
         while todo:
             node = pop()
             if type(node) is int:
@@ -195,7 +225,7 @@ class TreeIndex:
             kind = type(node)
             if kind in kinds:
                 self._index(node, kind)  # type: ignore[arg-type]
-            children = child_nodes(node)  # type: ignore[arg-type]
+            children = child_nodes(node, layout)  # type: ignore[arg-type]
             if children:
                 parents.update(dict.fromkeys(map(id, children), node))  # type: ignore[arg-type]
                 push(index)
@@ -406,10 +436,6 @@ class TreeIndex:
         return not any(type(a) is cst.FunctionDef or type(a) is cst.Lambda
                        for a in self.ancestors(node))
 
-    def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
-        """The direct children of ``node`` in source order (a cheap ``node.children``)."""
-        return child_nodes(node)
-
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(id(node))
 
@@ -499,14 +525,14 @@ class TreeIndex:
                 yield node
                 i = ends[i] if type(node) in scopes else i + 1
             return
-        todo = child_nodes(root)
+        todo = child_nodes(root, self.layout)
         todo.reverse()
         while todo:
             node = todo.pop()
             yield node
             if type(node) in _SCOPE_TYPES:
                 continue
-            children = child_nodes(node)
+            children = child_nodes(node, self.layout)
             children.reverse()
             todo.extend(children)
 

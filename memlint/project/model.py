@@ -1020,6 +1020,29 @@ class _SummaryFacts:
         return found[1], found[2]
 
 
+class Views(Mapping[str, ModuleView]):
+    """The views :func:`build_views` promises, each built when first read: a view costs a
+    walk of every function's callers, and the runner reads few of a call that a second one
+    (after summarising the modules the first found missing) supersedes."""
+
+    def __init__(self, promised: Mapping[str, tuple[ProjectModel, str]]) -> None:
+        self._promised = promised
+        self._built: dict[str, ModuleView] = {}
+
+    def __getitem__(self, path: str) -> ModuleView:
+        view = self._built.get(path)
+        if view is None:
+            model, module = self._promised[path]
+            view = self._built[path] = model.view(module)
+        return view
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._promised)
+
+    def __len__(self) -> int:
+        return len(self._promised)
+
+
 # Rounds of fetching: a star-import hub fetched in one round names modules of its own.
 _FETCH_ROUNDS = 3
 
@@ -1028,7 +1051,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
                 known: Iterable[str] = (), bare: Iterable[str] = (),
                 hooks: Iterable[str] = (), copying: Iterable[str] = (),
                 fetch: Fetch | None = None, search_hooks: bool = True,
-                ) -> tuple[dict[str, ModuleView], set[str]]:
+                ) -> tuple[Views, set[str]]:
     """The views of the ``wanted`` paths, from the summaries of every file known (by path),
     and the paths among ``known`` (every file of the run) whose summary the model would use:
     modules it saw called as inference code or from training loops but not summarised.
@@ -1050,7 +1073,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     per-batch hooks (a second call, whose first made that search already).
 
     Files are grouped by import root, one model per root, so that a module name means the
-    same file it means to Python.
+    same file it means to Python. Each view is built when it is first read (:class:`Views`).
     """
     wanted, known, bare, hooks = list(wanted), list(known), list(bare), list(hooks)
     copying = set(copying)
@@ -1091,20 +1114,21 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
         summaries = {**summaries, **new}
         roots, where = _by_root(summaries, places)
         models = {root: ProjectModel(modules, alone) for root, modules in roots.items()}
-    views: dict[str, ModuleView] = {}
+    promised: dict[str, tuple[ProjectModel, str]] = {}
     for path in wanted:
         found = where.get(path)
         if found is not None:
-            views[path] = models[found[0]].view(found[1])
+            promised[path] = models[found[0]], found[1]
     for path in bare:
         found = where.get(path)
         if found is not None and models[found[0]].reveals(found[1]):
-            views[path] = models[found[0]].view(found[1])
+            promised[path] = models[found[0]], found[1]
     for path in hooks:
         found = where.get(path)
-        if found is not None and path not in views and models[found[0]].fed_by_bases(
+        if found is not None and path not in promised and models[found[0]].fed_by_bases(
                 found[1]):
-            views[path] = models[found[0]].view(found[1])
+            promised[path] = models[found[0]], found[1]
+    views = Views(promised)
     missing = _modules_of({root: model.unsummarised_callees()
                            for root, model in models.items()}, known, summaries, places)
     for path in fetched:

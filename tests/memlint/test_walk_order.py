@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from memlint.analysis.tree import (
     _CHILD_FIELDS,
     LAYOUT_LEAVES,
+    LEFT_OUT,
     TreeIndex,
     child_nodes,
     last_child,
@@ -252,3 +253,28 @@ def test_visitors_of_layout_leaves_fall_back_to_libcst() -> None:
     assert not any(isinstance(n, cst.SimpleWhitespace) for n in index.preorder)
     visit_batched(index, [Spaces()])
     assert "  " in seen
+
+
+def test_an_index_without_layout_leaves_tokens_out() -> None:
+    """In a tree built without layout (memlint.fastcst) commas and operators hold nothing,
+    and its index leaves them out; a rule that visits them still gets every one, from
+    libcst's walk. libcst's own tree keeps them: the space after a comma may hold comments."""
+    seen: list[str] = []
+
+    class Punctuation(cst.BatchableCSTVisitor):
+        def visit_Comma(self, node: cst.Comma) -> None:
+            seen.append(",")
+
+        def visit_Add(self, node: cst.Add) -> None:
+            seen.append("+")
+
+    module = cst.parse_module("f(a, b + c, # note\n  d)\n")
+    bare, full = TreeIndex(module, layout=False), TreeIndex(module)
+    assert not any(type(n) in LEFT_OUT for n in bare.preorder)
+    outside_tokens = [n for n in full.preorder if not any(
+        type(a) in LEFT_OUT for a in [n, *full.ancestors(n)])]
+    assert [id(n) for n in outside_tokens] == [id(n) for n in bare.preorder]
+    assert any(isinstance(n, cst.Comment) for n in full.preorder)
+    assert all(bare.parent(n) is full.parent(n) for n in bare.preorder)
+    visit_batched(bare, [Punctuation()])
+    assert sorted(seen) == ["+", ",", ","]
