@@ -43,6 +43,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind26       # the 26th blind set (bench/blind26_labels.csv)
     python bench/ecosystem.py --set blind27       # the 27th blind set (bench/blind27_labels.csv)
     python bench/ecosystem.py --set blind28       # the 28th blind set (bench/blind28_labels.csv)
+    python bench/ecosystem.py --set blind29       # the 29th blind set (bench/blind29_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -659,6 +660,27 @@ BLIND28_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind29: LLM fine-tuning (SFT, reward modelling, PPO/DPO/KTO trainers), a diffusion-model
+# library with its trainers and samplers, an audio-synthesis toolkit with its trainers and
+# drivers, self-supervised learning on graphs, graph nets for atomistic data with their
+# train/validate/test loops, a DETR-style detector's trainer, a recommender library with its
+# own fit loops, generative models for reinforcement learning, cell detection and
+# segmentation, and video self-supervised learning (V-JEPA), labelled by reading their
+# training, evaluation and inference code before memlint's findings on it were read.
+BLIND29_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("llamafactory", "0.9.5"),
+    ("torchdiff", "2.7.0"),
+    ("audyn", "0.4.0"),
+    ("graphssl", "0.2.0"),
+    ("HydraGNN", "3.0"),
+    ("easydetect", "0.7.10"),
+    ("freerec", "0.9.7"),
+    ("generativerl", "0.0.1"),
+    ("celldetection", "0.4.9"),
+    ("vjepa", "0.1.2"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -696,6 +718,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind26": _blind("blind26", BLIND26_PACKAGES),
     "blind27": _blind("blind27", BLIND27_PACKAGES),
     "blind28": _blind("blind28", BLIND28_PACKAGES),
+    "blind29": _blind("blind29", BLIND29_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
