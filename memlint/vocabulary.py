@@ -226,6 +226,7 @@ SAME_GRAPH_METHODS = frozenset({
     "clone", "mean", "sum", "float", "double", "half", "bfloat16", "cpu", "cuda", "to",
     "contiguous", "view", "reshape", "squeeze", "unsqueeze", "flatten", "abs", "sqrt", "exp",
     "log", "norm", "max", "min", "std", "var", "type", "type_as", "pow", "neg", "t",
+    "clamp", "clip", "softmax", "log_softmax", "sigmoid", "tanh", "permute", "transpose",
 })
 # Reductions that return (values, indices): the indices (element 1, `.indices`) are integer
 # tensors, never part of an autograd graph (`_, predicted = torch.max(outputs, 1)`). These
@@ -248,6 +249,30 @@ DETACHED_ATTRIBUTES = frozenset({
     "data", "grad", "shape", "device", "dtype", "requires_grad", "is_cuda", "ndim", "grad_fn",
     "batch_size",
 })
+# torch functions that build fresh leaf tensors: no history whatever their arguments are.
+TORCH_FACTORIES = frozenset({
+    "tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "randn", "rand",
+    "randint", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
+    "from_numpy", "as_tensor", "manual_seed", "no_grad", "inference_mode", "device", "load",
+    "save", "is_tensor", "numel", "isfinite", "isnan", "isinf", "argmax", "argmin", "eq",
+})
+# Names in a return annotation that say the function hands back host values only (`-> float`,
+# `-> Dict[str, float]`, `-> tuple[float, int]`, `-> Optional[float]`): no autograd graph.
+_HOST_ANNOTATION_WORDS = frozenset({
+    "float", "int", "bool", "str", "None", "dict", "Dict", "list", "List", "tuple", "Tuple",
+    "Optional", "Union", "Sequence", "Mapping", "MutableMapping", "Iterable", "typing",
+    "OrderedDict", "DefaultDict", "defaultdict", "collections", "abc", "Number", "numbers",
+})
+_ANNOTATION_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def host_annotation(text: str) -> bool:
+    """Does a return annotation, as written, name host values only: Python scalars and
+    containers of them (``Dict[str, Any]`` may hold a tensor, ``"Tensor"`` is one)?"""
+    names = _ANNOTATION_NAME.findall(text)
+    return bool(names) and set(names) <= _HOST_ANNOTATION_WORDS
+
+
 # Builtins whose result is a host value.
 HOST_BUILTINS = frozenset({
     "float", "int", "bool", "str", "len", "round", "repr", "format", "print", "isinstance",

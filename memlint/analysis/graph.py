@@ -47,13 +47,15 @@ from memlint.analysis.calls import (
 from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.loops import target_names
-from memlint.analysis.tree import TreeIndex, last_child
+from memlint.analysis.tree import TOKEN_TYPES, TreeIndex, last_child
 from memlint.vocabulary import (
     DETACHED_ATTRIBUTES,
     DETACHING_METHODS,
     HOST_BUILTINS,
     MUTATORS,
     SAME_GRAPH_METHODS,
+    TORCH_FACTORIES,
+    host_annotation,
     returns_indices,
 )
 
@@ -65,13 +67,6 @@ Scope = cst.FunctionDef | cst.Module
 BindingKind = Literal["assign", "aug", "iter", "param", "unknown"]
 
 PASS_THROUGH_BUILTINS = frozenset({"sum", "max", "min", "abs", "list", "tuple", "sorted"})
-# torch functions that build fresh leaf tensors: no history whatever their arguments are.
-TORCH_FACTORIES = frozenset({
-    "tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "randn", "rand",
-    "randint", "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
-    "from_numpy", "as_tensor", "manual_seed", "no_grad", "inference_mode", "device", "load",
-    "save", "is_tensor", "numel", "isfinite", "isnan", "isinf", "argmax", "argmin", "eq",
-})
 # Modules whose functions return host values: they never hand back an autograd graph
 # (`save_dict = yaml.safe_load(f)`, `np.mean(xs)`, `time.time()`).
 HOST_MODULES = (
@@ -363,7 +358,7 @@ class GraphAnalysis:
         order = facts.order
         nodes = list(self.tree.walk(scope))
         for i, node in enumerate(nodes):
-            order[node] = i
+            order[node] = 2 * i  # even: an odd order falls between two nodes (_end_order)
         if isinstance(scope, cst.FunctionDef):
             params = scope.params
             for param in (*params.posonly_params, *params.params, *params.kwonly_params):
@@ -403,14 +398,23 @@ class GraphAnalysis:
             bindings.sort(key=lambda b: b.order)
         return facts
 
-    @staticmethod
-    def _end_order(node: cst.CSTNode, order: dict[cst.CSTNode, int]) -> int:
-        """Order of the last node of ``node``'s subtree: where an assignment takes effect."""
+    def _end_order(self, node: cst.CSTNode, order: dict[cst.CSTNode, int]) -> int:
+        """Order of the last node of ``node``'s subtree: where an assignment takes effect.
+
+        An index without tokens (a tree built without layout) has no order for the closing
+        bracket of ``x[i]`` or ``f(a)``; where the last child is one, the assignment takes
+        effect just after the last node before it, as it would at the bracket."""
         last = order.get(node, -1)
+        parent = node
         current: cst.CSTNode | None = last_child(node)
         while current is not None and current in order:
             last = order[current]
+            parent = current
             current = last_child(current)
+        if current is not None and not self.tree.layout and type(current) in TOKEN_TYPES:
+            for below in self.tree.walk(parent):
+                last = max(last, order.get(below, last))
+            last += 1
         return last
 
     def _bind(
@@ -962,7 +966,11 @@ class GraphAnalysis:
         self._in_progress.add(func)
         try:
             values = _return_values(self.tree, func)
-            result = tri_or([self._eval(v) for v in values]) if values else False
+            if func.returns is not None and host_annotation(
+                    _annotation_words(self.tree, func.returns.annotation)):
+                result: Tri = False  # `-> float`, `-> Dict[str, float]`
+            else:
+                result = tri_or([self._eval(v) for v in values]) if values else False
         finally:
             self._in_progress.discard(func)
         self._returns[func] = result
@@ -971,14 +979,16 @@ class GraphAnalysis:
 
     def project_returns(self, call: cst.Call) -> ReturnFact | None:
         """What the project model knows ``call`` returns: a function or class of another
-        module, an instance of one bound to a name (``criterion = Loss()``) or to ``self``, or
-        a method inherited from a project base in another module (``self.reduce(losses)``)."""
+        module, an instance of one bound to a name (``criterion = Loss()``) or to ``self``, a
+        method inherited from a project base in another module (``self.reduce(losses)``), or
+        the project's one method of the name called on what the model cannot type."""
         project = self.project
         if project is None:
             return None
         name = dotted_name(call.func)
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
         if name is None:
-            return None
+            return None if method is None else project.method_returns.get(method)
         fact = project.returns_of(name)
         if fact is not None:
             return fact
@@ -990,6 +1000,10 @@ class GraphAnalysis:
             cls = self.tree.enclosing_class(call)
             if cls is not None:
                 return project.inherited_return(self.tree.qualname(cls), name[len("self."):])
+        if method is not None and name.count(".") > 1:
+            # `self.agent.loss_terms(b)`: an attribute of no class the model knows; the one
+            # project method of that name.
+            return project.method_returns.get(method)
         return None
 
     def project_class_of(self, name: str, at: cst.CSTNode) -> str | None:
@@ -1133,3 +1147,15 @@ def _argument_for(
     if 0 <= index < len(positional) and all(a.star == "" for a in call.args[: index + 1]):
         return positional[index].value
     return None
+
+
+def _annotation_words(tree: TreeIndex, annotation: cst.BaseExpression) -> str:
+    """The names an annotation is written with, strings' text included, for
+    :func:`~memlint.vocabulary.host_annotation`."""
+    words = []
+    for node in [annotation, *tree.walk(annotation)]:
+        if isinstance(node, cst.Name):
+            words.append(node.value)
+        elif isinstance(node, cst.SimpleString):
+            words.append(node.value[1:-1])
+    return " ".join(words)

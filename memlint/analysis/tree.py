@@ -76,13 +76,13 @@ TOKENS: tuple[type[cst.CSTNode], ...] = (
 )
 
 
-def _token_types() -> frozenset[type]:
-    return frozenset(value for value in map(cst.__dict__.get, dir(cst))
-                     if isinstance(value, type) and issubclass(value, TOKENS))
-
+# Every node type of the TOKENS families.
+TOKEN_TYPES: frozenset[type] = frozenset(
+    value for value in map(cst.__dict__.get, dir(cst))
+    if isinstance(value, type) and issubclass(value, TOKENS))
 
 # Every node type the index of a tree without layout leaves out.
-LEFT_OUT: frozenset[type] = LAYOUT_LEAVES | _token_types()
+LEFT_OUT: frozenset[type] = LAYOUT_LEAVES | TOKEN_TYPES
 
 # For every type met in a child field: is a value of it a child to keep? Known for the types
 # seen so far; one table for trees with layout, one for trees without. CSTNode is an ABC, and

@@ -911,7 +911,39 @@ class ProjectModel:
             fact = self.returns(absolute)
             if fact is not None:
                 view.returns[absolute] = fact
+        methods = {site.callee.rpartition(".")[2] for _, sites in scoped for site in sites
+                   if "." in site.callee}
+        for name in sorted(methods | set(summary.method_calls)):
+            method = self._methods_once.get(name)
+            fact = None if method is None else _return_fact(method)
+            if fact is not None:
+                view.method_returns[name] = fact
         return view
+
+    @cached_property
+    def _methods_once(self) -> dict[str, Function]:
+        """Method name -> the project's one method of that name: names two project classes
+        define, and the protocol every model or trainer has (``forward``, ``step``), are
+        left out, so that a receiver of another library's class is not taken for it."""
+        seen: dict[str, Function | None] = {}
+        for summary in self.summaries.values():
+            classes = {c.qualname for c in summary.classes}
+            for function in summary.functions:
+                owner, _, name = function.qualname.rpartition(".")
+                if owner in classes and not name.startswith("__"):
+                    seen[name] = None if name in seen else function
+        return {name: function for name, function in seen.items()
+                if function is not None and name not in _PROTOCOL_METHODS}
+
+
+# Methods that many libraries' classes define: a call of one names no project method.
+_PROTOCOL_METHODS = frozenset({
+    "forward", "step", "update", "train", "eval", "predict", "loss", "compute_loss",
+    "training_step", "validation_step", "test_step", "generate", "sample", "backward", "get",
+    "item", "items", "keys", "values", "to", "run", "fit", "evaluate", "encode", "decode",
+    "state_dict", "load_state_dict", "parameters", "zero_grad", "call", "apply", "reset",
+    "act", "log", "save", "load",
+})
 
 
 def _trains(function: Function) -> bool:

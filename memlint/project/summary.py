@@ -28,10 +28,13 @@ from memlint.vocabulary import (
     LOADER_NAME,
     MUTATORS,
     SAME_GRAPH_METHODS,
+    TORCH_FACTORIES,
+    grad_switch,
+    host_annotation,
     returns_indices,
 )
 
-SCHEMA = 13
+SCHEMA = 14
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
@@ -150,6 +153,8 @@ class ModuleSummary:
     classes: tuple[Class, ...] = ()
     sites: tuple[Site, ...] = ()  # module-level calls (scripts, ``if __name__ == "__main__"``)
     defined: tuple[str, ...] = ()  # top-level names bound by def/class
+    # Methods called on what no dotted name holds (``self.models["pi"].loss(x)``, ``f().m()``)
+    method_calls: tuple[str, ...] = ()
 
     def to_json(self) -> Any:
         return _encode(self)
@@ -348,6 +353,14 @@ def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) ->
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute):
+            if isinstance(func.value, ast.Name) and func.value.id == "torch":
+                # `torch.mean(w)`, `torch.tensor(mask, dtype=f)`: as the method would be.
+                if func.attr in TORCH_FACTORIES:
+                    return not any(k.arg == "requires_grad" for k in node.keywords)
+                if func.attr in DETACHING_METHODS:
+                    return True
+                return func.attr in SAME_GRAPH_METHODS and all(
+                    is_detached(a, detached_names) for a in node.args)
             if func.attr in DETACHING_METHODS:
                 return func.attr not in ("append", "extend")
             # `correct.sum()`, `preds.double()[mask]`: a graph only if the receiver has one.
@@ -390,6 +403,8 @@ class _Scope:
     # ``out.append(v)``, ``total += v``); names bound by unpacking, a loop or ``as``.
     stored: dict[str, list[ast.expr]] = field(default_factory=dict)
     rebound: set[str] = field(default_factory=set)
+    # ids of the values assigned to local names under a no-grad switch: no graph
+    graphless: set[int] = field(default_factory=set)
     yields: bool = False
     clears_grad: bool = False
     # Might the scope (nested scopes included) hold what :func:`_data_facts` looks for: a
@@ -465,6 +480,7 @@ class _Builder:
         self.functions: list[Function] = []
         self.classes: list[Class] = []
         self.defined: list[str] = []
+        self.method_calls: set[str] = set()
         # `@to_cuda.register(torch.Tensor) def _(data): ...`: module-level implementations
         # registered on a singledispatch function, by that function's name.
         self.registered: dict[str, list[str]] = {}
@@ -561,6 +577,8 @@ class _Builder:
             return
         if isinstance(stmt, ast.Return):
             scope.returns.append((stmt.value, switches))
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and self._no_grad(switches):
+            scope.graphless.add(id(stmt.value))
         if isinstance(stmt, ast.Assign):
             if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in stmt.targets):
                 scope.clears_grad = True
@@ -615,6 +633,8 @@ class _Builder:
                     scope.clears_grad = True
                 name = dotted(sub.func)
                 if name is None:
+                    if type(sub.func) is ast.Attribute:
+                        self.method_calls.add(sub.func.attr)
                     continue
                 if isinstance(sub.func, ast.Name) and (
                         sub.func.id in scope.params or sub.func.id in scope.outer_params):
@@ -666,13 +686,15 @@ class _Builder:
         if _holds_code([*node.decorator_list, node.args, node.returns]):
             scope.data = True
         parent.data = parent.data or scope.data
+        host = node.returns is not None and host_annotation(ast.unparse(node.returns))
         self.functions.append(Function(
             qualname=qualname,
             params=scope.params,
             decorators=tuple(decorators),
             sites=tuple(scope.sites),
             param_calls=tuple(scope.param_calls),
-            returns=tuple(self._returned(value, under, scope) for value, under in scope.returns),
+            returns=tuple(self._returned(value, under, scope, host)
+                          for value, under in scope.returns),
             falls_through=scope.yields or not _always_returns(node.body),
             clears_grad=scope.clears_grad,
             **(_data_facts(node, scope.params) if scope.data else {}),
@@ -697,8 +719,22 @@ class _Builder:
             methods,
         ))
 
+    def _no_grad(self, switches: tuple[Switch, ...]) -> bool:
+        """Does one of these switches turn autograd off (``torch.no_grad()``, imports of
+        the module read so far resolved)?"""
+        if not switches:
+            return False
+        names = {i.local: i.target for i in self.imports if not i.level}
+        for switch in switches:
+            head, dot, rest = switch.name.partition(".")
+            name = names.get(head, head) + dot + rest
+            if grad_switch(name, switch.called, switch.has_args, switch.flag) == "off":
+                return True
+        return False
+
     def _returned(self, value: ast.expr | None, under: tuple[Switch, ...],
-                  scope: _Scope) -> Returned:
+                  scope: _Scope, host: bool = False) -> Returned:
+        """``host``: the function's return annotation names host values only."""
         if value is None:
             return Returned("value", detached=(True,), under=under)
         if isinstance(value, ast.Name) and value.id in scope.params:
@@ -710,9 +746,12 @@ class _Builder:
             applied = as_switches(value.func)
             if applied and all(s.called for s in applied):
                 return Returned("apply", applied, value.args[0].id, under=under)
-        detached_names = _detached_names(scope)
         elements = value.elts if isinstance(value, ast.Tuple) else [value]
-        detached = tuple(is_detached(e, detached_names) for e in elements)
+        if host or self._no_grad(under):
+            detached = (True,) * len(elements)
+        else:
+            detached_names = _detached_names(scope)
+            detached = tuple(is_detached(e, detached_names) for e in elements)
         switches = as_switches(value)
         kind = "switch" if switches else "value"
         return Returned(kind, switches, detached=detached, under=under)
@@ -724,19 +763,25 @@ _DETACHED_ROUNDS = 6  # a longer chain of names built on one another stays unkno
 def _detached_names(scope: _Scope) -> frozenset[str]:
     """The local names every assignment of which is detached, and every value stored into or
     added to them, names already known detached included (``preds = out.max(1)[1]``, then
-    ``correct = preds.eq(y).sum()``; ``log = {}`` then ``log[k] = v.item()``). A name also
-    bound by unpacking, a loop or ``as`` is not known."""
-    known: frozenset[str] = frozenset()
-    stored = scope.stored
+    ``correct = preds.eq(y).sum()``; ``log = {}`` then ``log[k] = v.item()``; ``e =
+    critic(x).detach()`` then ``e = e.reshape(n, k)``), or assigned under a no-grad switch.
+    A name also bound by unpacking, a loop, ``as`` or as a parameter is not known.
+
+    Names are dropped from all candidates until the rest hold one another up: a local name
+    read before its first assignment would not run, so a name that only ever holds values
+    made from itself got its first value elsewhere, and that value is among those judged."""
+    stored, graphless = scope.stored, scope.graphless
+    known = frozenset(name for name, values in scope.assigned.items()
+                      if values and name not in scope.rebound and name not in scope.params)
     for _ in range(_DETACHED_ROUNDS):
-        found = frozenset(name for name, values in scope.assigned.items()
-                          if values and name not in scope.rebound
-                          and all(is_detached(v, known) for v in values)
+        found = frozenset(name for name in known
+                          if all(id(v) in graphless or is_detached(v, known)
+                                 for v in scope.assigned[name])
                           and all(is_detached(v, known) for v in stored.get(name, ())))
         if found == known:
-            break
+            return known
         known = found
-    return known
+    return frozenset()
 
 
 def _bound_names(target: ast.expr) -> Iterator[str]:
@@ -1130,6 +1175,7 @@ def summarise(tree: ast.Module) -> ModuleSummary:
         classes=tuple(builder.classes),
         sites=tuple(top.sites),
         defined=tuple(builder.defined),
+        method_calls=tuple(sorted(builder.method_calls)),
     )
 
 

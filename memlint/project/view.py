@@ -71,6 +71,9 @@ class ModuleView:
     # method qualname of this module -> the parameters given a DataLoader itself by a project
     # base class in another module (``self._predict(loader)``: the override loops over it)
     loader_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # method name called here -> what the one project method of that name returns, where some
+    # of it is detached: for a receiver no name types (``self.models["pi"].loss_parts(x)``)
+    method_returns: dict[str, ReturnFact] = field(default_factory=dict)
 
     def qualify(self, dotted: str) -> str:
         """``dotted`` with its head expanded through this module's imports or definitions."""
@@ -131,7 +134,8 @@ class ModuleView:
              sorted(self.plain_loaders),
              sorted(self.grad_clearers),
              sorted(self.wrappers.items()), sorted(self.movers.items()),
-             sorted(self.batch_params.items()), sorted(self.loader_params.items())],
+             sorted(self.batch_params.items()), sorted(self.loader_params.items()),
+             sorted((k, v.detached, v.is_tuple) for k, v in self.method_returns.items())],
             separators=(",", ":"),
         )
         return hashlib.blake2b(data.encode(), digest_size=12).hexdigest()

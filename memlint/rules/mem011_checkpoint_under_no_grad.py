@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from memlint.analysis.branches import alternatives, guarding_tests, mentions
+from memlint.context import FileContext
 from memlint.edits import has_keyword, has_star_args
 from memlint.rules.base import Invalid, Rule, Valid
 
@@ -149,6 +150,30 @@ class CheckpointUnderNoGrad(Rule):
                 return cp.checkpoint(block, x, use_reentrant=True)
             """
         ),
+        Valid(
+            # Run without grad by the one caller the file shows, but checkpointed only when
+            # the module trains or autograd is on: the training loop calls it from elsewhere.
+            """
+            import torch
+            from torch.utils.checkpoint import checkpoint
+
+            def run_blocks(blocks, x, use_checkpoint):
+                for block in blocks:
+                    if use_checkpoint and block.training:
+                        x = checkpoint(block, x, use_reentrant=False)
+                    else:
+                        x = block(x)
+                return x
+
+            def run(block, x):
+                return checkpoint(block, x, use_reentrant=False) if (
+                    torch.is_grad_enabled()) else block(x)
+
+            @torch.no_grad()
+            def encode(blocks, x):
+                return run(blocks[0], run_blocks(blocks, x, True))
+            """
+        ),
     )
     invalid = (
         Invalid(
@@ -198,10 +223,25 @@ class CheckpointUnderNoGrad(Rule):
         qualified = self.context.analysis.imports.qualified_name(node.func)
         if qualified not in CHECKPOINT_FUNCTIONS:
             return
-        if self.context.analysis.grad.no_grad_at(node):
+        if self.context.analysis.grad.no_grad_at(node) and not self._training_only(node):
             self.report(node, NO_GRAD_MESSAGE)
         if not self._passes_reentrant(node) and not self._version_fallback(node):
             self.report(node, REENTRANT_MESSAGE)
+
+    def _training_only(self, call: cst.Call) -> bool:
+        """The call sits in the branch of a test that the module trains (``if
+        self.gradient_checkpointing and self.training:``) or that autograd is on
+        (``torch.is_grad_enabled()``): it never runs where the callers turned autograd off,
+        only where they train (the grad mode inferred from a module's known callers misses
+        the training loop that calls it through an attribute or a parameter)."""
+        tree = self.context.analysis.tree
+        child: cst.CSTNode = call
+        for anc in tree.ancestors(call):
+            if isinstance(anc, cst.If | cst.IfExp) and child is anc.body and any(
+                    _means_training(self.context, part) for part in _conjuncts(anc.test)):
+                return True
+            child = anc
+        return False
 
     def _passes_reentrant(self, call: cst.Call) -> bool:
         """`use_reentrant=` is given, or may be (`**kwargs`)."""
@@ -225,3 +265,18 @@ class CheckpointUnderNoGrad(Rule):
                 ):
                     return True
         return False
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a and b and c`` -> its operands; any other test -> itself."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return [*_conjuncts(test.left), *_conjuncts(test.right)]
+    return [test]
+
+
+def _means_training(context: FileContext, test: cst.BaseExpression) -> bool:
+    """``self.training``, ``model.training``, ``torch.is_grad_enabled()``."""
+    if isinstance(test, cst.Attribute):
+        return test.attr.value == "training"
+    return isinstance(test, cst.Call) and context.analysis.imports.qualified_name(
+        test.func) == "torch.is_grad_enabled"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from memlint import engine, fastcst
+from memlint.analysis import ModuleAnalysis
+from memlint.context import FileContext
 from memlint.rules import all_rules
 
 HERE = Path(__file__).parent
@@ -204,6 +207,39 @@ def test_lint_reports_what_libcsts_tree_gives(path: Path,
     fast = engine.lint_source(str(path), source, rules)
     monkeypatch.setattr(engine, "LIBCST_ONLY", True)
     assert fast == engine.lint_source(str(path), source, rules)
+
+
+# An assignment whose value ends in a bracket, read again on its right-hand side: the index
+# of a tree without layout has no order for the `]` where the binding takes effect.
+ENDS_IN_A_TOKEN = """
+import torch
+
+
+def predict(model, data):
+    model.eval()
+    preds = []
+    for batch in data:
+        pred = model(batch)
+        pred = [p * 2 for p in torch.split(pred, 1)]
+        preds.extend(pred)
+    return preds
+"""
+
+
+@pytest.mark.parametrize("source", [ENDS_IN_A_TOKEN.encode(), *(p.read_bytes() for p in CORPUS)])
+def test_an_index_without_tokens_reports_what_one_with_them_does(
+        source: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index of a tree built without layout leaves commas, brackets and operators out;
+    the rules find the same on it as on an index that keeps them."""
+    rules = list(all_rules())
+    bare = engine.lint_source("x.py", source, rules)
+    with_tokens = functools.cached_property(
+        lambda self: ModuleAnalysis(self.module, self.project, layout=True))
+    with_tokens.__set_name__(FileContext, "analysis")
+    monkeypatch.setattr(FileContext, "analysis", with_tokens)
+    assert bare == engine.lint_source("x.py", source, rules)
+    if source.startswith(b"\nimport torch"):
+        assert [d.code for d in bare] == ["MEM002", "MEM005"]
 
 
 def test_a_file_with_findings_is_placed_without_libcst(monkeypatch: pytest.MonkeyPatch
