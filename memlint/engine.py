@@ -75,7 +75,7 @@ def decoded_source(source: bytes, module: cst.Module) -> str:
 def run_rules(context: FileContext, rules: Sequence[type[Rule]]) -> list[Finding]:
     if context.analysis.imports.foreign_framework():
         return []  # another framework's code (a JAX or Warp module): no rule applies
-    instances = [rule(context) for rule in for_path(rules, context.path)]
+    instances = [rule(context) for rule in for_path(rules, context.path, context.source)]
     visit_batched(context.analysis.tree, instances)
     findings: list[Finding] = []
     for instance in instances:

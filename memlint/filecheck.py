@@ -130,7 +130,8 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
         return FileResult(display, skipped="binary file (contains NUL bytes)")
     from memlint.gates import for_path
 
-    candidates = [s for s in for_path(as_specs(rules), display) if s.code not in ignored]
+    candidates = [s for s in for_path(as_specs(rules), display, source)
+                  if s.code not in ignored]
     active = (applicable_rules(source, candidates) if active_codes is None
               else [s for s in candidates if s.code in active_codes])
     if not active:
@@ -236,7 +237,7 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
 
     if b"\0" in source:
         return FileResult(display, skipped="binary file (contains NUL bytes)")
-    active = applicable_rules(source, [s for s in for_path(rules, display)
+    active = applicable_rules(source, [s for s in for_path(rules, display, source)
                                        if s.code not in ignored])
     # A package's __init__ re-exports names its siblings import: always worth its summary.
     wanted = not summary_known and (needs_summary(source) or display.endswith("__init__.py"))

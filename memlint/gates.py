@@ -78,12 +78,13 @@ class PathGated(Protocol):
 P = TypeVar("P", bound=PathGated)
 
 
-def for_path(rules: Iterable[P], path: str) -> list[P]:
+def for_path(rules: Iterable[P], path: str, source: str | bytes | None = None) -> list[P]:
     """The rules that can report in the file at ``path`` (as displayed: the path the rules
-    see): in test code (:func:`~memlint.vocabulary.is_test_code`), none that leaves it alone.
-    Checked before anything is parsed, and again where rules run."""
+    see): in test code (:func:`~memlint.vocabulary.is_test_code`, which reads ``source``
+    for a ``*_test.py``), none that leaves it alone. Checked before anything is parsed, and
+    again where rules run."""
     kept = list(rules)
-    if not is_test_code(path):
+    if not is_test_code(path, source):
         return kept
     return [r for r in kept if not r.skips_test_code]
 

@@ -256,21 +256,32 @@ TORCH_FACTORIES = frozenset({
     "from_numpy", "as_tensor", "manual_seed", "no_grad", "inference_mode", "device", "load",
     "save", "is_tensor", "numel", "isfinite", "isnan", "isinf", "argmax", "argmin", "eq",
 })
-# Names in a return annotation that say the function hands back host values only (`-> float`,
-# `-> Dict[str, float]`, `-> tuple[float, int]`, `-> Optional[float]`): no autograd graph.
-_HOST_ANNOTATION_WORDS = frozenset({
-    "float", "int", "bool", "str", "None", "dict", "Dict", "list", "List", "tuple", "Tuple",
-    "Optional", "Union", "Sequence", "Mapping", "MutableMapping", "Iterable", "typing",
-    "OrderedDict", "DefaultDict", "defaultdict", "collections", "abc", "Number", "numbers",
+# Return annotations that say the function hands back host values only (`-> float`,
+# `-> Dict[str, float]`, `-> tuple[float, int]`, `-> Optional[float]`): no autograd graph. A
+# container says so only with its element types written (`-> dict` may hold tensors).
+_HOST_SCALARS = frozenset({"float", "int", "bool", "str", "None", "Number"})
+_HOST_CONTAINERS = frozenset({
+    "dict", "Dict", "list", "List", "tuple", "Tuple", "Optional", "Union", "Sequence",
+    "Mapping", "MutableMapping", "Iterable", "OrderedDict", "DefaultDict", "defaultdict",
 })
-_ANNOTATION_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_HOST_QUALIFIERS = frozenset({"typing", "collections", "abc", "numbers"})
+_ANNOTATION_NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)(\s*\[)?")
 
 
 def host_annotation(text: str) -> bool:
-    """Does a return annotation, as written, name host values only: Python scalars and
-    containers of them (``Dict[str, Any]`` may hold a tensor, ``"Tensor"`` is one)?"""
-    names = _ANNOTATION_NAME.findall(text)
-    return bool(names) and set(names) <= _HOST_ANNOTATION_WORDS
+    """Does a return annotation, as written (``Dict[str, float]``), name host values only:
+    Python scalars, and containers whose element types are written and are such values?"""
+    scalar = False
+    for match in _ANNOTATION_NAME.finditer(text):
+        name, subscripted = match.group(1), match.group(2) is not None
+        if name in _HOST_SCALARS:
+            scalar = True
+        elif name in _HOST_CONTAINERS:
+            if not subscripted:
+                return False
+        elif name not in _HOST_QUALIFIERS:
+            return False
+    return scalar
 
 
 # Builtins whose result is a host value.
@@ -360,6 +371,23 @@ def is_pytest_module(path: str) -> bool:
     return _PYTEST_MODULE.search(path) is not None and not _is_evaluation_script(path)
 
 
-def is_test_code(path: str) -> bool:
-    """A pytest module or a test-support module."""
-    return is_pytest_module(path) or _TEST_SUPPORT.search(path) is not None
+# `train_test.py`, `train_validate_test.py`: pytest's pattern, but in ML code often a script
+# that trains and tests. Such a name is test code when the file reads like a test module.
+_SUFFIX_TEST = re.compile(r"(?:^|[/\\])[^/\\]*_test\.py$")
+_TEST_MODULE_TEXT = re.compile(
+    r"^(?:import (?:pytest|unittest)\b(?!\.mock)|from (?:pytest|unittest|absl\.testing)\b(?!\.mock)"
+    r"|\s*def test_|\s*async def test_|class Test)", re.MULTILINE)
+
+
+def is_test_code(path: str, source: str | bytes | None = None) -> bool:
+    """A pytest module or a test-support module. With the file's ``source``, a ``*_test.py``
+    (not ``test_*.py``) counts only when it imports a test framework or defines tests."""
+    if _TEST_SUPPORT.search(path) is not None:
+        return True
+    if not is_pytest_module(path):
+        return False
+    if source is None or _SUFFIX_TEST.search(path) is None or (
+            re.search(r"(?:^|[/\\])test_[^/\\]*$", path) is not None):
+        return True
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    return _TEST_MODULE_TEXT.search(text) is not None

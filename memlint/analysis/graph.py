@@ -714,6 +714,8 @@ class GraphAnalysis:
             return False
         callee = last_name(func)
         defs = self.tree.functions_by_name.get(callee, []) if callee is not None else []
+        if defs and all(_annotated_host(self.tree, d) for d in defs):
+            return False  # `def mean_loss(xs) -> float:`, whatever its name says
         returned = None if defs else self.project_returns(call)
         if returned is not None and not returned.is_tuple:
             # A project function or method of another file that returns a detached value,
@@ -966,8 +968,7 @@ class GraphAnalysis:
         self._in_progress.add(func)
         try:
             values = _return_values(self.tree, func)
-            if func.returns is not None and host_annotation(
-                    _annotation_words(self.tree, func.returns.annotation)):
+            if _annotated_host(self.tree, func):
                 result: Tri = False  # `-> float`, `-> Dict[str, float]`
             else:
                 result = tri_or([self._eval(v) for v in values]) if values else False
@@ -1149,13 +1150,27 @@ def _argument_for(
     return None
 
 
-def _annotation_words(tree: TreeIndex, annotation: cst.BaseExpression) -> str:
-    """The names an annotation is written with, strings' text included, for
-    :func:`~memlint.vocabulary.host_annotation`."""
-    words = []
-    for node in [annotation, *tree.walk(annotation)]:
-        if isinstance(node, cst.Name):
-            words.append(node.value)
-        elif isinstance(node, cst.SimpleString):
-            words.append(node.value[1:-1])
-    return " ".join(words)
+def _annotated_host(tree: TreeIndex, func: cst.FunctionDef) -> bool:
+    """Is the function annotated to return host values only (``-> float``)?"""
+    return func.returns is not None and host_annotation(
+        _annotation_text(func.returns.annotation))
+
+
+def _annotation_text(node: cst.BaseExpression) -> str:
+    """An annotation written out as the stdlib's ``ast.unparse`` would, near enough for
+    :func:`~memlint.vocabulary.host_annotation`: names, subscripts, ``|``, strings' text."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_annotation_text(node.value)}.{node.attr.value}"
+    if isinstance(node, cst.Subscript):
+        inner = ", ".join(_annotation_text(e.slice.value) for e in node.slice
+                          if isinstance(e.slice, cst.Index))
+        return f"{_annotation_text(node.value)}[{inner}]"
+    if isinstance(node, cst.BinaryOperation):
+        return f"{_annotation_text(node.left)} | {_annotation_text(node.right)}"
+    if isinstance(node, cst.SimpleString):
+        return node.value.strip("\"'")
+    if isinstance(node, cst.Tuple | cst.List):
+        return ", ".join(_annotation_text(e.value) for e in node.elements)
+    return "?"

@@ -340,8 +340,8 @@ def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) ->
         return node.id in detached_names
     if isinstance(node, (ast.JoinedStr, ast.Compare, ast.Lambda)):
         return True
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return True
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.Not) or is_detached(node.operand, detached_names)
     if isinstance(node, ast.Subscript):
         if _integer(node.slice) == 1 and _returns_indices(node.value):
             return True  # the indices of `out.max(1)[1]`

@@ -172,6 +172,25 @@ class LossKeptWithGraph(Rule):
     fix_safety = FixSafety.UNSAFE
 
     valid = (
+        # A helper annotated to return a float, whatever its name says: the epoch's mean of
+        # values already read with `.item()`.
+        Valid("""
+            class Trainer:
+                def _mean_loss(self, losses: list[float]) -> float:
+                    return sum(losses) / len(losses)
+
+                def fit(self, loader):
+                    for epoch in range(10):
+                        losses = []
+                        for x, y in loader:
+                            loss = self.criterion(self.model(x), y)
+                            loss.backward()
+                            self.optimizer.step()
+                            losses.append(loss.item())
+                        mean_loss = self._mean_loss(losses)
+                        if mean_loss < self.best_loss:
+                            self.best_loss = mean_loss
+        """),
         # The loop walks one step's auxiliary loss terms, each backpropagated on its own; the
         # sum is that step's value for the log.
         Valid("""

@@ -311,6 +311,27 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        Invalid(
+            # One sync per chain: `.cpu()` waits, the conversions after it do not. The
+            # labels of the batch are never moved, so their `.cpu().numpy()` waits for nothing.
+            """
+            def encode(labels):
+                return labels.cpu().numpy().tolist()
+
+            def train(model, loader, optimizer, device):
+                preds = []
+                for x, y in loader:
+                    x = x.to(device)
+                    words = encode(y)
+                    out = model(x, words)
+                    loss = criterion(out, x)
+                    loss.backward()
+                    optimizer.step()
+                    preds.append(out.argmax(1).cpu().numpy().tolist())
+                return preds
+            """,
+            lines=(14,),
+        ),
         # An update that runs backward over its list of losses and steps each optimizer in
         # a loop is still one step: the batch loop calling it syncs every step.
         Invalid(
@@ -596,8 +617,14 @@ class SyncInHotLoop(Rule):
             if self._numpy_value(call):
                 return None
             recv = receiver(call)
-            if recv is not None and self.context.analysis.dataflow.copied_to_host(recv, call):
+            dataflow = self.context.analysis.dataflow
+            if recv is not None and dataflow.copied_to_host(recv, call):
                 return None  # `preds = out.argmax(1).cpu()` ... `preds.cpu()`: already there
+            root = recv
+            while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+                root = root.func.value  # `labels.cpu().numpy()` -> `labels`
+            if isinstance(root, cst.Name) and dataflow.batch_origins(root):
+                return None  # labels of a loader batch that no copy moved: on the host
             return method
         if (isinstance(call.func, cst.Name) and call.func.value == "float"
                 and len(call.args) == 1 and not call.args[0].star
@@ -643,12 +670,20 @@ class SyncInHotLoop(Rule):
         )
 
     def _outer_call_reports(self, call: cst.Call) -> bool:
-        """In `x.cpu().tolist()` only the outermost sync is reported."""
-        parent = self.context.analysis.tree.parent(call)
-        if not isinstance(parent, cst.Attribute) or parent.value is not call:
-            return False
-        outer = self.context.analysis.tree.parent(parent)
-        return isinstance(outer, cst.Call) and self._sync_kind(outer) is not None
+        """In `x.cpu().tolist()`, `x.cpu().numpy().tolist()` only the outermost sync of the
+        chain is reported."""
+        tree = self.context.analysis.tree
+        current = call
+        while True:
+            parent = tree.parent(current)
+            if not isinstance(parent, cst.Attribute) or parent.value is not current:
+                return False
+            outer = tree.parent(parent)
+            if not isinstance(outer, cst.Call):
+                return False
+            if self._sync_kind(outer) is not None:
+                return True
+            current = outer
 
     def _deliberate(self, node: cst.CSTNode, loop: cst.CSTNode | None) -> bool:
         """Gated by a logging interval, or a value check that must see every step."""

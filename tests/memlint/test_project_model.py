@@ -994,3 +994,88 @@ def test_a_method_that_switches_grad_off_around_its_own_work_runs_without_grad()
     assert "predict_3D" in off
     assert "half_way" not in off  # the encoder runs with grad on
     assert "nothing_of_its_own" not in off  # no call on the object at all
+
+
+def test_values_made_without_grad_or_from_detached_ones_are_returned_detached() -> None:
+    """Weights computed under no-grad, a detached output reshaped in place, torch's
+    reductions of detached values, and a function annotated to return host values."""
+    found = summary('''
+        import torch
+        from torch import no_grad
+
+        def awr(self, action, state, beta):
+            loss = self.model_loss(action, state)
+            with torch.no_grad():
+                q = self.critic(action, state)
+                weight = torch.exp(beta * (q - self.critic.v(state)))
+            clamped = weight.clamp(max=100.0)
+            ratio = torch.mean(torch.tensor(clamped < weight, dtype=torch.float32))
+            return torch.mean(loss * clamped), torch.mean(weight), ratio
+
+        def energy(self, action, state):
+            e = self.critic(action, state).detach()
+            e = e.reshape(action.shape[0], -1).squeeze(dim=-1)
+            return torch.mean(e), self.model_loss(action, state)
+
+        def under(self, x):
+            with no_grad():
+                return self.net(x)
+
+        def reassigned(x):
+            y = x.float()
+            y = y * 2
+            return y
+
+        def mean_loss(losses) -> float:
+            return sum(losses) / len(losses)
+
+        def parts(losses) -> "Dict[str, float]":
+            return {k: v for k, v in losses.items()}
+
+        def tensors(losses) -> "Dict[str, Any]":
+            return dict(losses)
+    ''')
+    detached = {f.qualname: f.returns[0].detached for f in found.functions}
+    assert detached["awr"] == (False, True, True)
+    assert detached["energy"] == (True, False)
+    assert detached["under"] == (True,)
+    assert detached["reassigned"] == (False,)  # made from a parameter: not known
+    assert detached["mean_loss"] == (True,)
+    assert detached["parts"] == (True,)
+    assert detached["tensors"] == (False,)
+
+
+def test_the_projects_one_method_of_a_name_tells_what_a_call_on_anything_returns() -> None:
+    """`self.model["policy"].awr_loss(x)`: no name types the receiver; the project defines
+    one method of that name. A name two classes define, or a protocol name, tells nothing."""
+    m = model(
+        policy="""
+            import torch
+            class Policy:
+                def awr_loss(self, x):
+                    loss = self.net(x)
+                    with torch.no_grad():
+                        w = self.critic(x)
+                    return loss, torch.mean(w)
+                def forward(self, x):
+                    return self.net(x).detach()
+                def shared(self, x):
+                    return x.detach()
+            class Other:
+                def shared(self, x):
+                    return x.item()
+        """,
+        algo="""
+            class Algorithm:
+                def train(self, data):
+                    for x in data:
+                        loss, w = self.model["policy"].awr_loss(x)
+                        self.agent.forward(x)
+                        self.agent.shared(x)
+        """,
+    )
+    view = m.view("algo")
+    fact = view.method_returns.get("awr_loss")
+    assert fact is not None and fact.detached == (False, True) and fact.is_tuple
+    assert "forward" not in view.method_returns
+    assert "shared" not in view.method_returns

@@ -34,6 +34,27 @@ def test_test_code_paths(path: str, pytest_module: bool, test_code: bool) -> Non
     assert is_test_code(path) is test_code
 
 
+@pytest.mark.parametrize(("path", "source", "test_code"), [
+    # a script that trains, validates and tests (HydraGNN's train_validate_test.py)
+    ("hydragnn/train/train_validate_test.py",
+     "from unittest.mock import MagicMock\ndef test(loader, model):\n    pass\n", False),
+    ("pkg/train_test.py", "import torch\ndef main():\n    train()\n", False),
+    # unit tests named the Go/Google way: they import a test framework or define tests
+    ("examples/mnist/train_test.py", "from absl.testing import absltest\n", True),
+    ("pkg/trainer_test.py", "import torch\n\ndef test_step():\n    pass\n", True),
+    ("pkg/model_test.py", "import unittest\n", True),
+    ("pkg/model_test.py", "class TestModel:\n    pass\n", True),
+    # test_*.py and test folders go by the path
+    ("tests/test_train.py", "import torch\n", True),
+    ("pkg/tests/train_test.py", "import torch\n", True),
+])
+def test_a_suffix_test_module_is_test_code_when_it_reads_like_one(
+        path: str, source: str, test_code: bool) -> None:
+    assert is_test_code(path, source) is test_code
+    assert is_test_code(path, source.encode()) is test_code
+    assert is_test_code(path)  # without the text, the name decides
+
+
 BLOCKING_COPY = b"""\
 import torch
 from torch.utils.data import DataLoader
@@ -45,6 +66,7 @@ for x, y in loader:
 
 @pytest.mark.parametrize(("path", "flagged"), [
     ("train.py", True),
+    ("train_test.py", True),
     ("tests/test_loader.py", False),
     ("examples/test_pointnet.py", True),
     ("pkg/tests/helpers.py", False),
