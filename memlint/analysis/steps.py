@@ -11,6 +11,7 @@ Hugging Face ``Trainer``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import libcst as cst
@@ -19,6 +20,9 @@ from memlint.analysis import ModuleAnalysis
 from memlint.analysis.calls import is_optimizer_step, last_name
 from memlint.analysis.tree import Loop, TreeIndex
 from memlint.vocabulary import framework_train_hook, is_model_word
+
+# Names of a step's loss parts: the loss terms, their criteria and metrics.
+_LOSS_PARTS = re.compile(r"loss|criteri|metric", re.IGNORECASE)
 
 # How many levels of same-file calls are followed to find the batch loop under an epoch loop.
 _MAX_DEPTH = 3
@@ -148,11 +152,31 @@ class StepAnalysis:
         Only the nearest enclosing loop counts: in a nested non-training loop (over a
         model's layers, say) the node runs per item of that loop instead.
         """
-        enclosing = self.analysis.tree.enclosing_loops(node)
+        enclosing = self._loops_around(node)
         if not enclosing:
             return None
         nearest = enclosing[0]
         return nearest if self._is_step_loop(nearest, eval_loops=eval_loops) else None
+
+    def _loops_around(self, node: cst.CSTNode) -> list[Loop]:
+        """The loops around ``node`` in its function, nearest first, without the loops over
+        the parts of one step's loss (``for name in criterion_names:``, ``for k, v in
+        losses.items():``): what runs in them runs every step, once per part."""
+        loops = self.analysis.tree.enclosing_loops(node)
+        while loops and self._over_loss_parts(loops[0]):
+            loops = loops[1:]
+        return loops
+
+    def _over_loss_parts(self, loop: Loop) -> bool:
+        if not isinstance(loop, cst.For) or self.analysis.dataflow.is_dataloader_loop(loop):
+            return False
+        words = [n.value if isinstance(n, cst.Name) else n.attr.value
+                 for n in (loop.iter, *self.analysis.tree.walk(loop.iter))
+                 if isinstance(n, cst.Name | cst.Attribute)]
+        return (any(_LOSS_PARTS.search(w) for w in words)
+                and not any(w in ("range", "enumerate", "zip") for w in words)
+                and not self._contains_training_loop(loop)
+                and not self._is_step_loop(loop, eval_loops=True))
 
     def framework_step(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The framework's per-batch hook (``training_step``) ``node`` runs in, outside any
@@ -174,7 +198,7 @@ class StepAnalysis:
         ``skip_site``: call sites in the step loop that do not run every step (a rule's
         logging-interval test: ``if step % eval_every == 0: self.evaluate()``)."""
         tree = self.analysis.tree
-        if tree.enclosing_loops(node):
+        if self._loops_around(node):
             return False
         func = tree.enclosing_function(node)
         if func is None or self._contains_training_loop(func):

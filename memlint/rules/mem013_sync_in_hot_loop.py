@@ -8,6 +8,7 @@ from functools import cached_property
 import libcst as cst
 
 from memlint.analysis.calls import last_name, method_name, receiver
+from memlint.analysis.dataflow import names_in
 from memlint.analysis.steps import StepAnalysis
 from memlint.rules.base import Invalid, Rule, Valid
 
@@ -311,6 +312,30 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        Invalid(
+            # A loop over the parts of one step's loss runs every step: each part's `.item()`
+            # waits, in the step helper as in the batch loop.
+            """
+            class Driver:
+                def train_one_iteration(self, batch):
+                    loss = {}
+                    total = 0
+                    for name in self.criterion_names:
+                        loss[name] = self.criterion[name](self.model(batch), batch)
+                        total = total + loss[name]
+                    total.backward()
+                    self.optimizer.step()
+                    for name in self.criterion_names:
+                        self.meters[name].update(loss[name].item())
+
+                def train(self, loader):
+                    for batch in loader:
+                        self.train_one_iteration(batch)
+                        for key, value in self.loss_parts.items():
+                            self.log(key, value.item())
+            """,
+            lines=(12, 18),
+        ),
         Invalid(
             # One sync per chain: `.cpu()` waits, the conversions after it do not. The
             # labels of the batch are never moved, so their `.cpu().numpy()` waits for nothing.
@@ -623,7 +648,8 @@ class SyncInHotLoop(Rule):
             root = recv
             while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
                 root = root.func.value  # `labels.cpu().numpy()` -> `labels`
-            if isinstance(root, cst.Name) and dataflow.batch_origins(root):
+            if (isinstance(root, cst.Name) and not self._computed_before(root.value, call)
+                    and dataflow.batch_origins(root)):
                 return None  # labels of a loader batch that no copy moved: on the host
             return method
         if (isinstance(call.func, cst.Name) and call.func.value == "float"
@@ -643,6 +669,21 @@ class SyncInHotLoop(Rule):
                 if any(graph.carries_graph(v) for v in values):
                     return "print"
         return None
+
+    def _computed_before(self, name: str, call: cst.Call) -> bool:
+        """Is ``name`` assigned in the function before ``call`` (a value computed there,
+        not the batch a loop or a caller hands in)?"""
+        tree = self.context.analysis.tree
+        scope = tree.enclosing_function(call) or self.context.module
+        for node in tree.walk(scope):
+            if node is call:
+                return False
+            if isinstance(node, cst.Assign | cst.AugAssign | cst.AnnAssign):
+                targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign)
+                           else [node.target])
+                if any(name in names_in(t) for t in targets):
+                    return True
+        return False
 
     def _numpy_value(self, call: cst.Call) -> bool:
         """`np.transpose(rows).tolist()`: the receiver is what a NumPy function returns, an

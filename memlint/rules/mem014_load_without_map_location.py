@@ -261,6 +261,40 @@ class LoadWithoutMapLocation(Rule):
         ),
     )
     invalid = (
+        # The checkpoint filled item by item with the modules' state dicts.
+        Invalid(
+            """
+            import os
+            import torch
+            class Launcher:
+                def save_checkpoint(self, epoch):
+                    path = os.path.join(self.cfg.CHECKPOINT_PATH, "last.pt")
+                    checkpoint = {"epoch": epoch}
+                    for module in self.cfg.CHECKPOINT_MODULES:
+                        checkpoint[module] = getattr(self, module).state_dict()
+                    torch.save(checkpoint, path)
+                def load_checkpoint(self):
+                    path = os.path.join(self.cfg.CHECKPOINT_PATH, "last.pt")
+                    checkpoint = torch.load(path, weights_only=True)
+                    return checkpoint["epoch"]
+            """,
+            lines=(13,),
+            fixed="""
+            import os
+            import torch
+            class Launcher:
+                def save_checkpoint(self, epoch):
+                    path = os.path.join(self.cfg.CHECKPOINT_PATH, "last.pt")
+                    checkpoint = {"epoch": epoch}
+                    for module in self.cfg.CHECKPOINT_MODULES:
+                        checkpoint[module] = getattr(self, module).state_dict()
+                    torch.save(checkpoint, path)
+                def load_checkpoint(self):
+                    path = os.path.join(self.cfg.CHECKPOINT_PATH, "last.pt")
+                    checkpoint = torch.load(path, weights_only=True, map_location="cpu")
+                    return checkpoint["epoch"]
+            """,
+        ),
         # A checkpoint another method wrote from live objects' state dicts, resumed: the
         # same path expression is no round trip; nor is a path made of a parameter.
         Invalid(
@@ -603,8 +637,9 @@ class LoadWithoutMapLocation(Rule):
 
     def _live_state(self, save: cst.Call) -> str | None:
         """Does the save write ``state_dict()`` of some object, directly or through a name
-        bound to a container of them earlier in its function? "scheduler" when every one is
-        a learning-rate scheduler's, "state" when some other, None when none."""
+        bound to a container of them, or given them item by item, earlier in its function?
+        "scheduler" when every one is a learning-rate scheduler's, "state" when some other,
+        None when none."""
         payload = self._argument(save, 0, "obj")
         if payload is None:
             return None
@@ -615,9 +650,8 @@ class LoadWithoutMapLocation(Rule):
                 if n is save:
                     break
                 if isinstance(n, cst.Assign) and any(
-                        isinstance(t.target, cst.Name) and t.target.value == payload.value
-                        for t in n.targets):
-                    values.append(n.value)
+                        _root_is(t.target, payload.value) for t in n.targets):
+                    values.append(n.value)  # `ckpt = {...}`, `ckpt[name] = m.state_dict()`
         owners = [
             self._code(receiver(n) or n)
             for value in values for n in [value, *tree.walk(value)]
@@ -804,3 +838,10 @@ class LoadWithoutMapLocation(Rule):
         if isinstance(expr, cst.Call) and self._is_torch_call(expr, "device") and expr.args:
             expr = expr.args[0].value
         return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
+
+
+def _root_is(target: cst.BaseExpression, name: str) -> bool:
+    """``name`` itself, or an item of it (``name[key]``)."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return isinstance(target, cst.Name) and target.value == name
