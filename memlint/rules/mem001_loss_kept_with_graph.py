@@ -145,7 +145,15 @@ class LossKeptWithGraph(Rule):
       create_graph=True)``), whose unrolled updates a meta-gradient differentiates through.
     - Same-file callees: ``loss, items = criterion(pred, y)`` reads what ``criterion``'s
       ``__call__`` (or the function) returns at each position, so ``items.detach()`` there is
-      no graph; ``meter.add(loss)`` on a same-file class is judged in ``add``'s own body.
+      no graph; ``meter.add(loss)`` on a same-file class is judged in ``add``'s own body. A
+      callee annotated to return host values (``-> float``, ``-> Dict[str, float]``) returns
+      no graph, whatever its name says.
+    - Callees in other files of the project: what they return at each position, computed
+      under ``torch.no_grad()``, detached (also after reshapes of the detached value) or
+      reduced from such values, is no graph. A method called on what no name types
+      (``self.model["policy"].awr_loss(x)``) is read from the project's one method of that
+      name, when only one class defines it and the name is not one every model or trainer
+      has (``forward``, ``step``).
     - ``meter.update(loss, n)`` on an instance of a class defined elsewhere and named like a
       running average (``AverageMeter``, ``AverageValueMeter``, ``RunningAverage``) keeps a
       running sum of ``loss``; ``update`` on anything else (a dict, a metric) is left alone.

@@ -36,6 +36,10 @@ class CheckpointUnderNoGrad(Rule):
     `torch.set_grad_enabled(False)` or a function decorated with one of them. It also flags a
     `checkpoint` call that leaves `use_reentrant` to its default.
 
+    A checkpoint in the branch of a test that the module trains (`if self.training:`) or
+    that autograd is on (`if torch.is_grad_enabled():`) never runs where autograd is off,
+    whatever the callers this file or project shows: it is not reported as under no-grad.
+
     Code that supports old torch releases (before 1.11, which reject the keyword) is left
     alone: a call that passes `**kwargs` (`{"use_reentrant": False} if new_torch else {}`), a
     call under a test about the torch version (`torch.__version__`, `is_torch_version(...)`,

@@ -74,8 +74,12 @@ class SyncInHotLoop(Rule):
     `Trainer`'s `training_step` methods run once per batch and are checked as a step
     function. A loop that steps the optimizer itself around a counted gradient-accumulation
     loop (`for _ in range(accum):` with only backward passes in it) runs once per step too,
-    like the loop inside it. Reading a tensor the step already copied to the host
-    (`preds.cpu()` then `preds.detach().cpu()`) is no sync.
+    like the loop inside it. A loop over the parts of one step's loss (`for name in
+    criterion_names:`, `for k, v in losses.items():`) runs every step: a sync in it is
+    checked as one in the step. Reading a tensor the step already copied to the host
+    (`preds.cpu()` then `preds.detach().cpu()`), or a batch value no copy moved (the labels
+    of `for x, y in loader:` turned into a list), is no sync; a chain
+    (`out.cpu().numpy().tolist()`) is reported once.
 
     ## Why is this bad?
     CUDA runs asynchronously: the Python loop normally queues the next step's kernels
