@@ -261,7 +261,8 @@ class LoadWithoutMapLocation(Rule):
         ),
     )
     invalid = (
-        # The checkpoint filled item by item with the modules' state dicts.
+        # The checkpoint filled item by item with the modules' state dicts; another class's
+        # round trip through its own local `path` names another file.
         Invalid(
             """
             import os
@@ -277,6 +278,13 @@ class LoadWithoutMapLocation(Rule):
                     path = os.path.join(self.cfg.CHECKPOINT_PATH, "last.pt")
                     checkpoint = torch.load(path, weights_only=True)
                     return checkpoint["epoch"]
+            class GridSearch:
+                def save_checkpoint(self, source):
+                    path = os.path.join(self.cfg.CORE_PATH, "grid.pt")
+                    torch.save({"source": source}, path)
+                def load_checkpoint(self):
+                    path = os.path.join(self.cfg.CORE_PATH, "grid.pt")
+                    return torch.load(path, weights_only=True)["source"]
             """,
             lines=(13,),
             fixed="""
@@ -293,6 +301,13 @@ class LoadWithoutMapLocation(Rule):
                     path = os.path.join(self.cfg.CHECKPOINT_PATH, "last.pt")
                     checkpoint = torch.load(path, weights_only=True, map_location="cpu")
                     return checkpoint["epoch"]
+            class GridSearch:
+                def save_checkpoint(self, source):
+                    path = os.path.join(self.cfg.CORE_PATH, "grid.pt")
+                    torch.save({"source": source}, path)
+                def load_checkpoint(self):
+                    path = os.path.join(self.cfg.CORE_PATH, "grid.pt")
+                    return torch.load(path, weights_only=True)["source"]
             """,
         ),
         # A checkpoint another method wrote from live objects' state dicts, resumed: the
@@ -586,6 +601,10 @@ class LoadWithoutMapLocation(Rule):
         expression is more than a parameter (`save(model, path)` and `load(model, path)`
         helpers name different files with one word)."""
         saves = self._saved_paths.get(self._code(path), [])
+        tree = self.context.analysis.tree
+        owner = tree.enclosing_class(load)
+        mine = [save for save in saves if owner is not None and tree.enclosing_class(save) is owner]
+        saves = mine or saves  # another class's save to a local `path` names another file
         scope = self._scope(load)
         if any(self._scope(save) is scope for save in saves):
             return True
