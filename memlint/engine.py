@@ -23,6 +23,8 @@ from memlint.prefilter import applicable_rules
 from memlint.rules.base import Finding, Rule
 
 if TYPE_CHECKING:
+    import ast
+
     from memlint.fastcst import Built
     from memlint.project.view import ModuleView
 
@@ -143,8 +145,8 @@ def source_ranges(context: FileContext, built: Built, findings: Sequence[Finding
 
 def _lint_without_layout(path: str, source: bytes, rules: Sequence[type[Rule]],
                          project: ModuleView | None,
-                         statements: tuple[tuple[int, int], ...] | None
-                         ) -> list[Diagnostic] | None:
+                         statements: tuple[tuple[int, int], ...] | None,
+                         tree: ast.Module | None = None) -> list[Diagnostic] | None:
     """The diagnostics as judged on the tree :mod:`memlint.fastcst` builds; None when only
     libcst's own tree can judge the file.
 
@@ -157,7 +159,7 @@ def _lint_without_layout(path: str, source: bytes, rules: Sequence[type[Rule]],
         return None
     from memlint import fastcst
 
-    built = fastcst.build(source)
+    built = fastcst.build(source, tree)
     if built is None:
         return None
     context = FileContext(path=path, source=decoded_source(source, built.module),
@@ -178,14 +180,16 @@ def _lint_without_layout(path: str, source: bytes, rules: Sequence[type[Rule]],
 def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
                 project: ModuleView | None = None, *,
                 prefiltered: bool = False,
-                statements: tuple[tuple[int, int], ...] | None = None) -> list[Diagnostic]:
+                statements: tuple[tuple[int, int], ...] | None = None,
+                tree: ast.Module | None = None) -> list[Diagnostic]:
     """All diagnostics for one file, before suppression comments are applied.
 
     ``project``: what the project model knows that this module needs (facts from other
     files); without it the file is judged on its own. ``prefiltered``: the caller already
     chose the rules that apply. ``statements``: the top-level statements' lines from the
     scan pass (:func:`~memlint.astwalk.statement_lines`), so that placing findings needs no
-    second stdlib parse of the file.
+    second stdlib parse of the file; ``tree``: the scan's stdlib tree of ``source``, so that
+    building the tree to lint needs none either.
 
     Never raises for a problem in the file: a syntax error becomes MEM999 and an unexpected
     failure inside a rule becomes MEM997, so one bad file cannot stop a run.
@@ -193,7 +197,7 @@ def lint_source(path: str, source: bytes, rules: Sequence[type[Rule]],
     active = list(rules) if prefiltered else applicable_rules(source, rules)
     if not active:
         return []
-    quick = _lint_without_layout(path, source, active, project, statements)
+    quick = _lint_without_layout(path, source, active, project, statements, tree)
     if quick is not None:
         return sorted(quick, key=Diagnostic.sort_key)
     module = parse_or_report(path, source)

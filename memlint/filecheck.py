@@ -7,10 +7,12 @@ the engine (with libcst) is imported only for a file that some rule may flag.
 
 from __future__ import annotations
 
+import ast
 import io
 import symtable
 import tokenize
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
@@ -70,6 +72,9 @@ class Task:
     # With phase "check": (path, display) of the files to check; the result holds the
     # diagnostics of them all.
     batch: tuple[tuple[str, str], ...] = ()
+    # With phase "lint": the worker that scanned the file (FileResult.lane), which may still
+    # hold the stdlib tree it parsed (ScanTrees); None: any worker.
+    lane: int | None = None
 
 
 @dataclass
@@ -96,6 +101,8 @@ class FileResult:
     fix: FixResult | None = None
     # After a scan with ``defer_check``: finished, but its syntax is still to be checked.
     unchecked: bool = False
+    # The worker that produced the result (set by memlint.pool).
+    lane: int | None = None
 
 
 def file_diagnostic(path: str, code_name: tuple[str, str], message: str,
@@ -114,14 +121,52 @@ def decode(source: bytes) -> str:
     return source.decode(encoding)
 
 
+class ScanTrees:
+    """The stdlib trees a worker's scan parsed of files it left rules to run on, kept until
+    their lint, which the runner sends to the same worker (``Task.lane``): the lint builds
+    its tree (memlint.fastcst) without parsing the file again. A tree takes about thirty
+    times its source in memory, so they are bounded by their sources' bytes, the oldest
+    dropped first; the lint of a dropped one parses again."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._kept: OrderedDict[tuple[str, str], tuple[ast.Module, int]] = OrderedDict()
+        self._size = 0
+
+    def keep(self, display: str, digest: str, tree: ast.Module, size: int) -> None:
+        if size > self.budget:
+            return
+        while self._kept and self._size + size > self.budget:
+            _, (_, dropped) = self._kept.popitem(last=False)
+            self._size -= dropped
+        previous = self._kept.pop((display, digest), None)
+        if previous is not None:
+            self._size -= previous[1]
+        self._kept[(display, digest)] = (tree, size)
+        self._size += size
+
+    def take(self, display: str, digest: str) -> ast.Module | None:
+        found = self._kept.pop((display, digest), None)
+        if found is None:
+            return None
+        self._size -= found[1]
+        return found[0]
+
+
+# Sources of 4 MB: about 120 MB of stdlib trees per worker.
+SCAN_TREES = ScanTrees(4_000_000)
+
+
 def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule]],
                ignored: frozenset[str] = frozenset(), *,
                imports_ready: Callable[[], None] | None = None,
                view: ModuleView | None = None,
                active_codes: tuple[str, ...] | None = None,
                statements: tuple[tuple[int, int], ...] | None = None,
-               blank: tuple[tuple[int, int], ...] = ()) -> FileResult:
+               blank: tuple[tuple[int, int], ...] = (),
+               tree: ast.Module | None = None) -> FileResult:
     """Everything memlint reports for one file's bytes, after suppression comments.
+    ``tree``: the stdlib tree of ``source`` (not blanked) the scan parsed, if still held.
 
     Rule classes, and libcst with them, are imported only when the prefilter lets a rule
     through, so a file that no rule applies to costs a read, a byte scan and a syntax check.
@@ -149,7 +194,8 @@ def lint_bytes(display: str, source: bytes, rules: Sequence[RuleSpec | type[Rule
 
     classes = [spec.load() for spec in active]
     found = lint_source(display, blanked(source, blank), classes, project=view,
-                        prefiltered=True, statements=statements)
+                        prefiltered=True, statements=statements,
+                        tree=None if blank else tree)
     if blank and any(d.code == PARSE_ERROR[0] for d in found):
         # The whole file is the judge of its syntax (a body libcst cannot read, left out).
         found = lint_source(display, source, classes, project=view, prefiltered=True,
@@ -218,7 +264,7 @@ def read_source(path: str) -> bytes:
 def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
                ignored: frozenset[str], summary_known: bool,
                imports_ready: Callable[[], None] | None = None, *,
-               defer_check: bool = False) -> FileResult:
+               defer_check: bool = False, digest: str | None = None) -> FileResult:
     """The first pass over a file: finished at once when no rule applies, else the rules that
     do; the module summary of a file left with rules, and of one that may hold facts other
     modules need (:func:`~memlint.project.summary.needs_summary`, a package's ``__init__``).
@@ -263,6 +309,8 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
         from memlint.pruning import blank_ranges
 
         blank = blank_ranges(tree, source, active)
+    if tree is not None and digest is not None and not blank:
+        SCAN_TREES.keep(display, digest, tree, len(source))
     return FileResult(display, active=tuple(s.code for s in active), summary=summary,
                       statements=None if tree is None else statement_lines(tree.body),
                       blank=blank)
@@ -296,12 +344,15 @@ def lint_task(task: Task, rules: Sequence[RuleSpec], *,
             result = scan_bytes(task.display, source, rules, task.ignored,
                                 digest == task.summary_digest or notebook is not None,
                                 imports_ready,
-                                defer_check=task.defer_check and notebook is None)
+                                defer_check=task.defer_check and notebook is None,
+                                digest=None if notebook is not None else digest)
         else:
+            tree = None if task.blank or notebook is not None else SCAN_TREES.take(
+                task.display, digest)
             result = lint_bytes(task.display, source, rules, task.ignored,
                                 imports_ready=imports_ready, view=task.view,
                                 active_codes=task.active, statements=task.statements,
-                                blank=task.blank)
+                                blank=task.blank, tree=tree)
         if notebook is not None:
             result.diagnostics = [notebook.to_cells(d) for d in result.diagnostics] + [
                 replace(file_diagnostic(task.display, PARSE_ERROR,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import gc
+import itertools
 import multiprocessing
 import os
 import signal
@@ -225,7 +226,10 @@ def crash_message(code: int | None) -> str:
 
 
 class _Worker:
-    def __init__(self, ctx: multiprocessing.context.BaseContext, warm: bool) -> None:
+    def __init__(self, ctx: multiprocessing.context.BaseContext, warm: bool, lane: int) -> None:
+        # Stable for the worker's life: results carry it, and the tasks of a later pass that
+        # name it (``Task.lane``) go to it first.
+        self.lane = lane
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, args=(child, warm, os.getpid()), daemon=True)  # type: ignore[attr-defined]
         try:
@@ -272,6 +276,7 @@ class _Worker:
             if self.conn.poll():
                 result: FileResult = self.conn.recv()
                 self.started = time.monotonic()
+                result.lane = self.lane
                 return result, False
         except (EOFError, OSError):
             pass
@@ -296,10 +301,39 @@ class _Worker:
         self.conn.close()
 
 
-def _refill(worker: _Worker, queue: deque[Task], rules: Sequence[RuleSpec], ahead: int) -> None:
+class _Queue:
+    """The tasks of one pass not yet sent: one line per worker for the tasks that name it
+    (``Task.lane``: files it scanned, whose trees it may still hold), in the order given,
+    and one for any worker. A worker whose line is done takes from the shared line, then
+    from the end of the longest other line (its smallest files, when the tasks come
+    largest first), so that no worker waits while another has work."""
+
+    def __init__(self, tasks: Sequence[Task], lanes: Sequence[int]) -> None:
+        self.lines: dict[int, deque[Task]] = {lane: deque() for lane in lanes}
+        self.shared: deque[Task] = deque()
+        for task in tasks:
+            self.lines.get(task.lane if task.lane is not None else -1, self.shared).append(task)
+
+    def __bool__(self) -> bool:
+        return bool(self.shared) or any(self.lines.values())
+
+    def take(self, lane: int) -> Task:
+        own = self.lines.get(lane)
+        if own:
+            return own.popleft()
+        if self.shared:
+            return self.shared.popleft()
+        return max(self.lines.values(), key=len).pop()
+
+    def put_back(self, tasks: Sequence[Task]) -> None:
+        """Tasks a dead worker was sent and never started: first, for any worker."""
+        self.shared.extendleft(reversed(tasks))
+
+
+def _refill(worker: _Worker, queue: _Queue, rules: Sequence[RuleSpec], ahead: int) -> None:
     """Send the worker queued tasks until ``ahead`` of them are outstanding."""
     while queue and len(worker.tasks) < max(1, ahead):
-        worker.assign(queue.popleft(), rules)
+        worker.assign(queue.take(worker.lane), rules)
 
 
 class Pool:
@@ -308,6 +342,7 @@ class Pool:
     def __init__(self, ctx: multiprocessing.context.BaseContext | None = None) -> None:
         self.ctx = ctx or multiprocessing.get_context()
         self.idle: list[_Worker] = []
+        self._lanes = itertools.count()
 
     @classmethod
     def start(cls) -> Pool:
@@ -315,7 +350,7 @@ class Pool:
         no process can be started now: the first pass says so, or makes do)."""
         pool = cls()
         with contextlib.suppress(OSError):
-            pool.idle.append(_Worker(pool.ctx, warm=True))
+            pool.idle.append(_Worker(pool.ctx, warm=True, lane=next(pool._lanes)))
         return pool
 
     def _spawn(self, count: int, have: int) -> list[_Worker]:
@@ -324,7 +359,7 @@ class Pool:
         out: list[_Worker] = []
         for _ in range(count):
             try:
-                out.append(_Worker(self.ctx, warm=False))
+                out.append(_Worker(self.ctx, warm=False, lane=next(self._lanes)))
             except OSError as exc:
                 if have + len(out) == 0:
                     raise PoolError("cannot start a worker process: "
@@ -362,8 +397,8 @@ class Pool:
         """
         if not tasks:
             return iter(())
-        queue = deque(tasks)
         workers = self._take(max(1, min(jobs, len(tasks))), rules)
+        queue = _Queue(tasks, [w.lane for w in workers])
         try:
             for worker in workers:
                 _refill(worker, queue, rules, ahead)
@@ -373,7 +408,7 @@ class Pool:
             raise
         return self._collect(queue, workers, rules, file_timeout, failed, keep, ahead)
 
-    def _collect(self, queue: deque[Task], workers: list[_Worker], rules: Sequence[RuleSpec],
+    def _collect(self, queue: _Queue, workers: list[_Worker], rules: Sequence[RuleSpec],
                  file_timeout: float | None, failed: Callable[[Task, str], FileResult],
                  keep: bool, ahead: int) -> Iterator[FileResult]:
         try:
@@ -397,7 +432,7 @@ class Pool:
                         continue
                     yield result
                     if died:
-                        queue.extendleft(reversed(worker.unsent()))
+                        queue.put_back(worker.unsent())
                         worker.stop()
                         index = workers.index(worker)
                         replacement = self._spawn(1, len(workers) - 1)

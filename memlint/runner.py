@@ -205,6 +205,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     statements: dict[str, tuple[tuple[int, int], ...]] = {}  # from the scan, for the lint
     # From the scan: bodies the lint may leave out, for the rules the scan found.
     blanks: dict[str, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
+    # From the scan: the worker that scanned the file, which may still hold its stdlib tree.
+    lanes: dict[str, int | None] = {}
 
     def keep_summary(key: str, digest: str | None) -> bool:
         """Use the stored summary of an unchanged file; False when it must be scanned."""
@@ -258,6 +260,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             active[key] = result.active
         if result.statements is not None:
             statements[key] = result.statements
+            lanes[key] = result.lane
         if result.blank and result.active:
             blanks[key] = (result.active, result.blank)
 
@@ -390,7 +393,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         scanned_for, blank = blanks.get(key, ((), ()))
         tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes,
                           statements=statements.get(key),
-                          blank=blank if scanned_for == codes else ()))
+                          blank=blank if scanned_for == codes else (), lane=lanes.get(key)))
     linting = {task.display: task.path for task in tasks}
     tasks.sort(key=lambda task: _size(stats.get(task.path)), reverse=True)
     for result in work.run(tasks, enabled, jobs, file_timeout, _failed, keep=pool is not None):
