@@ -734,7 +734,9 @@ class DataflowAnalysis:
         if kind is DeviceTarget.NOT_A_MOVE:
             mapped = self._mapped_device(call)
             if mapped is None:
-                return kind
+                # `def act(obs, tpdv): torch.zeros(n).to(**tpdv)`: the MAPPO mapping handed
+                # in by the caller (`self.tpdv = dict(dtype=..., device=device)` elsewhere).
+                return DeviceTarget.ACCELERATOR if self._tpdv_parameter(call) else kind
             arg, where = mapped
             kind = classify_device_expr(arg, self.tree.imports)
         if kind is DeviceTarget.ACCELERATOR:
@@ -746,6 +748,19 @@ class DataflowAnalysis:
             if self._past_cuda_test(call):
                 return DeviceTarget.HOST
         return kind
+
+    def _tpdv_parameter(self, call: cst.Call) -> bool:
+        """``x.to(**tpdv)`` with ``tpdv`` a parameter of the function (the MAPPO family's
+        name for its dtype-and-device mapping), bound nowhere else in it."""
+        if transfer_method(call) != "to" or len(call.args) != 1 or call.args[0].star != "**":
+            return False
+        value = call.args[0].value
+        func = self.tree.enclosing_function(call)
+        return (isinstance(value, cst.Name) and value.value == "tpdv" and func is not None
+                and "tpdv" in _param_names(func) and not any(
+                    isinstance(node, cst.Assign)
+                    and any(dotted_name(t.target) == "tpdv" for t in node.targets)
+                    for node in self.tree.walk(func)))
 
     def _mapped_device(self, call: cst.Call) -> tuple[cst.BaseExpression, cst.Assign] | None:
         """The device of ``x.to(**tpdv)`` when every binding of ``tpdv`` in its scope (the

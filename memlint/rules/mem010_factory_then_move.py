@@ -467,7 +467,8 @@ class FactoryThenMove(Rule):
     (``nn.Parameter(torch.ones(1)).to(device)``), without a fix. A device kept in a mapping under a
     device key counts as a device (``.to(state["device"])``), and so does a mapping given by ``**``
     whose every binding holds one (``.to(**self.tpdv)`` after ``self.tpdv =
-    dict(dtype=torch.float32, device=device)``; reported without a fix). A ``.detach()`` on the way
+    dict(dtype=torch.float32, device=device)``, or a parameter named ``tpdv``, the MAPPO
+    family's name for it; reported without a fix). A ``.detach()`` on the way
     changes nothing (``torch.arange(n).detach().to(device)``), nor does an index that only adds
     dimensions, made of ``None``, ``:`` and ``...`` (``torch.arange(n)[None, :].to(device)``, a view
     like ``unsqueeze``). A slice on the way is reported without a fix
@@ -1219,8 +1220,11 @@ class FactoryThenMove(Rule):
                     self.tpdv = dict(dtype=torch.float32, device=device)
                 def init_hidden(self, n):
                     return torch.zeros(n, 64).to(**self.tpdv)
+
+            def shifted(batch_size, n_agent, action_dim, tpdv):
+                return torch.zeros((batch_size, n_agent, action_dim + 1)).to(**tpdv)
             """,
-            lines=(7,),
+            lines=(7, 10),
         ),
         # A slice of a tensor a factory drew whole on the host, then moved: a permutation's
         # first k indices (no fix: the slice is the last link before the move).
