@@ -83,8 +83,10 @@ class StepAnalysis:
     def _accumulates_within(self, loop: Loop) -> bool:
         """Each iteration of ``loop`` is one optimizer step over micro-batches: it steps the
         optimizer itself (outside its inner loops), and every training loop inside it is a
-        counted gradient-accumulation loop (``for _ in range(accum): ... backward()``) that
-        steps no optimizer of its own."""
+        gradient-accumulation loop that steps no optimizer of its own (nor through a
+        function of the file it calls), counted (``for _ in range(accum): ... backward()``)
+        or over the micro-batches of the outer loop's item (``for micro_batches in batches:
+        for i, mb in enumerate(micro_batches):``), not over a DataLoader."""
         tree = self.analysis.tree
         calls = self.analysis.loops.training_calls
         if not any(is_optimizer_step(call) and tree.enclosing_loops(call)[:1] == [loop]
@@ -93,12 +95,28 @@ class StepAnalysis:
         inner = [node for node in tree.walk(loop)
                  if node is not loop and isinstance(node, (cst.For, cst.While))
                  and self.analysis.loops.is_training_loop(node)]
+        flow = self.analysis.dataflow
+        items = self.analysis.loops.loop_targets(loop)
         return bool(inner) and all(
-            isinstance(node, cst.For) and isinstance(node.iter, cst.Call)
-            and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"
+            isinstance(node, cst.For) and not flow.is_dataloader_loop(node)
+            and (_counted(node) or any(isinstance(n, cst.Name) and n.value in items
+                                       for n in (node.iter, *tree.walk(node.iter))))
             and not any(is_optimizer_step(call) and tree.is_inside(call, node)
                         for call in calls)
+            and not self._steps_through_calls(node)
             for node in inner)
+
+    def _steps_through_calls(self, loop: cst.For) -> bool:
+        """Does the loop call a function of the file that steps an optimizer?"""
+        tree = self.analysis.tree
+        steps = [call for call in self.analysis.loops.training_calls if is_optimizer_step(call)]
+        for node in tree.walk(loop):
+            if not isinstance(node, cst.Call):
+                continue
+            for function in tree.functions_by_name.get(last_name(node.func) or "", ()):
+                if any(tree.enclosing_function(call) is function for call in steps):
+                    return True
+        return False
 
     def _steps_itself(self, function: cst.FunctionDef) -> bool:
         """Does ``function`` run backward or an optimizer step outside any loop of its own?"""
@@ -225,6 +243,12 @@ class StepAnalysis:
             and any(isinstance(arg.value, cst.Name) and arg.value.value == func.name.value
                     for arg in call.args)
         ]
+
+
+def _counted(loop: cst.For) -> bool:
+    """``for _ in range(accum):``"""
+    return (isinstance(loop.iter, cst.Call) and isinstance(loop.iter.func, cst.Name)
+            and loop.iter.func.value == "range")
 
 
 def _names_part(call: cst.Call, targets: set[str]) -> bool:

@@ -317,6 +317,24 @@ class SyncInHotLoop(Rule):
     )
     invalid = (
         Invalid(
+            # One optimizer step per batch over its micro-batches: the clipped norm's `.item()`
+            # after the micro-batch loop runs every step, as the loss's inside it does.
+            """
+            import torch
+            def fit(model, loader, optimizer):
+                for batch in loader:
+                    step_loss = 0.0
+                    for i, micro in enumerate(batch.split(4)):
+                        loss = model(micro).mean()
+                        loss.backward()
+                        step_loss += loss.item()
+                    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            lines=(9, 10),
+        ),
+        Invalid(
             # A loop over the parts of one step's loss runs every step: each part's `.item()`
             # waits, in the step helper as in the batch loop.
             """
