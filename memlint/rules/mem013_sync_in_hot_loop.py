@@ -73,8 +73,9 @@ class SyncInHotLoop(Rule):
     every == 0: self.evaluate()` runs it now and then). Lightning's and the Hugging Face
     `Trainer`'s `training_step` methods run once per batch and are checked as a step
     function. A loop that steps the optimizer itself around a counted gradient-accumulation
-    loop (`for _ in range(accum):` with only backward passes in it) runs once per step too,
-    like the loop inside it. A loop over the parts of one step's loss (`for name in
+    loop (`for _ in range(accum):` with only backward passes in it, or a loop over the
+    micro-batches of its own item: `for i, mb in enumerate(micro_batches):`) runs once per
+    step too, like the loop inside it. A loop over the parts of one step's loss (`for name in
     criterion_names:`, `for k, v in losses.items():`) runs every step: a sync in it is
     checked as one in the step. Reading a tensor the step already copied to the host
     (`preds.cpu()` then `preds.detach().cpu()`), or a batch value no copy moved (the labels
