@@ -44,6 +44,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind27       # the 27th blind set (bench/blind27_labels.csv)
     python bench/ecosystem.py --set blind28       # the 28th blind set (bench/blind28_labels.csv)
     python bench/ecosystem.py --set blind29       # the 29th blind set (bench/blind29_labels.csv)
+    python bench/ecosystem.py --set blind30       # the 30th blind set (bench/blind30_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -681,6 +682,25 @@ BLIND29_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind30: a question-answering framework with its own trainer, evaluator and dense-retriever
+# training, an NLP framework with torch trainers and inference pipelines, self-supervised and
+# contrastive learning on event sequences, a speech recognition toolkit, a tabular and
+# time-series AutoML library with hand-written torch fit loops, RLHF trainers (reward model,
+# PPO), a text-to-video model with its trainers and a neural audio codec with its training
+# script, labelled by reading their training, evaluation and inference code before memlint's
+# findings on it were read.
+BLIND30_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("farm-haystack", "1.26.4"),
+    ("deeppavlov", "1.7.0"),
+    ("pytorch-lifestream", "0.7.0"),
+    ("openspeech-core", "0.4.0"),
+    ("lightwood", "25.12.1.0"),
+    ("palm-rlhf-pytorch", "0.8.0"),
+    ("phenaki-pytorch", "0.5.0"),
+    ("descript-audio-codec", "1.0.0"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -719,6 +739,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind27": _blind("blind27", BLIND27_PACKAGES),
     "blind28": _blind("blind28", BLIND28_PACKAGES),
     "blind29": _blind("blind29", BLIND29_PACKAGES),
+    "blind30": _blind("blind30", BLIND30_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
