@@ -53,6 +53,7 @@ from memlint.vocabulary import (
     TORCH_DTYPES,
     forward_by_name,
     framework_batch_feed,
+    framework_train_hook,
     is_test_code,
     names_a_loss,
     names_training_data,
@@ -278,8 +279,9 @@ class _Structure:
       ... ``bm(x)``), or any call in a file with a class whose base is named like
       ``nn.Module`` (its instances' calls are forwards); or ``self.forward()`` without
       arguments (a graph network running over the inputs it holds).
-    - ``fact:train-hook``: a method named ``training_step`` in a class body (Lightning's or
-      a Hugging Face ``Trainer``'s per-batch hook, which the framework calls every step).
+    - ``fact:train-hook``: a method named ``training_step`` or ``train_on_batch`` in a class
+      body (a framework's per-batch hook, which it calls every step:
+      :func:`~memlint.vocabulary.framework_train_hook`).
     - ``fact:graph-source``: something the graph analysis starts an autograd graph at (a
       superset, by name): a call named like a module's forward or a loss
       (:func:`_starts_graph`), a backward pass, a name ending in ``loss`` (``out.loss``), a
@@ -329,7 +331,7 @@ class _Structure:
         # `load(f)` that does
         self.load_receivers: set[str] = set()
         self.bare_load = False
-        self.train_hook = False  # a `training_step` method (a framework's per-batch hook)
+        self.train_hook = False  # a framework's per-batch hook (`training_step`)
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -358,7 +360,8 @@ class _Structure:
                     self.scope_class[inner_scope] = klass[-1]
                     if in_body and node.name == "forward":  # type: ignore[attr-defined]
                         self.forward_classes.add(klass[-1])
-                    if in_body and node.name == "training_step":  # type: ignore[attr-defined]
+                    if in_body and framework_train_hook(
+                            node.name, True):  # type: ignore[attr-defined]
                         self.train_hook = True
                 self._function(node, inner_scope,  # type: ignore[arg-type]
                                klass[-1] if in_body else 0)

@@ -97,8 +97,9 @@ EVAL_STEP_DEF = rb"def " + _EVAL_STEP_NAMES.encode() + rb"\s*\("
 
 def framework_train_hook(name: str, is_method: bool) -> bool:
     """A method a training framework calls once per batch: Lightning's and the Hugging Face
-    ``Trainer``'s ``training_step``. Its body runs every step, like a step loop's."""
-    return is_method and name == "training_step"
+    ``Trainer``'s ``training_step``, and the Keras-style ``train_on_batch`` that DeepPavlov's
+    trainer and many wrappers call. Its body runs every step, like a step loop's."""
+    return is_method and name in ("training_step", "train_on_batch")
 
 
 def framework_batch_feed(name: str, is_method: bool) -> bool:

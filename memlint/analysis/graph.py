@@ -706,6 +706,8 @@ class GraphAnalysis:
         mname = method_name(call)
         if mname in DETACHING_METHODS:
             return False
+        if mname in ("eval", "train") and len(call.args) <= 1:
+            return False  # `self.model = self.model.eval()`: a module hands itself back
         if isinstance(func, cst.Name) and func.value in HOST_BUILTINS:
             return False
         if self._produced_without_grad(call):

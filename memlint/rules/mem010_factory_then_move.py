@@ -238,6 +238,12 @@ def _variable(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value not in _CONSTANT_NAMES
 
 
+def _number_call(expr: cst.BaseExpression) -> bool:
+    """``int(x)``, ``float(x)``, ``round(x)``: a Python number, whatever ``x`` is."""
+    return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name)
+            and expr.func.value in ("int", "float", "round") and len(expr.args) == 1)
+
+
 def _scalar_arithmetic(expr: cst.BaseExpression) -> bool:
     """Arithmetic of a number with a variable or a number (``1 - self.dropout_rate``): a
     scalar such as a keep probability, never a tensor the factory could not meet."""
@@ -1211,6 +1217,16 @@ class FactoryThenMove(Rule):
             """,
             lines=(6, 7, 11),
         ),
+        # Filled with a Python number the function computed, then moved; no fix.
+        Invalid(
+            """
+            import torch
+            def get_chunk(source, source_lengths):
+                trunc = int(source_lengths[0].item() - 1)
+                return torch.zeros(source.shape[0]).fill_(trunc).to(source.device)
+            """,
+            lines=(5,),
+        ),
         # A move given a mapping that holds the device (the MAPPO `tpdv` idiom); no fix.
         Invalid(
             """
@@ -1381,13 +1397,15 @@ class FactoryThenMove(Rule):
 
     def _scalar(self, expr: cst.BaseExpression) -> bool:
         """Is ``expr`` a name the function binds only to arithmetic of a number
-        (``keep_prob = 1 - self.dropout_rate``)?"""
+        (``keep_prob = 1 - self.dropout_rate``) or to a Python number made from anything
+        (``n = int(lengths[0].item() - 1)``)?"""
         if not isinstance(expr, cst.Name):
             return False
         graph = self.context.analysis.graph
         bindings = graph.facts(graph.scope_of(expr)).bindings.get(expr.value, ())
         return bool(bindings) and all(
-            b.value is not None and (_scalar_arithmetic(b.value) or _host_number(b.value))
+            b.value is not None and (_scalar_arithmetic(b.value) or _host_number(b.value)
+                                     or _number_call(b.value))
             for b in bindings)
 
     def _host_mean(self, call: cst.Call) -> bool:

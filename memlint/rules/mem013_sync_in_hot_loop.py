@@ -71,8 +71,9 @@ class SyncInHotLoop(Rule):
     None: return`) runs per step only when the step loop passes that argument, and a
     helper's sync only when some step loop calls it outside a logging interval (`if step %
     every == 0: self.evaluate()` runs it now and then). Lightning's and the Hugging Face
-    `Trainer`'s `training_step` methods run once per batch and are checked as a step
-    function. A loop that steps the optimizer itself around a counted gradient-accumulation
+    `Trainer`'s `training_step` methods, and `train_on_batch` methods (the Keras-style hook
+    DeepPavlov's trainer and many wrappers call), run once per batch and are checked as a
+    step function. A loop that steps the optimizer itself around a counted gradient-accumulation
     loop (`for _ in range(accum):` with only backward passes in it, or a loop over the
     micro-batches of its own item: `for i, mb in enumerate(micro_batches):`) runs once per
     step too, like the loop inside it. A loop over the parts of one step's loss (`for name in
@@ -136,11 +137,12 @@ class SyncInHotLoop(Rule):
     message = MESSAGES["item"]
     default_enabled = False
     triggers = (".item(", ".cpu(", ".tolist(", "print(", "float(")
-    # Only a training step (backward or an optimizer step) is a hot loop here.
-    requires = (("backward(", "step("),)
+    # Only a training step (backward or an optimizer step) is a hot loop here, or a
+    # framework's per-batch hook (`training_step`, `train_on_batch`).
+    requires = (("backward(", "step(", "train_on_batch("),)
     # Findings are in training code, a loop or function that runs backward or an optimizer
     # step (memlint.analysis.loops), so the code calls one of them, or in a framework's
-    # per-batch `training_step` hook.
+    # per-batch hook.
     code_gate = ("call:backward", "call:manual_backward", "call:step", "fact:train-hook")
     valid = (
         # An inner loop whose backward is on an index of one output (`out[0, k]`), not on a
@@ -317,6 +319,20 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        Invalid(
+            # The Keras-style per-batch hook a framework's trainer calls (DeepPavlov's): its
+            # sync runs every step, though the step itself is the base class's.
+            """
+            import torch
+            class Classifier(TorchModel):
+                def train_on_batch(self, texts, labels):
+                    inputs = torch.from_numpy(texts).to(self.device)
+                    loss = self.criterion(self.model(inputs), labels)
+                    self._make_step(loss)
+                    return loss.item()
+            """,
+            lines=(8,),
+        ),
         Invalid(
             # One optimizer step per batch over its micro-batches: the clipped norm's `.item()`
             # after the micro-batch loop runs every step, as the loss's inside it does.

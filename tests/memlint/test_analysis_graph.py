@@ -524,3 +524,18 @@ def test_a_batch_size_attribute_carries_no_graph() -> None:
     """)
     assert states == {"out.batch_size": False, "model(batch).batch_sampler.batch_size": False,
                       "out.num_nodes": True}, states
+
+
+def test_a_module_switched_to_eval_or_train_is_no_tensor() -> None:
+    """`model.eval()` and `model.train()` hand the module back, whatever the model was taken
+    for (here a name also bound to a forward's output)."""
+    states = _states("""
+        for x, y in loader:
+            model = model(x)
+            loss = criterion(model, y)
+            loss.backward()
+            keep(model.eval())
+            keep(model.train())
+            keep(model.float())
+    """)
+    assert states == {"model.eval()": False, "model.train()": False, "model.float()": True}
