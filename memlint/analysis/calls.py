@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from memlint.analysis.imports import dotted_name
-from memlint.analysis.tree import TreeIndex
+from memlint.analysis.tree import TreeIndex, class_methods
 from memlint.vocabulary import (
     EVAL_STEP_HOOK,
     FUNCTIONAL_LOSSES,
@@ -250,6 +250,10 @@ def is_model_collection_name(name: str) -> bool:
     """A name for several models: ``models``, ``text_encoders``, ``self.nets``."""
     low = name.lower()
     return low.endswith("s") and is_model_word(low[:-1])
+
+
+# Hugging Face's inference pipelines: called, they run the model under no-grad themselves.
+_PIPELINE_FACTORIES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline"})
 
 
 class CallClassifier:
@@ -489,7 +493,31 @@ class CallClassifier:
             # `self.predict_net(x)` where the class defines `predict_net` and it chooses its
             # own grad mode: the class's method, not a sub-network it holds.
             return False
+        if self._holds_pipeline(call):
+            return False
         return forward_by_name(name)
+
+    def _holds_pipeline(self, call: cst.Call) -> bool:
+        """``self.model(batch)`` where every binding of ``self.model`` in its class (of
+        ``model`` in its function) is a Hugging Face ``pipeline(...)``: the pipeline runs
+        the network under no-grad itself and hands back Python objects (labels, scores,
+        answers), no forward output."""
+        written = dotted_name(call.func)
+        if written is None:
+            return False
+        tree = self.tree
+        scope: cst.CSTNode | None = (tree.enclosing_class(call) if written.startswith("self.")
+                                     else tree.enclosing_function(call))
+        roots: list[cst.CSTNode] = [scope or tree.module]
+        if isinstance(scope, cst.ClassDef):
+            roots += class_methods(scope)
+        values = [node.value for root in roots for node in tree.walk(root)
+                  if isinstance(node, cst.Assign)
+                  and any(dotted_name(t.target) == written for t in node.targets)]
+        return bool(values) and all(
+            isinstance(v, cst.Call)
+            and (tree.imports.qualified_name(v.func) or "") in _PIPELINE_FACTORIES
+            for v in values)
 
     def switched_names(self, node: cst.CSTNode) -> frozenset[str]:
         """Plain names that the function around ``node`` switches to eval (``bm.eval()``):

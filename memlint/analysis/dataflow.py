@@ -42,7 +42,7 @@ import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.loops import LoopAnalysis
-from memlint.analysis.tree import Loop, TreeIndex
+from memlint.analysis.tree import Loop, TreeIndex, class_methods
 from memlint.vocabulary import (
     BATCH_INDEX,
     BATCH_ITEM,
@@ -776,8 +776,8 @@ class DataflowAnalysis:
                                      else tree.enclosing_function(call))
         root: cst.CSTNode = scope if scope is not None else tree.module
         roots = [root]
-        if isinstance(root, cst.ClassDef) and isinstance(root.body, cst.IndentedBlock):
-            roots += [s for s in root.body.body if isinstance(s, cst.FunctionDef)]  # methods
+        if isinstance(root, cst.ClassDef):
+            roots += class_methods(root)
         bindings = [node for top in roots for node in tree.walk(top)
                     if isinstance(node, cst.Assign)
                     and any(dotted_name(t.target) == name for t in node.targets)]

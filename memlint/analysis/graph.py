@@ -47,7 +47,7 @@ from memlint.analysis.calls import (
 from memlint.analysis.grad import GradModeAnalysis
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.loops import target_names
-from memlint.analysis.tree import TOKEN_TYPES, TreeIndex, last_child
+from memlint.analysis.tree import TOKEN_TYPES, TreeIndex, class_methods, last_child
 from memlint.vocabulary import (
     DETACHED_ATTRIBUTES,
     DETACHING_METHODS,
@@ -1044,12 +1044,6 @@ def _constructor(call: cst.Call) -> str | None:
 # Methods of an nn.Module that return the module itself.
 _SAME_INSTANCE = frozenset({"to", "cuda", "cpu", "eval", "train", "float", "half", "double",
                             "requires_grad_"})
-
-
-def class_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
-    """The methods defined directly in a class body."""
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-    return [s for s in body if isinstance(s, cst.FunctionDef)]
 
 
 def _return_values(tree: TreeIndex, func: cst.FunctionDef) -> list[cst.BaseExpression]:

@@ -143,6 +143,12 @@ def _child_getter(node: cst.CSTNode) -> Callable[[cst.CSTNode], tuple[object, ..
     return getter
 
 
+def class_methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    """The methods defined directly in a class body."""
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return [s for s in body if isinstance(s, cst.FunctionDef)]
+
+
 def last_child(node: cst.CSTNode) -> cst.CSTNode | None:
     """``node.children[-1]`` (layout leaves included) without rebuilding every child."""
     fields = _CHILD_FIELDS.get(type(node))

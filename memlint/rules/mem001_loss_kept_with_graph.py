@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
-from memlint.analysis.graph import Scope, class_methods
+from memlint.analysis.graph import Scope
 from memlint.analysis.imports import dotted_name
-from memlint.analysis.tree import Loop, TreeIndex
+from memlint.analysis.tree import Loop, TreeIndex, class_methods
 from memlint.diagnostics import FixSafety
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 

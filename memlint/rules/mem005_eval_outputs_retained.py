@@ -77,6 +77,26 @@ class EvalOutputsRetained(EvalCollectionRule):
     code_requires = (("fact:graph-source",),)
 
     valid = (
+        # A Hugging Face pipeline runs the model under no-grad itself and hands back Python
+        # objects (labels and scores).
+        Valid(
+            """
+            from transformers import pipeline
+
+            class DocumentClassifier:
+                def __init__(self, name, task):
+                    if task == "zero-shot-classification":
+                        self.model = pipeline(task, model=name)
+                    else:
+                        self.model = pipeline("text-classification", model=name)
+
+                def predict(self, texts, batch_size=8):
+                    predictions = []
+                    for batch in self.get_batches(texts, batch_size):
+                        predictions.extend(self.model(batch, top_k=1))
+                    return predictions
+            """
+        ),
         # Ensemble members over one fixed input: one output per model, nothing grows batch
         # after batch (a loop over batches around it is still checked).
         Valid("""
