@@ -34,7 +34,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 14
+SCHEMA = 15
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
@@ -307,6 +307,20 @@ def _params(args: ast.arguments) -> tuple[str, ...]:
     return tuple(a.arg for a in every)
 
 
+def _number_params(args: ast.arguments) -> frozenset[str]:
+    """Parameters that hold Python numbers: annotated so (``beta: float``) or given a number
+    as their default (``beta=1.0``)."""
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += list(args.defaults)
+    pairs = [*zip(positional, defaults, strict=True),
+             *zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+    return frozenset(
+        arg.arg for arg, default in pairs
+        if (arg.annotation is not None and host_annotation(ast.unparse(arg.annotation)))
+        or (isinstance(default, ast.Constant) and type(default.value) in (int, float)))
+
+
 def _integer(node: ast.expr) -> int | None:
     """The value of an integer literal (``1``, ``-1``)."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
@@ -369,6 +383,9 @@ def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) ->
                     is_detached(a, detached_names) for a in node.args))
         if isinstance(func, ast.Name):
             return func.id in _DETACHING_BUILTINS or _empty_container(node)
+        if isinstance(func, ast.Call) and _parameter_free_module(func):
+            # `nn.Softmax(dim=1)(energy)`: a module built on the spot that holds no weights
+            return bool(node.args) and all(is_detached(a, detached_names) for a in node.args)
         return False
     if isinstance(node, ast.BinOp):
         return is_detached(node.left, detached_names) and is_detached(node.right, detached_names)
@@ -377,6 +394,21 @@ def is_detached(node: ast.expr, detached_names: frozenset[str] = frozenset()) ->
     if isinstance(node, ast.Dict):
         return all(is_detached(v, detached_names) for v in node.values)
     return False
+
+
+# nn modules without parameters: built and called at once, they only apply their function.
+_PARAMETER_FREE_MODULES = frozenset({
+    "Softmax", "LogSoftmax", "ReLU", "LeakyReLU", "Sigmoid", "Tanh", "GELU", "SiLU",
+    "Softplus", "Identity", "Flatten",
+})
+
+
+def _parameter_free_module(call: ast.Call) -> bool:
+    """``nn.Softmax(dim=1)``, ``torch.nn.ReLU()``."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else (
+        func.id if isinstance(func, ast.Name) else None)
+    return name in _PARAMETER_FREE_MODULES
 
 
 def _empty_container(call: ast.Call) -> bool:
@@ -405,6 +437,8 @@ class _Scope:
     rebound: set[str] = field(default_factory=set)
     # ids of the values assigned to local names under a no-grad switch: no graph
     graphless: set[int] = field(default_factory=set)
+    # parameters that hold Python numbers (``_number_params``)
+    numbers: frozenset[str] = frozenset()
     yields: bool = False
     clears_grad: bool = False
     # Might the scope (nested scopes included) hold what :func:`_data_facts` looks for: a
@@ -675,7 +709,8 @@ class _Builder:
                 self.registered.setdefault(base, []).append(qualname)
             self.expressions([deco], parent, (), False, False, node)
         outer = parent.outer_params | frozenset(parent.params) if parent.qualname else frozenset()
-        scope = _Scope(qualname, _params(node.args), outer)
+        scope = _Scope(qualname, _params(node.args), outer,
+                       numbers=_number_params(node.args))
         for default in [*node.args.defaults, *node.args.kw_defaults]:
             if default is not None:
                 self.expressions([default], parent, (), False, False, node)
@@ -771,17 +806,21 @@ def _detached_names(scope: _Scope) -> frozenset[str]:
     read before its first assignment would not run, so a name that only ever holds values
     made from itself got its first value elsewhere, and that value is among those judged."""
     stored, graphless = scope.stored, scope.graphless
-    known = frozenset(name for name, values in scope.assigned.items()
-                      if values and name not in scope.rebound and name not in scope.params)
+    # A number parameter the function never rebinds stays a number.
+    numbers = frozenset(n for n in scope.numbers
+                        if n not in scope.assigned and n not in scope.rebound)
+    known = numbers | frozenset(name for name, values in scope.assigned.items()
+                                if values and name not in scope.rebound
+                                and name not in scope.params)
     for _ in range(_DETACHED_ROUNDS):
-        found = frozenset(name for name in known
-                          if all(id(v) in graphless or is_detached(v, known)
-                                 for v in scope.assigned[name])
-                          and all(is_detached(v, known) for v in stored.get(name, ())))
+        found = numbers | frozenset(
+            name for name in known - numbers
+            if all(id(v) in graphless or is_detached(v, known) for v in scope.assigned[name])
+            and all(is_detached(v, known) for v in stored.get(name, ())))
         if found == known:
             return known
         known = found
-    return frozenset()
+    return numbers
 
 
 def _bound_names(target: ast.expr) -> Iterator[str]:

@@ -1034,6 +1034,15 @@ def test_values_made_without_grad_or_from_detached_ones_are_returned_detached() 
 
         def tensors(losses) -> "Dict[str, Any]":
             return dict(losses)
+
+        def softmaxed(self, action, state, beta: float = 1.0):
+            e = self.critic(action, state).detach()
+            relative = torch.nn.Softmax(dim=1)(e * beta)
+            return torch.mean(relative), self.model_loss(action, state)
+
+        def scaled(self, x, w):
+            e = self.critic(x).detach()
+            return e * w
     ''')
     detached = {f.qualname: f.returns[0].detached for f in found.functions}
     assert detached["awr"] == (False, True, True)
@@ -1043,6 +1052,8 @@ def test_values_made_without_grad_or_from_detached_ones_are_returned_detached() 
     assert detached["mean_loss"] == (True,)
     assert detached["parts"] == (True,)
     assert detached["tensors"] == (False,)
+    assert detached["softmaxed"] == (True, False)  # a number parameter, a weightless module
+    assert detached["scaled"] == (False,)  # `w` may be a tensor
 
 
 def test_the_projects_one_method_of_a_name_tells_what_a_call_on_anything_returns() -> None:
