@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from memlint.analysis.imports import dotted_name
-from memlint.analysis.tree import TreeIndex, class_methods
+from memlint.analysis.tree import TreeIndex
 from memlint.vocabulary import (
     EVAL_STEP_HOOK,
     FUNCTIONAL_LOSSES,
@@ -506,14 +506,7 @@ class CallClassifier:
         if written is None:
             return False
         tree = self.tree
-        scope: cst.CSTNode | None = (tree.enclosing_class(call) if written.startswith("self.")
-                                     else tree.enclosing_function(call))
-        roots: list[cst.CSTNode] = [scope or tree.module]
-        if isinstance(scope, cst.ClassDef):
-            roots += class_methods(scope)
-        values = [node.value for root in roots for node in tree.walk(root)
-                  if isinstance(node, cst.Assign)
-                  and any(dotted_name(t.target) == written for t in node.targets)]
+        values = [assign.value for assign in tree.assignments_to(written, call)]
         return bool(values) and all(
             isinstance(v, cst.Call)
             and (tree.imports.qualified_name(v.func) or "") in _PIPELINE_FACTORIES

@@ -42,7 +42,7 @@ import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.loops import LoopAnalysis
-from memlint.analysis.tree import Loop, TreeIndex, class_methods
+from memlint.analysis.tree import Loop, TreeIndex
 from memlint.vocabulary import (
     BATCH_INDEX,
     BATCH_ITEM,
@@ -757,10 +757,8 @@ class DataflowAnalysis:
         value = call.args[0].value
         func = self.tree.enclosing_function(call)
         return (isinstance(value, cst.Name) and value.value == "tpdv" and func is not None
-                and "tpdv" in _param_names(func) and not any(
-                    isinstance(node, cst.Assign)
-                    and any(dotted_name(t.target) == "tpdv" for t in node.targets)
-                    for node in self.tree.walk(func)))
+                and "tpdv" in _param_names(func)
+                and not self.tree.assignments_to("tpdv", call))
 
     def _mapped_device(self, call: cst.Call) -> tuple[cst.BaseExpression, cst.Assign] | None:
         """The device of ``x.to(**tpdv)`` when every binding of ``tpdv`` in its scope (the
@@ -771,16 +769,7 @@ class DataflowAnalysis:
         name = dotted_name(call.args[0].value)
         if name is None:
             return None
-        tree = self.tree
-        scope: cst.CSTNode | None = (tree.enclosing_class(call) if name.startswith("self.")
-                                     else tree.enclosing_function(call))
-        root: cst.CSTNode = scope if scope is not None else tree.module
-        roots = [root]
-        if isinstance(root, cst.ClassDef):
-            roots += class_methods(root)
-        bindings = [node for top in roots for node in tree.walk(top)
-                    if isinstance(node, cst.Assign)
-                    and any(dotted_name(t.target) == name for t in node.targets)]
+        bindings = self.tree.assignments_to(name, call)
         devices = [_device_entry(assign.value) for assign in bindings]
         first = devices[0] if devices else None
         if first is None or any(d is None for d in devices):

@@ -442,6 +442,19 @@ class TreeIndex:
         return not any(type(a) is cst.FunctionDef or type(a) is cst.Lambda
                        for a in self.ancestors(node))
 
+    def assignments_to(self, name: str, at: cst.CSTNode) -> list[cst.Assign]:
+        """The assignments to the dotted ``name`` in the scope it lives in as seen from
+        ``at``: the class's methods for ``self.x``, else the function around ``at`` (the
+        module at the top level)."""
+        scope: cst.CSTNode | None = (self.enclosing_class(at) if name.startswith("self.")
+                                     else self.enclosing_function(at))
+        roots: list[cst.CSTNode] = [scope if scope is not None else self.module]
+        if isinstance(scope, cst.ClassDef):
+            roots += class_methods(scope)
+        return [node for root in roots for node in self.walk(root)
+                if isinstance(node, cst.Assign)
+                and any(dotted_name(t.target) == name for t in node.targets)]
+
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(id(node))
 
