@@ -204,6 +204,8 @@ class TreeIndex:
         self._bases_memo: dict[str, frozenset[str]] = {}
         self._sharing_memo: dict[tuple[str, str], bool] = {}
         self._classes_in_force: dict[str, list[cst.ClassDef] | None] = {}
+        # id(scope) -> dotted target -> its assignments in the scope (``assignments_to``)
+        self._assignments: dict[int, defaultdict[str, list[cst.Assign]]] = {}
         self._build(module)
 
     def _build(self, root: cst.CSTNode) -> None:
@@ -448,12 +450,18 @@ class TreeIndex:
         module at the top level)."""
         scope: cst.CSTNode | None = (self.enclosing_class(at) if name.startswith("self.")
                                      else self.enclosing_function(at))
-        roots: list[cst.CSTNode] = [scope if scope is not None else self.module]
-        if isinstance(scope, cst.ClassDef):
-            roots += class_methods(scope)
-        return [node for root in roots for node in self.walk(root)
-                if isinstance(node, cst.Assign)
-                and any(dotted_name(t.target) == name for t in node.targets)]
+        root = scope if scope is not None else self.module
+        by_name = self._assignments.get(id(root))
+        if by_name is None:
+            # Read once per scope: rules ask it of every call that might be a forward.
+            by_name = self._assignments[id(root)] = defaultdict(list)
+            roots = [root, *class_methods(root)] if isinstance(root, cst.ClassDef) else [root]
+            for node in (n for r in roots for n in self.walk(r)):
+                if type(node) is cst.Assign:
+                    for target in dict.fromkeys(dotted_name(t.target) for t in node.targets):
+                        if target is not None:
+                            by_name[target].append(node)
+        return list(by_name.get(name, ()))
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.parents.get(id(node))
