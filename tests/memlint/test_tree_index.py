@@ -7,7 +7,10 @@ into one file would otherwise cost the square of its length).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
+import pytest
 
 from memlint.analysis.tree import TreeIndex
 
@@ -137,3 +140,55 @@ def test_a_generic_base_is_a_base() -> None:
     base, child = index.functions_by_name["step"]
     assert _lines(index, index.calls_of(base)) == _lines(index, index.calls_of(child)) == [
         "self.step()"]
+
+
+_ASSIGNMENTS = (
+    "model = build()\n"
+    "class Runner:\n"
+    "    def __init__(self):\n"
+    "        self.model = pipeline('ner')\n"
+    "        a = b = 1\n"
+    "    def reset(self):\n"
+    "        self.model = self.model = other()\n"
+    "        def inner():\n"
+    "            self.model = nested()\n"
+    "    def run(self, x):\n"
+    "        model = local()\n"
+    "        return self.model(x), model(x)\n"
+)
+
+
+def test_assignments_to_a_name_are_those_of_its_scope() -> None:
+    """``self.x`` in the class's methods (not a nested function's), a plain name in the
+    function around the question, the module's at the top level; an assignment that names
+    the target twice counts once."""
+    index = _index(_ASSIGNMENTS)
+    self_call, local_call = index.calls_by_name["model"]  # self.model(x), model(x)
+    code = index.module.code_for_node
+    assert [code(a.value) for a in index.assignments_to("self.model", self_call)] == [
+        "pipeline('ner')", "other()"]
+    assert [code(a.value) for a in index.assignments_to("model", local_call)] == ["local()"]
+    top = index.module.body[0]
+    assert [code(a.value) for a in index.assignments_to("model", top)] == ["build()"]
+    assert index.assignments_to("self.missing", self_call) == []
+
+
+def test_a_scope_is_read_once_however_many_names_are_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rules ask for the assignments of every call that might be a forward: a walk of the
+    scope per question made a 5,000-line class cost seconds."""
+    index = _index(_ASSIGNMENTS)
+    call = index.calls_by_name["model"][0]  # self.model(x)
+    walked: list[cst.CSTNode] = []
+    real = index.walk
+
+    def counting(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        walked.append(root)
+        return real(root)
+
+    monkeypatch.setattr(index, "walk", counting)
+    first = index.assignments_to("self.model", call)
+    for _ in range(5):
+        assert index.assignments_to("self.model", call) == first
+        index.assignments_to("self.other", call)
+    assert len(walked) == 4  # the class and its three methods, once
