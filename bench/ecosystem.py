@@ -45,6 +45,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind28       # the 28th blind set (bench/blind28_labels.csv)
     python bench/ecosystem.py --set blind29       # the 29th blind set (bench/blind29_labels.csv)
     python bench/ecosystem.py --set blind30       # the 30th blind set (bench/blind30_labels.csv)
+    python bench/ecosystem.py --set blind31       # the 31st blind set (bench/blind31_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -701,6 +702,22 @@ BLIND30_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind31: time-series anomaly detection with many small models sharing one base trainer,
+# RLHF trainers (PPO, Quark), graph neural network training, medical and EHR models, wide-and-
+# deep tabular trainers, 3D point-cloud networks, person re-identification and speech
+# enhancement inference, labelled by reading their code before memlint's findings were read.
+BLIND31_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("deepod", "0.4.1"),
+    ("alpaca-farm", "0.2.0"),
+    ("graphgym", "0.4.0"),
+    ("pyhealth", "1.1.6"),
+    ("pytorch-widedeep", "1.7.0"),
+    ("openpoints", "0.1.2"),
+    ("fastreid", "1.4.0"),
+    ("clearvoice", "0.1.2"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -740,6 +757,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind28": _blind("blind28", BLIND28_PACKAGES),
     "blind29": _blind("blind29", BLIND29_PACKAGES),
     "blind30": _blind("blind30", BLIND30_PACKAGES),
+    "blind31": _blind("blind31", BLIND31_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

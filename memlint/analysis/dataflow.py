@@ -42,7 +42,7 @@ import libcst as cst
 
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.loops import LoopAnalysis
-from memlint.analysis.tree import Loop, TreeIndex
+from memlint.analysis.tree import Loop, TreeIndex, class_methods
 from memlint.vocabulary import (
     BATCH_INDEX,
     BATCH_ITEM,
@@ -2097,7 +2097,8 @@ class DataflowAnalysis:
             if param in hooked:
                 # A base class in another module hands this method each batch of its loop.
                 assert isinstance(scope, cst.FunctionDef)
-                origins.extend(self._host_origin(scope, _param_name(scope, param)))
+                if not self._base_feeds_plain_batches(scope):
+                    origins.extend(self._host_origin(scope, _param_name(scope, param)))
             assert not callers or isinstance(scope, cst.FunctionDef)
             for call in callers:
                 assert isinstance(scope, cst.FunctionDef)
@@ -2463,10 +2464,72 @@ class DataflowAnalysis:
             file_wide = isinstance(site, cst.For) and self.loader_source(site.iter) is (
                 origin.source
             )
-            for call in self._dataloader_calls_for(origin.source, file_wide=file_wide):
+            calls = self._dataloader_calls_for(origin.source, file_wide=file_wide)
+            if isinstance(site, cst.FunctionDef):  # a method a base elsewhere feeds batches
+                calls = [*calls, *self._loaders_handed_to_bases(site)]
+            for call in calls:
                 if not self._dataset_on_device(call):
                     found[call] = None
         return list(found)
+
+    def _base_fed_makers(self, method: cst.FunctionDef) -> list[cst.FunctionDef]:
+        """The methods of the class around ``method`` (one a project base class in another
+        module calls with each batch of its loop) whose results that loop draws from (from
+        the project model: ``training_prepare``); empty when one of them is not defined
+        here, so what feeds the loop is not known."""
+        if self.project is None or not self.project.batch_makers:
+            return []
+        names = self.project.batch_makers.get(self.tree.qualname(method), ())
+        owner = self.tree.enclosing_class(method)
+        if not names or owner is None:
+            return []
+        defined = {m.name.value: m for m in class_methods(owner)}
+        if any(name not in defined for name in names):
+            return []
+        return [defined[name] for name in names]
+
+    def _loaders_handed_to_bases(self, method: cst.FunctionDef) -> list[cst.Call]:
+        """The ``DataLoader(...)`` calls those methods return (``def training_prepare(self,
+        X): loader = DataLoader(X); return loader, net``): the loaders whose batches the
+        base hands on."""
+        makers = self._base_fed_makers(method)
+        found: list[cst.Call] = []
+        for call in self.dataloader_calls if makers else ():
+            function = self.tree.enclosing_function(call)
+            if function in makers and f"{function.name.value}()" in self.bindings(call):
+                found.append(call)
+        return found
+
+    def _base_feeds_plain_batches(self, method: cst.FunctionDef) -> bool:
+        """Do those methods return only loaders that batch the data themselves, which no
+        worker pins: a list of batches (``test_loader = []`` then ``append``), or a class
+        of this file named like a loader that is no DataLoader (``REPENLoader(X)``)?"""
+        makers = self._base_fed_makers(method)
+        if not makers or self._loaders_handed_to_bases(method):
+            return False
+        for maker in makers:
+            loaders = [n for n in self._returned_names(maker) if LOADER_NAME.search(n)]
+            if not loaders:
+                return False
+            anchor = maker.body
+            for name in loaders:
+                values = [a.value for a in self.tree.assignments_to(name, anchor)]
+                if not values or not all(self._plain_batches_value(v) for v in values):
+                    return False
+        return True
+
+    def _plain_batches_value(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, (cst.List, cst.ListComp)):
+            return True
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return False
+        name = value.func.value
+        if self.project is not None and self.project.is_plain_loader(name):
+            return True
+        classes = self.tree.classes_by_name.get(name, ())
+        return bool(classes) and LOADER_NAME.search(name) is not None and all(
+            not any((dotted_name(b.value) or "").endswith("DataLoader") for b in c.bases)
+            for c in classes)
 
     def loaders_passed(self, arg: cst.BaseExpression) -> list[cst.Call]:
         """The ``DataLoader(...)`` calls a call argument stands for (``DataLoader(ds)``

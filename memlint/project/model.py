@@ -710,6 +710,45 @@ class ProjectModel:
         which parameters get the batch."""
         return self._fed_params(module, self._hooks_fed)
 
+    def batch_makers(self, module: str, fed: Mapping[str, tuple[str, ...]],
+                     ) -> dict[str, tuple[str, ...]]:
+        """For each method of the module that a project base elsewhere feeds batches
+        (``fed``: :meth:`batch_params`): the methods of the object whose results the base's
+        loops draw those batches from (``self.train_loader, self.net =
+        self.training_prepare(X)`` ... ``for b in self.train_loader: self.training_forward(b)``
+        -> ``training_prepare``), where the loops say."""
+        found: dict[str, tuple[str, ...]] = {}
+        if not fed:
+            return found
+        classes = {klass.qualname: klass for klass in self.summaries[module].classes}
+        for qualname in fed:
+            owner, _, name = qualname.rpartition(".")
+            klass = classes.get(owner)
+            if klass is None:
+                continue
+            bases = self._bases_elsewhere_of(module, klass)
+            made_by: dict[str, set[str]] = defaultdict(set)
+            for attribute, maker in (*klass.made_by,
+                                     *(pair for _, base in bases for pair in base.made_by)):
+                made_by[attribute].add(maker)
+            makers: set[str] = set()
+            for where, base in bases:
+                prefix = f"{base.qualname}."
+                for function in self.summaries[where].functions:
+                    if not function.qualname.startswith(prefix):
+                        continue
+                    for site in function.sites:
+                        if site.callee != f"self.{name}" or not site.batch_args:
+                            continue
+                        source = site.batch_source
+                        if source.endswith("()"):
+                            makers.add(source[len("self."):-2])
+                        elif source:
+                            makers |= made_by.get(source[len("self."):], set())
+            if makers:
+                found[qualname] = tuple(sorted(makers))
+        return found
+
     def fed_by_bases(self, module: str) -> bool:
         """Does a base class elsewhere hand batches or loaders to this module's methods?"""
         return bool(self.batch_params(module) or self.loader_params(module))
@@ -779,12 +818,12 @@ class ProjectModel:
             yield from self._bases_elsewhere(where, base_class, depth + 1)
 
     def is_plain_loader(self, absolute: str, depth: int = 0) -> bool:
-        """A project class named like a DataLoader (``LemmaDataLoader``) that is none: no
-        base reaches a ``DataLoader`` from outside the project and none of its methods calls
-        anything named like a loader (``DataLoader(...)``, ``_make_data_loader(...)``). It
-        batches the data itself, so no loader worker pins its batches and its constructor
-        takes no ``pin_memory``."""
-        if depth > _MAX_DEPTH or not absolute.endswith("DataLoader"):
+        """A project class named like a DataLoader (``LemmaDataLoader``, ``PReNetLoader``)
+        that is none: no base reaches a ``DataLoader`` from outside the project and none of
+        its methods calls anything named like a loader (``DataLoader(...)``,
+        ``_make_data_loader(...)``). It batches the data itself, so no loader worker pins its
+        batches and its constructor takes no ``pin_memory``."""
+        if depth > _MAX_DEPTH or not absolute.endswith("Loader"):
             return False
         found = self.definition(absolute)
         if found is None or not isinstance(found[1], Class):
@@ -873,7 +912,7 @@ class ProjectModel:
         view.grad_clearers = frozenset(clearers)
         view.plain_loaders = frozenset(
             absolute for local, absolute in self.imports(module).items()
-            if local.endswith("DataLoader") and self.is_plain_loader(absolute))
+            if local.endswith("Loader") and self.is_plain_loader(absolute))
         for klass in summary.classes:
             attributes: dict[str, str] = {}
             for attribute, ctor in klass.attributes:
@@ -902,6 +941,7 @@ class ProjectModel:
             if "off" in self.method_call_modes(name))
         view.batch_params = self.batch_params(module)
         view.loader_params = self.loader_params(module)
+        view.batch_makers = self.batch_makers(module, view.batch_params)
         for absolute in sorted(referenced):
             # A project class built here or held by an attribute (`enc = Encoder(d)`,
             # `self.encoder = Encoder(d)`): the methods it runs without grad.

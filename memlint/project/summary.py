@@ -34,7 +34,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 15
+SCHEMA = 16
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
@@ -88,6 +88,10 @@ class Site:
     # loader)``, a name bound from ``DataLoader(...)`` or a loader-named factory), which the
     # method (maybe a subclass's override) loops over.
     loader_args: tuple[str, ...] = ()
+    # For a call given a batch: what the loop draws it from, when that is the object's own
+    # (``self.train_loader``), or what one of its methods returned (``self.training_prepare()``
+    # for ``loader, net = self.training_prepare(X)``); "" when neither.
+    batch_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,9 @@ class Class:
     # ``self.attr = Ctor(...)``: the attribute and the dotted constructor, when only one.
     attributes: tuple[tuple[str, str], ...] = ()
     methods: tuple[str, ...] = ()
+    # ``self.train_loader, self.net = self.training_prepare(X)``: (attribute, method) for each
+    # attribute its methods bind from what one of the object's own methods returns.
+    made_by: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -431,6 +438,9 @@ class _Scope:
     param_calls: list[tuple[str, tuple[Switch, ...]]] = field(default_factory=list)
     returns: list[tuple[ast.expr | None, tuple[Switch, ...]]] = field(default_factory=list)
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
+    # local name -> the object's method whose result (or part of it, unpacked) it was bound
+    # from: ``loader, net = self.prepare(X)`` (``Site.batch_source``)
+    made: dict[str, str] = field(default_factory=dict)
     # What else reaches a local name: values stored into it or added to it (``d[k] = v``,
     # ``out.append(v)``, ``total += v``); names bound by unpacking, a loop or ``as``.
     stored: dict[str, list[ast.expr]] = field(default_factory=dict)
@@ -468,18 +478,27 @@ def _is_loader(arg: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
     return _makes_loader(arg)
 
 
-def _loader_batch_names(loop: ast.stmt) -> frozenset[str]:
-    """The names a ``for`` loop over something named like a loader, or whose header says
-    it draws batches (``for batch_idx, batch in enumerate(data)``), binds to each batch
+def _names_loader(expr: ast.expr) -> bool:
+    """Does the expression name a loader (``tqdm(self.test_loader)``, ``enumerate(dl)``)?"""
+    return any((isinstance(n, ast.Name) and LOADER_NAME.search(n.id))
+               or (isinstance(n, ast.Attribute) and LOADER_NAME.search(n.attr))
+               for n in walk(expr))
+
+
+def _loader_batch_names(loop: ast.stmt, assigned: dict[str, list[ast.expr]],
+                        ) -> frozenset[str]:
+    """The names a ``for`` loop over something named like a loader, or bound from one before
+    it (``it = tqdm(self.test_loader) if verbose else self.test_loader``), or whose header
+    says it draws batches (``for batch_idx, batch in enumerate(data)``), binds to each batch
     (``for x, y in enumerate(train_loader)``), less those its body rebinds to something
     else: a batch moved before it is handed on (``batch = batch.to(device)``), or a name
     bound to other data. A batch rebound from itself on the host (``batch =
     postprocess(batch)``) is still the loader's batch."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return frozenset()
-    if not any((isinstance(n, ast.Name) and LOADER_NAME.search(n.id))
-               or (isinstance(n, ast.Attribute) and LOADER_NAME.search(n.attr))
-               for n in walk(loop.iter)) and not draws_batches(loop):
+    if not _names_loader(loop.iter) and not draws_batches(loop) and not any(
+            _names_loader(value) for n in walk(loop.iter) if isinstance(n, ast.Name)
+            for value in assigned.get(n.id, ())):
         return frozenset()
     targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
     for node in walk(loop):
@@ -488,6 +507,46 @@ def _loader_batch_names(loop: ast.stmt) -> frozenset[str]:
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 targets -= {n.id for n in walk(target) if isinstance(n, ast.Name)} - kept
     return frozenset(targets)
+
+
+def _own_method_called(value: ast.expr) -> str:
+    """``self.training_prepare(X)`` -> ``training_prepare``; "" for any other value."""
+    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Name) and value.func.value.id == "self"):
+        return value.func.attr
+    return ""
+
+
+def _unpacked(target: ast.expr) -> list[ast.expr]:
+    """The targets an assignment binds: ``a, (b, c)`` -> a, b, c."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [t for element in target.elts for t in _unpacked(element)]
+    if isinstance(target, ast.Starred):
+        return _unpacked(target.value)
+    return [target]
+
+
+def _batch_source(loop: ast.For | ast.AsyncFor, assigned: dict[str, list[ast.expr]],
+                  made: dict[str, str]) -> str:
+    """Where a loader loop draws its batches from, when the object holds or makes it:
+    ``self.train_loader`` (also under a wrapper, or through a name bound from it first:
+    ``it = tqdm(self.test_loader)``), or ``self.prepare()`` for a name bound from what one
+    of the object's methods returns (``loader, net = self.prepare(X)``); "" otherwise."""
+    names = [n.id for n in walk(loop.iter) if isinstance(n, ast.Name)]
+    for name in names:
+        if name in made:
+            return f"self.{made[name]}()"
+    values: list[ast.expr] = [loop.iter]
+    values += [v for name in names for v in assigned.get(name, ())]
+    for value in values:
+        maker = _own_method_called(value)
+        if maker:
+            return f"self.{maker}()"
+        for node in walk(value):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "self" and LOADER_NAME.search(node.attr)):
+                return f"self.{node.attr}"
+    return ""
 
 
 def _host_rebinding(node: ast.Assign | ast.AugAssign | ast.AnnAssign,
@@ -520,8 +579,12 @@ class _Builder:
         self.registered: dict[str, list[str]] = {}
         # class qualname -> attribute -> the constructors assigned to ``self.attr``
         self._attributes: dict[str, dict[str, set[str]]] = {}
-        # The batch names of the loader loops around the statement being read, in its function.
+        # The batch names of the loader loops around the statement being read, in its function,
+        # and where each loop draws them from (``Site.batch_source``).
         self._batches: list[frozenset[str]] = []
+        self._sources: list[str] = []
+        # class qualname -> (attribute, method): ``self.attr = self.method(...)`` (``made_by``)
+        self._made_by: dict[str, set[tuple[str, str]]] = {}
 
     # -- statements, in order, carrying the with-contexts, eval state and loops around them
 
@@ -586,9 +649,13 @@ class _Builder:
                 scope.rebound.update(_bound_names(stmt.target))
             self.expressions(header, scope, switches, after_eval, loop_backward, stmt)
             backward = loop_backward or _calls_backward(stmt.body)
-            self._batches.append(_loader_batch_names(stmt))
+            self._batches.append(_loader_batch_names(stmt, scope.assigned))
+            self._sources.append(
+                _batch_source(stmt, scope.assigned, scope.made)
+                if self._batches[-1] and not isinstance(stmt, ast.While) else "")
             self.block(stmt.body, scope, switches, after_eval, backward, prefix, class_stack)
             self._batches.pop()
+            self._sources.pop()
             self.block(stmt.orelse, scope, switches, after_eval, loop_backward, prefix,
                        class_stack)
             return
@@ -622,6 +689,15 @@ class _Builder:
                 else:
                     _record_store(scope, target, stmt.value)
                 self._self_attribute(target, stmt.value, class_stack)
+            maker = _own_method_called(stmt.value)
+            if maker and class_stack:
+                # `self.train_loader, self.net = self.training_prepare(X)`
+                bound = [t for target in stmt.targets for t in _unpacked(target)]
+                self._made_by.setdefault(class_stack[-1], set()).update(
+                    (t.attr, maker) for t in bound
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                    and t.value.id == "self")
+                scope.made.update((t.id, maker) for t in bound if isinstance(t, ast.Name))
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             if isinstance(stmt.target, ast.Name):
                 scope.assigned.setdefault(stmt.target.id, []).append(stmt.value)
@@ -682,16 +758,20 @@ class _Builder:
                 discarded = isinstance(stmt, ast.Expr) and stmt.value is sub
                 batch_args: tuple[str, ...] = ()
                 loader_args: tuple[str, ...] = ()
+                source = ""
                 if name.startswith("self."):
                     if any(self._batches):
                         batches = frozenset().union(*self._batches)
                         batch_args = tuple(k for k, d in passed if d in batches)
+                        source = next((src for names, src in zip(
+                            reversed(self._batches), reversed(self._sources), strict=True)
+                            if names), "") if batch_args else ""
                     loader_args = tuple(
                         k for k, a in [*((str(i), a) for i, a in enumerate(sub.args)),
                                        *((k.arg, k.value) for k in sub.keywords if k.arg)]
                         if _is_loader(a, scope.assigned))
                 scope.sites.append(Site(name, switches, after_eval, discarded, loop_backward,
-                                        passed, batch_args, loader_args))
+                                        passed, batch_args, loader_args, source))
 
     # -- definitions
 
@@ -752,6 +832,7 @@ class _Builder:
             tuple(sorted((a, next(iter(c))) for a, c in attributes.items()
                          if len(c) == 1 and "?" not in c)),
             methods,
+            tuple(sorted(self._made_by.pop(qualname, ()))),
         ))
 
     def _no_grad(self, switches: tuple[Switch, ...]) -> bool:

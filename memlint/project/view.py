@@ -71,6 +71,9 @@ class ModuleView:
     # method qualname of this module -> the parameters given a DataLoader itself by a project
     # base class in another module (``self._predict(loader)``: the override loops over it)
     loader_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # method qualname in ``batch_params`` -> the object's methods whose results the base's
+    # loops draw its batches from (``training_prepare``, which returns the loader)
+    batch_makers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # method name called here -> what the one project method of that name returns, where some
     # of it is detached: for a receiver no name types (``self.models["pi"].loss_parts(x)``)
     method_returns: dict[str, ReturnFact] = field(default_factory=dict)
@@ -135,6 +138,7 @@ class ModuleView:
              sorted(self.grad_clearers),
              sorted(self.wrappers.items()), sorted(self.movers.items()),
              sorted(self.batch_params.items()), sorted(self.loader_params.items()),
+             sorted(self.batch_makers.items()),
              sorted((k, v.detached, v.is_tuple) for k, v in self.method_returns.items())],
             separators=(",", ":"),
         )

@@ -154,7 +154,14 @@ class BlockingHostToDevice(Rule):
     base class in another module calls with each batch of its loader loop
     (``for batch in train_loader: self.training_forward(batch)`` in the base, the hook
     overridden in a subclass's module) gets its parameter's copies reported, unless the base
-    rebinds the batch before handing it on (``batch = batch.to(device)``); so does a loop in
+    rebinds the batch before handing it on (``batch = batch.to(device)``). The base's loop
+    may draw from a name bound to its loader first (``it = tqdm(self.test_loader) if verbose
+    else self.test_loader``), and from what the object's own methods return (``self.train_loader,
+    self.net = self.training_prepare(X)``, ``loader, _ = self.prepare(X)``): the ``DataLoader``
+    that the subclass's override of such a method returns gets the ``pin_memory`` report,
+    and when every such method returns a loader that batches the data itself (a list of
+    batches, a project class named like a loader that is no DataLoader: ``PReNetLoader(X,
+    y)``) the hook's copies are left alone, as for such a loader in one file; so does a loop in
     a method that such a base hands a loader itself (``loader = DataLoader(data); return
     self._predict(loader)``, ``_predict`` overridden to loop over it). A framework outside the
     project that hands its model each batch is known by its hook: BasicSR's training loop

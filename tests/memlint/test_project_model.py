@@ -778,6 +778,72 @@ def test_a_loop_whose_header_draws_batches_hands_them_to_the_hook() -> None:
     assert sites["self.score"].batch_args == ()
 
 
+def test_a_loop_over_a_name_bound_from_a_loader_hands_its_batches_to_the_hook() -> None:
+    """``it = tqdm(self.test_loader)`` (or the loader itself, by an ``if``) before ``for
+    batch in it:`` (deepod's ``_inference``): the hook gets the loader's batches; a name
+    bound from other data does not make a loader loop."""
+    m = model(base="""
+        class Base:
+            def infer(self, verbose, rows):
+                if verbose:
+                    it = tqdm(self.test_loader)
+                else:
+                    it = self.test_loader
+                for batch in it:
+                    self.inference_forward(batch)
+                other = rows
+                for row in other:
+                    self.score(row)
+    """)
+    sites = {s.callee: s for f in m.summaries["base"].functions for s in f.sites}
+    assert sites["self.inference_forward"].batch_args == ("0",)
+    assert sites["self.inference_forward"].batch_source == "self.test_loader"
+    assert sites["self.score"].batch_args == ()
+
+
+def test_the_methods_whose_loaders_a_base_loops_over_are_known_to_the_hooks() -> None:
+    """The base draws its batches from what the object's own methods return, stored on it
+    (``self.train_loader, self.net = self.training_prepare(X)``) or bound to a local
+    (``loader, _ = self.eval_prepare(X)``): a subclass elsewhere whose hooks get those
+    batches learns which of its methods build the loaders."""
+    m = model(
+        pkg__init__="",
+        pkg__base="""
+            class Base:
+                def fit(self, X):
+                    self.train_loader, self.net = self.training_prepare(X)
+                    for batch in self.train_loader:
+                        self.training_forward(batch)
+
+                def evaluate(self, X):
+                    loader, _ = self.eval_prepare(X)
+                    for batch in loader:
+                        self.eval_forward(batch)
+        """,
+        pkg__model="""
+            from .base import Base
+
+            class Model(Base):
+                def training_prepare(self, X):
+                    return DataLoader(X), None
+
+                def eval_prepare(self, X):
+                    return DataLoader(X), None
+
+                def training_forward(self, batch):
+                    return batch
+
+                def eval_forward(self, batch):
+                    return batch
+        """,
+    )
+    view = m.view("pkg.model")
+    assert view.batch_makers == {"Model.training_forward": ("training_prepare",),
+                                 "Model.eval_forward": ("eval_prepare",)}
+    assert m.summaries["pkg.base"].classes[0].made_by == (
+        ("net", "training_prepare"), ("train_loader", "training_prepare"))
+
+
 def test_torch_names_a_star_import_binds_resolve_in_the_file() -> None:
     """``from .dqn import *`` where ``dqn`` imports ``torch as t``: the file's analyses read
     ``t.linspace`` as ``torch.linspace`` (other names the star import binds stay as
