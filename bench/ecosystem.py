@@ -46,6 +46,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind29       # the 29th blind set (bench/blind29_labels.csv)
     python bench/ecosystem.py --set blind30       # the 30th blind set (bench/blind30_labels.csv)
     python bench/ecosystem.py --set blind31       # the 31st blind set (bench/blind31_labels.csv)
+    python bench/ecosystem.py --set blind32       # the 32nd blind set (bench/blind32_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -718,6 +719,22 @@ BLIND31_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind32: drug-target and protein property prediction, GAN and VAE training, off-policy and
+# exploration-reward RL, model-based (Dreamer) RL, a seq2seq translation trainer, syntactic
+# parsers, OCR and layout inference, and an audio classification trainer, labelled by reading
+# their code before memlint's findings on it were read.
+BLIND32_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("DeepPurpose", "0.1.5"),
+    ("vegans", "0.4.0"),
+    ("rllte-core", "1.0.1"),
+    ("sheeprl", "0.8.4"),
+    ("sockeye", "3.1.34"),
+    ("supar", "1.1.4"),
+    ("pero-ocr", "0.7.0"),
+    ("deepaudio-x", "0.4.7"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -758,6 +775,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind29": _blind("blind29", BLIND29_PACKAGES),
     "blind30": _blind("blind30", BLIND30_PACKAGES),
     "blind31": _blind("blind31", BLIND31_PACKAGES),
+    "blind32": _blind("blind32", BLIND32_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

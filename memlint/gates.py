@@ -26,6 +26,7 @@ from memlint.vocabulary import (
     BATCH_INDEX,
     BATCH_ITEM,
     BROAD_ERROR_TYPES,
+    DERIVING_FUNCTION_NAMES,
     DETERMINISTIC_FACTORIES,
     DTYPE_NAME,
     ELEMENTWISE_FUNCTION_NAMES,
@@ -38,6 +39,7 @@ from memlint.vocabulary import (
     FUNCTIONAL_LOSSES,
     HOST_WRAPPER_NAMES,
     INFERENCE_METHOD,
+    JOINING_FUNCTION_NAMES,
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
     MASK_FUNCTION_NAMES,
@@ -276,8 +278,9 @@ class _Structure:
       (a superset, by name): ``m.forward(x)``, a call named like a module (``model(x)``,
       ``self.text_encoder(ids)``), an inference method (``self.net.predict(x)``),
       ``self(x)``, a call of a plain name that the file switches to eval (``bm.eval()``
-      ... ``bm(x)``), or any call in a file with a class whose base is named like
-      ``nn.Module`` (its instances' calls are forwards); or ``self.forward()`` without
+      ... ``bm(x)``) or of a method on one (``model.deeptabular(x)``), or any call in a
+      file with a class whose base is named like ``nn.Module`` (its instances' calls are
+      forwards); or ``self.forward()`` without
       arguments (a graph network running over the inputs it holds).
     - ``fact:train-hook``: a method named ``training_step`` or ``train_on_batch`` in a class
       body (a framework's per-batch hook, which it calls every step:
@@ -325,6 +328,7 @@ class _Structure:
         self.self_runs: set[int] = set()  # functions that run `self(x)`, `self.forward(x)`
         self.named_methods: set[int] = set()  # evaluation-named methods, `predict()` aside
         self.switched_names: set[str] = set()  # `bm` of `bm.eval()`
+        self.method_receivers: set[str] = set()  # `model` of `model.deeptabular(x)`
         self.name_calls: set[str] = set()  # `bm` of `bm(x)`
         self.module_class = False  # a class with a base named like `nn.Module`
         # `r` of `r.load(f)` in a call that leaves `map_location` to the file; a bare
@@ -463,6 +467,8 @@ class _Structure:
                     method == "forward" or INFERENCE_METHOD.match(method)
                     or EVAL_STEP_HOOK.match(method) or forward_by_name(method)):
                 self.forward_call = True
+            if count and type(func.value) is ast.Name:
+                self.method_receivers.add(func.value.id)  # `model.deeptabular(x)`
             if method in ("append", "extend"):
                 if in_loop and count == 1:
                     self.collecting.add(scope)
@@ -552,10 +558,17 @@ class _Structure:
                     type(func) is ast.Attribute and type(func.value) is ast.Name)):
                 value = call.args[0]  # `torch.triu(torch.ones(n, n), 1).to(device)`
                 continue
-            if last in ELEMENTWISE_FUNCTION_NAMES and call.args and type(
-                    func) is ast.Attribute and type(func.value) is ast.Name:
+            if (last in ELEMENTWISE_FUNCTION_NAMES or last in DERIVING_FUNCTION_NAMES) and (
+                    call.args and type(func) is ast.Attribute and type(func.value) is ast.Name):
                 value = call.args[0]  # `torch.log2(torch.arange(2, k).float()).to(device)`
                 continue
+            if last in JOINING_FUNCTION_NAMES and call.args and type(
+                    call.args[0]) in (ast.List, ast.Tuple) and type(
+                    func) is ast.Attribute and type(func.value) is ast.Name:
+                # `torch.cat([torch.ones(b, 1), torch.zeros(b, t)], dim=1).to(device)`
+                for element in call.args[0].elts:  # type: ignore[attr-defined]
+                    self._moved_chain(element)
+                return
             if type(call.func) is not ast.Attribute:
                 return
             value = call.func.value
@@ -618,7 +631,7 @@ class _Structure:
                 aliases.get(n) == "load" for n in self.called):
             found.append("fact:unplaced-load")
         if self.forward_call or self.module_class or not self.switched_names.isdisjoint(
-                self.name_calls):
+                self.name_calls | self.method_receivers):
             found.append("fact:forward-call")
         if (self.module_class or self.loss_entry or any(map(_starts_graph, self.called))
                 or any(n == "loss" or n.endswith("_loss") for n in self.names)):

@@ -145,6 +145,24 @@ NOT_A_FORWARD = re.compile(
 INFERENCE_METHOD = re.compile(
     r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*|encode\w*|decode\w*|embed\w*|score\w*"
     r"|classify\w*|detect\w*|translate\w*|transcribe\w*)$")
+# nn.Module's own API: called on a model they run no forward (``model.load_state_dict(sd)``).
+MODULE_API = frozenset({
+    "add_module", "apply", "bfloat16", "buffers", "children", "compile", "cpu", "cuda",
+    "double", "eval", "extra_repr", "float", "get_buffer", "get_extra_state", "get_parameter",
+    "get_submodule", "half", "ipu", "load_state_dict", "modules", "mtia", "named_buffers",
+    "named_children", "named_modules", "named_parameters", "parameters", "register_buffer",
+    "register_module", "register_parameter", "requires_grad_", "set_extra_state",
+    "set_submodule", "share_memory", "state_dict", "to", "to_empty", "train", "type", "xpu",
+    "zero_grad", "generate",
+})
+# Methods named for changing an object's state rather than computing from inputs.
+STATE_METHOD = re.compile(r"^(?:set|reset|add|remove|register|clear|enable|disable|attach"
+                          r"|detach|replace|apply|merge|fuse|quantize|prune)(?:_|$)")
+# ... or for a quantity or setting of the object rather than an output (``valid_length(n)``).
+QUANTITY_METHOD = re.compile(r"(?:^|_)(?:lengths?|sizes?|shapes?|dims?|num|count|len|index"
+                             r"|indices|idx|names?|type|mode|config|device|dtype|params?"
+                             r"|states?|metrics?|loss(?:es)?|stats?|tokens?|strings?|text"
+                             r"|generator|sampler|ids)(?:_|$)")
 # Bases that make a class an nn.Module by their name alone.
 MODULE_BASES = frozenset({"Module", "LightningModule", "PreTrainedModel", "Sequential"})
 # torch.nn.functional losses whose names do not end in `_loss`.
@@ -342,6 +360,12 @@ MASK_FUNCTION_NAMES = frozenset({
 # well be computed on the device (MEM010, and its code gate).
 ELEMENTWISE_FUNCTION_NAMES = frozenset({
     "log", "log2", "log10", "exp", "sqrt", "abs", "neg", "sin", "cos", "sigmoid", "tanh"})
+# torch functions of one tensor whose result, given a host factory's, is fixed by it (or
+# drawn from it): `torch.bernoulli(torch.full(shape, 0.8))`, `torch.diagflat(torch.ones(d))`.
+DERIVING_FUNCTION_NAMES = frozenset({"bernoulli", "diag", "diagflat", "diag_embed"})
+# torch functions joining a sequence of tensors: host factories' tensors joined stay on the
+# host (`torch.cat([torch.ones(b, 1), torch.zeros(b, t)], dim=1)`).
+JOINING_FUNCTION_NAMES = frozenset({"cat", "concat", "concatenate", "stack"})
 
 
 # Test code, judged from a file's path alone (see :mod:`memlint.analysis.testcode`): pytest's

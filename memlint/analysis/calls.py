@@ -22,10 +22,13 @@ from memlint.vocabulary import (
     EVAL_STEP_HOOK,
     FUNCTIONAL_LOSSES,
     INFERENCE_METHOD,
+    MODULE_API,
     MODULE_BASES,
     NOT_A_FORWARD,
     OPTIMIZER_NAME,
+    QUANTITY_METHOD,
     SCALER_NAME,
+    STATE_METHOD,
     forward_by_name,
     is_model_word,
     names_a_loss,
@@ -421,9 +424,19 @@ class CallClassifier:
             # `model.validation_step(batch)` in a trainer's own loop: a forward only where the
             # receiver was switched to eval (below), never by its name in a batch loop.
             in_batch_loop = False
-        elif (not INFERENCE_METHOD.match(method) or "no_grad" in method
-                or NOT_A_FORWARD.search(method + "_")):
+        elif "no_grad" in method or NOT_A_FORWARD.search(method + "_"):
             return False
+        elif not INFERENCE_METHOD.match(method):
+            # `model.eval()` then, for each batch, `model.deeptabular(X)`: a sub-network of
+            # the model, or a method computing from the batch, on a plain name switched to
+            # eval below; not the module API (`model.load_state_dict(sd)`), a method changing
+            # its state or one named for a quantity, a metric or text.
+            if (not in_batch_loop or not isinstance(func.value, cst.Name)
+                    or func.value.value == "self" or method.startswith("_")
+                    or method in MODULE_API or STATE_METHOD.match(method)
+                    or QUANTITY_METHOD.search(method)):
+                return False
+            in_batch_loop = False
         recv = dotted_name(func.value)
         if recv is None:
             # `self._tokenizer[lang].predict(batch, reprs)`: one of the networks a class holds

@@ -1047,7 +1047,8 @@ class DataflowAnalysis:
         node: cst.CSTNode = value
         parent = self.tree.parent(node)
         while isinstance(parent, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple,
-                                  cst.DictComp, cst.ListComp, cst.CompFor, cst.Arg)):
+                                  cst.DictComp, cst.ListComp, cst.CompFor, cst.Arg,
+                                  cst.IfExp)):  # `loader = DataLoader(...) if val else None`
             if isinstance(parent, cst.CompFor):
                 return keys
             if isinstance(parent, cst.Arg):

@@ -26,6 +26,8 @@ _LOSS_PARTS = re.compile(r"loss|criteri|metric", re.IGNORECASE)
 
 # How many levels of same-file calls are followed to find the batch loop under an epoch loop.
 _MAX_DEPTH = 3
+# How many levels of helpers below a step function are part of the step.
+_HELPER_DEPTH = 2
 
 
 class StepAnalysis:
@@ -210,11 +212,13 @@ class StepAnalysis:
 
     def in_step_helper(
         self, node: cst.CSTNode,
-        skip_site: Callable[[cst.Call, Loop], bool] | None = None,
+        skip_site: Callable[[cst.Call, Loop], bool] | None = None, depth: int = 0,
     ) -> bool:
-        """``node`` is outside any loop in a function a step loop of this file calls.
-        ``skip_site``: call sites in the step loop that do not run every step (a rule's
-        logging-interval test: ``if step % eval_every == 0: self.evaluate()``)."""
+        """``node`` is outside any loop in a function a step loop of this file calls, or
+        that such a function calls in turn, outside its own loops (detectron2's ``run_step``
+        calling ``self._write_metrics(loss_dict)``). ``skip_site``: call sites in the step
+        loop that do not run every step (a rule's logging-interval test: ``if step %
+        eval_every == 0: self.evaluate()``)."""
         tree = self.analysis.tree
         if self._loops_around(node):
             return False
@@ -230,7 +234,20 @@ class StepAnalysis:
             loop = self.step_loop(call)
             if loop is not None and (skip_site is None or not skip_site(call, loop)):
                 return True
+        if depth < _HELPER_DEPTH and not needed and not self._runs_a_step(func):
+            # A helper of a step function (which runs backward or the optimizer step
+            # itself): it runs whenever the step function does.
+            return any(self._runs_a_step(caller_function)
+                       and not _under_parameter_test(call, caller_function, tree)
+                       and self.in_step_helper(call, skip_site, depth + 1)
+                       for call in tree.calls_of(func)
+                       if (caller_function := tree.enclosing_function(call)) is not None)
         return False
+
+    def _runs_a_step(self, func: cst.FunctionDef) -> bool:
+        """Does ``func`` run backward or an optimizer step itself?"""
+        return any(self.analysis.tree.enclosing_function(call) is func
+                   for call in self.analysis.loops.training_calls)
 
     def _steps_with(self, func: cst.FunctionDef) -> list[cst.Call]:
         """Optimizer steps given ``func`` as their closure (``optimizer.step(closure)``, the
@@ -314,6 +331,25 @@ def _given_before(node: cst.CSTNode, func: cst.FunctionDef, tree: TreeIndex) -> 
                     needed.add(name)
         child = anc
     return needed
+
+
+def _under_parameter_test(node: cst.CSTNode, func: cst.FunctionDef, tree: TreeIndex) -> bool:
+    """Is ``node`` inside an ``if`` on a parameter of ``func`` (``if run_online_evaluation:``
+    in nnU-Net's ``run_iteration``, which only its validation callers set)?"""
+    params = {p.name.value for p in (*func.params.posonly_params, *func.params.params,
+                                     *func.params.kwonly_params)}
+    for anc in tree.ancestors(node):
+        if anc is func:
+            return False
+        if isinstance(anc, cst.If):
+            test = anc.test
+            while isinstance(test, cst.UnaryOperation):
+                test = test.expression
+            if isinstance(test, cst.Comparison):
+                test = test.left
+            if isinstance(test, cst.Name) and test.value in params:
+                return True
+    return False
 
 
 def _returns_when_none(statement: cst.CSTNode) -> str | None:

@@ -133,6 +133,26 @@ def _runs_self(call: cst.Call) -> bool:
     return isinstance(func, cst.Name) and func.value == "self"
 
 
+def _mode_switch(call: cst.Call) -> bool:
+    """``m.train()``, ``m.train(False)``, ``m.train(mode=True)``, ``m.eval()``: a method call
+    that only switches a module's mode (``model.train(fold)``, given data, is none)."""
+    if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in ("train", "eval"):
+        return False
+    if not call.args:
+        return True
+    if len(call.args) != 1:
+        return False
+    arg = call.args[0]
+    return (isinstance(arg.value, cst.Name) and arg.value.value in ("True", "False")) or (
+        arg.keyword is not None and arg.keyword.value == "mode")
+
+
+def _test_class(cls: cst.ClassDef) -> bool:
+    """``class TestModel:``, ``class ModelTest(unittest.TestCase)``, ``class T(BaseTest)``."""
+    return "Test" in cls.name.value or any(
+        "Test" in (last_name(base.value) or "") for base in cls.bases)
+
+
 def _is_train_switch(call: cst.Call) -> bool:
     return method_name(call) == "train" and not _is_eval_switch(call)
 
@@ -153,7 +173,13 @@ class EvalWithoutNoGrad(Rule):
     (``out.grad_fn``, ``fn.next_functions``: a dependency tracer) is not evaluation code.
     Each forward of such a function or block is reported, as labellers and reviewers read
     them (``model.encoder(x)`` then ``model.decoder(z)`` are two), a forward nested in
-    another's arguments once.
+    another's arguments once. In a loop over a DataLoader, a method called with arguments on
+    a plain name the function switched to eval is a forward too (``model.eval()`` then, per
+    batch, ``model.deeptabular(X)``: a sub-network, or a method computing from the batch),
+    unless it is ``nn.Module``'s own API (``model.load_state_dict(sd)``), private, or named for
+    changing the object's state (``set_*``, ``reset_*``, ``register_*``), for one of its
+    quantities, settings, metrics or text (``valid_length(n)``, ``calculate_metrics(p, y)``,
+    ``to_tokens(s)``) or for other work (``get_*``, ``save_*``).
 
     ## Why is this bad?
     ``model.eval()`` changes dropout and batch-norm behaviour; it does not switch autograd
@@ -171,7 +197,9 @@ class EvalWithoutNoGrad(Rule):
     ``test_step`` and ``predict_step`` already run under no-grad, and so does Hugging Face's
     ``generate()``. Functions named ``test_*`` are pytest tests, not evaluation code, except
     the tutorial-style ``test_epoch``, ``test_one_epoch`` and ``test_loop`` in a file that
-    pytest would not collect (not ``test_*.py``, ``*_test.py`` or ``conftest.py``). Test
+    pytest would not collect (not ``test_*.py``, ``*_test.py`` or ``conftest.py``), and
+    methods of a class that no test runner collects (not named or based like a test case:
+    ``DBTA.test_(loader, model)``) in such a file. Test
     modules, modules in a ``tests/`` folder and ``testing_*`` helpers are not checked: their
     forwards are smoke checks on toy models. A ``test_*.py`` directly inside an
     ``examples``, ``scripts``, ``tools`` or ``demo`` folder is an evaluation script
@@ -830,6 +858,46 @@ class EvalWithoutNoGrad(Rule):
             lines=(11,),
         ),
         Invalid(
+            # A `test_` method of a class no test runner collects is evaluation code its
+            # callers run with grad on; `model.train()` at its end switches a mode, it is no
+            # call of the class's own training method.
+            """
+            import torch
+            class DBTA:
+                def test_(self, data_generator, model):
+                    model.eval()
+                    y_pred = []
+                    for v_d, v_p, label in data_generator:
+                        score = self.model(v_d, v_p)
+                        y_pred += score.detach().cpu().flatten().tolist()
+                    model.train()
+                    return y_pred
+                def train(self, train_gen, val_gen):
+                    for v_d, v_p, label in train_gen:
+                        self.model(v_d, v_p).sum().backward()
+                    return self.test_(val_gen, self.model)
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            # A sub-network or method of a model the function switched to eval, called on
+            # the input: a forward with autograd on. The module's own API and a setter are not.
+            """
+            import torch
+            def explain(model, loader, device):
+                model.eval()
+                weights = []
+                for data in loader:
+                    x = data.to(device)
+                    _ = model.deeptabular(x)
+                    weights.append(model.attention_weights(x).cpu())
+                    model.load_state_dict(x)
+                    model.set_mode(x)
+                return weights
+            """,
+            lines=(8, 9),
+        ),
+        Invalid(
             # Values named for explanations (mask-based, no gradients taken): copying them or
             # collecting them is no attribution method that needs input gradients.
             """
@@ -1199,11 +1267,16 @@ class EvalWithoutNoGrad(Rule):
     def _is_test(self, function: cst.FunctionDef) -> bool:
         """A pytest/unittest test: small forwards there are checks, not evaluation runs."""
         name = function.name.value
+        cls = self.context.analysis.tree.enclosing_class(function)
         if name.startswith("test_"):
+            if (cls is not None and not _test_class(cls)
+                    and not is_pytest_module(self.context.path)):
+                # `DBTA.test_(loader, model)`: neither pytest nor unittest collects a method
+                # of a class not named or based like a test case; its callers decide.
+                return False
             return not EVAL_FUNCTION.match(name) or is_pytest_module(self.context.path)
         if is_module_self_test(function, self.context.analysis.tree):
             return True
-        cls = self.context.analysis.tree.enclosing_class(function)
         return cls is not None and cls.name.value.startswith("Test")
 
     def _is_eval_function(self, function: cst.FunctionDef) -> bool:
@@ -1553,6 +1626,8 @@ class EvalWithoutNoGrad(Rule):
             for a in node.args
         ):
             return True  # `model(batch, compute_force=True)`: forces are -dE/dx, by autograd
+        if _mode_switch(node):
+            return False  # `model.train()`: a switch, not a call of this file's `def train`
         loops = self.context.analysis.loops
         functions = self.context.analysis.tree.functions_by_name.get(name, ())
         return any(loops.function_trains(f) or self._reads_graph(f) for f in functions)

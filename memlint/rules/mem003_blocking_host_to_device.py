@@ -518,6 +518,27 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # A loader built only when there is data for it (`... if val_set is not None else
+        # None`) is still the one the loop draws from: both reports.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            def train(net, train_set, val_set, device):
+                val_loader = DataLoader(val_set, batch_size=64) if val_set is not None else None
+                for x in val_loader:
+                    net(x.to(device))
+            """,
+            lines=(5, 7),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            def train(net, train_set, val_set, device):
+                val_loader = DataLoader(val_set, batch_size=64) if val_set is not None else None
+                for x in val_loader:
+                    net(x.to(device, non_blocking=True))
+            """,
+        ),
         # The hook's batch is the first argument its caller passes, whatever the receiver is
         # called; a static hook has none.
         Invalid(

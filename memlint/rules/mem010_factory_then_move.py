@@ -18,8 +18,10 @@ from memlint.diagnostics import FixSafety
 from memlint.edits import append_arg, has_star_args, keyword_arg
 from memlint.rules.base import Fix, Invalid, Rule, Valid
 from memlint.vocabulary import (
+    DERIVING_FUNCTION_NAMES,
     DETERMINISTIC_FACTORIES,
     ELEMENTWISE_FUNCTION_NAMES,
+    JOINING_FUNCTION_NAMES,
     LEGACY_TENSOR_TYPES,
     MASK_FUNCTION_NAMES,
     RANDOM_FACTORIES,
@@ -196,7 +198,9 @@ _CHAIN_METHODS = (
     rb"|exp|sqrt|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random_|exponential_|add_"
     rb"|sub_|mul_|div_|clamp_|round|floor|ceil|round_|floor_|ceil_)"
 )
-_CONSTANT_FUNCTIONS = frozenset(f"torch.{name}" for name in ELEMENTWISE_FUNCTION_NAMES)
+_CONSTANT_FUNCTIONS = frozenset(f"torch.{name}" for name in (
+    ELEMENTWISE_FUNCTION_NAMES | DERIVING_FUNCTION_NAMES))
+_JOINING_FUNCTIONS = frozenset(f"torch.{name}" for name in JOINING_FUNCTION_NAMES)
 _CONSTANT_NAMES = frozenset({"True", "False", "None"})
 _CONSTANT_ATTRIBUTES = frozenset({"inf", "nan", "pi", "e"})
 
@@ -487,7 +491,10 @@ class FactoryThenMove(Rule):
     (``keep_prob = 1 - self.rate`` then ``(torch.rand(shape) + keep_prob).to(x.device)``), such a
     method (``torch.zeros(b, 1).eq(1)``, an in-place fill ``torch.zeros(d, k).normal_(0, 0.01)``,
     rounding and clamping after arithmetic: ``(torch.rand(s) * 4).round() .clamp_(0, 3).cuda()``) or
-    a torch function of the tensor (``torch.log2(torch.arange(2, k + 2).float()).to(device)``). Host
+    a torch function of the tensor (``torch.log2(torch.arange(2, k + 2).float()).to(device)``,
+    a mask drawn from it: ``torch.bernoulli(torch.full(shape, 0.8)).to(device)``, a diagonal:
+    ``torch.diagflat(torch.ones(d)).to(device)``), or host factories' tensors joined
+    (``torch.cat([torch.ones(b, 1), torch.zeros(b, t)], dim=1).to(device)``; no fix). Host
     numbers count as numbers: a ``math`` function's value, a size read off a tensor and a name bound
     to one (the sinusoidal timestep embedding ``torch.exp(-math.log(max_period) * torch.arange(half)
     / half).to(t.device)`` with ``half = dim // 2``, lengths ``(torch.ones(b) *
@@ -642,6 +649,17 @@ class FactoryThenMove(Rule):
                 edge_attr = torch.zeros((*E.shape[:-1], 0)).type_as(E)
                 out = torch.empty(len(X), 0, E.size(-1)).to(X.device)
                 return y, edge_attr, out
+            """),
+        # Data joined with a factory's tensor, a mask drawn on the device, tensors stacked
+        # from data: nothing a factory alone fixes.
+        Valid(
+            """
+            import torch
+            def pad(data, labels, x, b, device):
+                padded = torch.cat([data, torch.zeros(b)]).to(device)
+                drop = torch.bernoulli(torch.full(labels.shape, 0.8, device=device))
+                pair = torch.stack([x, x]).to(device)
+                return padded, drop, pair
             """),
         # `torch.normal(mean, std)` given tensors draws on their device: no host tensor.
         Valid(
@@ -934,6 +952,20 @@ class FactoryThenMove(Rule):
             inverse = (1 - torch.eye(n)).cuda()
             """,
             lines=(3, 4, 5, 6, 7),
+        ),
+        # A mask drawn from a factory's probabilities, a diagonal built from one, and host
+        # factories' tensors joined along a dimension: host tensors copied. No fix.
+        Invalid(
+            """
+            import torch
+            def masks(labels, rep, b, t, x):
+                drop = torch.bernoulli(torch.full(labels.shape, 0.8)).bool().to(x.device)
+                offset = torch.diagflat(torch.ones(rep.size(1))).unsqueeze(0).to(x.device)
+                alpha = torch.cat([torch.ones([b, 1]), torch.zeros([b, t])[:, :-1] + 1e-7],
+                                  dim=1).to(x.device)
+                return drop, offset, alpha
+            """,
+            lines=(4, 5, 6),
         ),
         # Arithmetic with a number the function computed from a number (a keep
         # probability) is the factory's alone too: a dropout mask. No fix.
@@ -1357,6 +1389,11 @@ class FactoryThenMove(Rule):
                 casts.append(factory)
                 factory = masked
                 continue
+            joined = self._joined_factories(factory)
+            if joined is not None:
+                # `torch.cat([torch.ones(b, 1), torch.zeros(b, t)], dim=1)`: every part built
+                # on the host; no fix (each factory would need the device).
+                return joined[0], joined[1], casts, True
             if _is_cast_or_reshape(factory, imports):
                 casts.append(factory)
                 assert isinstance(factory.func, cst.Attribute)
@@ -1394,6 +1431,28 @@ class FactoryThenMove(Rule):
             # Tensor arguments take no `device=`: the mean itself must be built there.
             return factory, short, casts, True
         return factory, short, casts, wrapped
+
+    def _joined_factories(self, call: cst.Call,
+                          ) -> tuple[cst.Call, str, list[cst.Call | cst.Subscript], bool] | None:
+        """The first factory chain of ``torch.cat([...])`` / ``torch.stack((...))`` whose
+        parts are all host factory chains (their dimension given by a number)."""
+        imports = self.context.analysis.imports
+        if imports.qualified_name(call.func) not in _JOINING_FUNCTIONS or not call.args:
+            return None
+        first, *rest = call.args
+        if (first.keyword is not None or first.star
+                or not isinstance(first.value, (cst.List, cst.Tuple))
+                or not all(_constant(a.value) for a in rest)):
+            return None
+        chains = []
+        for element in first.value.elements:
+            if isinstance(element, cst.StarredElement):
+                return None
+            chain = self._factory_chain(element.value)
+            if chain is None:
+                return None
+            chains.append(chain)
+        return chains[0] if chains else None
 
     def _scalar(self, expr: cst.BaseExpression) -> bool:
         """Is ``expr`` a name the function binds only to arithmetic of a number

@@ -53,7 +53,9 @@ class SyncInHotLoop(Rule):
     Flags host synchronisations that run on every training step: `.item()`, `.cpu()`,
     `.tolist()`, `float(tensor)` (of a value that carries a graph, such as the loss) and
     `print(tensor)` in the innermost training loop (or in a step function
-    that loop calls, or the closure its optimizer step runs: `optimizer.step(closure)`),
+    that loop calls, a helper such a step function calls outside its own loops, as
+    detectron2's `run_step` writes its metrics through `self._write_metrics(loss_dict)`, or
+    the closure its optimizer step runs: `optimizer.step(closure)`),
     unless they sit under a logging-interval condition such as `if step % log_every == 0`
     (a test that picks a logging backend by name, `if args.logger == "tensorboard"`, is
     none: it holds on every step).
@@ -319,6 +321,25 @@ class SyncInHotLoop(Rule):
         ),
     )
     invalid = (
+        # A helper the step function calls: it runs on every step too.
+        Invalid(
+            """
+            import torch
+            class Trainer:
+                def train(self, iters):
+                    for _ in range(iters):
+                        self.run_step()
+                def run_step(self):
+                    loss_dict = self.model(next(self.data))
+                    self.optimizer.zero_grad()
+                    sum(loss_dict.values()).backward()
+                    self._write_metrics(loss_dict)
+                    self.optimizer.step()
+                def _write_metrics(self, loss_dict):
+                    self.storage.put({k: v.detach().cpu().item() for k, v in loss_dict.items()})
+            """,
+            lines=(14,),
+        ),
         Invalid(
             # The Keras-style per-batch hook a framework's trainer calls (DeepPavlov's): its
             # sync runs every step, though the step itself is the base class's.
