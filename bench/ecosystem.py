@@ -47,6 +47,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind30       # the 30th blind set (bench/blind30_labels.csv)
     python bench/ecosystem.py --set blind31       # the 31st blind set (bench/blind31_labels.csv)
     python bench/ecosystem.py --set blind32       # the 32nd blind set (bench/blind32_labels.csv)
+    python bench/ecosystem.py --set blind33       # the 33rd blind set (bench/blind33_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -735,6 +736,23 @@ BLIND32_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind33: detection and segmentation training scripts, image-quality and restoration training
+# in a BasicSR-style framework, graph domain adaptation trainers, NER and relation-extraction
+# trainers, video action-recognition primitives, hand-written PPO/SAC/DQN/DDPG agents,
+# meta-learning with bilevel optimisation and deep survival models, labelled by reading their
+# code before memlint's findings on it were read.
+BLIND33_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("yolov5", "7.0.14"),
+    ("pyiqa", "0.1.16"),
+    ("pygda", "1.2.1"),
+    ("deepke", "2.2.7"),
+    ("autovideo", "1.2.4"),
+    ("ai-traineree", "0.5.2"),
+    ("betty-ml", "0.1.1"),
+    ("auton-survival", "0.1.0"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -776,6 +794,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind30": _blind("blind30", BLIND30_PACKAGES),
     "blind31": _blind("blind31", BLIND31_PACKAGES),
     "blind32": _blind("blind32", BLIND32_PACKAGES),
+    "blind33": _blind("blind33", BLIND33_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -148,7 +148,8 @@ def _names_eval_loader(iterable: ast.expr) -> bool:
 def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
     """``for batch_idx, (x, y) in enumerate(data):``, ``for batch_idx, batch_data in
     enumerate(data):``: a loop header that says it draws batches; or ``for x, y in
-    self.train_data:`` with a backward pass in the body, a loop that trains on what it
+    self.train_data:`` (``for batch in self.train_data:``) with a backward pass in the
+    body, a loop that trains on what it
     unpacks from data named as such (the dataflow analysis takes such an iterable for a
     loader when a parameter or an attribute hands it in)."""
     target, items = loop.target, loop.iter
@@ -160,8 +161,9 @@ def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
                  or (type(target.elts[1]) is ast.Name
                      and BATCH_ITEM.match(target.elts[1].id) is not None))):
         return True
-    if not (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
-            and all(type(e) is ast.Name for e in target.elts)) or (
+    if not ((isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
+             and all(type(e) is ast.Name for e in target.elts))
+            or (type(target) is ast.Name and BATCH_ITEM.match(target.id) is not None)) or (
             isinstance(items, ast.Call) and isinstance(items.func, ast.Name)
             and items.func.id == "enumerate"):
         return False  # `for i, item in enumerate(data)` unpacks an index, not a batch

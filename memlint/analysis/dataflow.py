@@ -1152,16 +1152,19 @@ class DataflowAnalysis:
         return None
 
     def _trained_on_source(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
-        """``for x, labels in self.local_training_data:`` with a backward pass in the body:
-        a loop that unpacks each item into plain names and trains on them, over data (by its
+        """``for x, labels in self.local_training_data:`` (or ``for batch in self.train_data:``)
+        with a backward pass in the body: a loop that unpacks each item into plain names (or
+        binds it whole to a name for a batch) and trains on them, over data (by its
         name: not an agent's rollouts) that a parameter or the object hands in (also under
         a progress bar), iterates a loader built elsewhere (FedML's clients). What the
         function built itself (a list of slices) is left alone."""
         loop = self.tree.parent(expr)
-        if not (isinstance(loop, cst.For) and loop.iter is expr
-                and isinstance(loop.target, (cst.Tuple, cst.List))
-                and len(loop.target.elements) >= 2
-                and all(isinstance(e.value, cst.Name) for e in loop.target.elements)):
+        if not (isinstance(loop, cst.For) and loop.iter is expr and (
+                (isinstance(loop.target, (cst.Tuple, cst.List))
+                 and len(loop.target.elements) >= 2
+                 and all(isinstance(e.value, cst.Name) for e in loop.target.elements))
+                # `for batch in self.train_data:`: one item, named for a batch
+                or (isinstance(loop.target, cst.Name) and BATCH_ITEM.match(loop.target.value)))):
             return None
         if isinstance(expr, cst.Call) and _call_name(expr) == "enumerate":
             return None  # `for i, item in enumerate(data)` unpacks an index, not a batch

@@ -11,6 +11,7 @@ from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import Loop, TreeIndex, class_methods
 from memlint.diagnostics import FixSafety
 from memlint.rules.base import Fix, Invalid, Rule, Valid
+from memlint.vocabulary import JOINING_FUNCTION_NAMES
 
 _STORE_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add", "update"})
 # Classes whose `update(value, n)` keeps a running sum of `value`: `AverageMeter`,
@@ -27,6 +28,9 @@ def _operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(expr, cst.BinaryOperation):
         return [*_operands(expr.left), *_operands(expr.right)]
     return [expr]
+
+
+_JOINS = frozenset(f"torch.{name}" for name in JOINING_FUNCTION_NAMES)
 
 
 def _reads(expr: cst.BaseExpression, container: str) -> bool:
@@ -94,7 +98,8 @@ class LossKeptWithGraph(Rule):
     ## What it does
     Flags a loss (or any tensor that still carries its autograd graph) that a training loop
     stores somewhere that outlives the iteration: appended to a list, put in a dict, added to a
-    running total (a per-key one in a dict too), or kept on ``self``.
+    running total (a per-key one in a dict too), joined onto a growing tensor (``acc =
+    torch.cat((acc, logits))``), or kept on ``self``.
 
     ## Why is this bad?
     A loss tensor references the whole graph of the forward pass that produced it, with the
@@ -521,6 +526,36 @@ class LossKeptWithGraph(Rule):
         ),
     )
     invalid = (
+        # Logits joined onto a tensor that grows over the epoch: every step's graph with it.
+        Invalid(
+            """
+            import torch
+            def train(model, loader, optimizer):
+                acc = torch.empty(0)
+                for x, y in loader:
+                    logits = model(x)
+                    loss = torch.nn.functional.cross_entropy(logits, y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    acc = torch.cat((acc, logits))
+                return acc.argmax(dim=1)
+            """,
+            lines=(11,),
+            fixed="""
+            import torch
+            def train(model, loader, optimizer):
+                acc = torch.empty(0)
+                for x, y in loader:
+                    logits = model(x)
+                    loss = torch.nn.functional.cross_entropy(logits, y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    acc = torch.cat((acc, logits.detach()))
+                return acc.argmax(dim=1)
+            """,
+        ),
         Invalid(
             # A network named by its kind (`gnn`, `lm`, `rnn`, ...): its training outputs,
             # kept for the epoch, keep every step's activations.
@@ -798,6 +833,10 @@ class LossKeptWithGraph(Rule):
             if len(others) < len(operands) and isinstance(node.value, cst.BinaryOperation):
                 for value in others:
                     self._check(node, name, value, accumulates=True)
+            elif joined := self._joined_onto(node.value, name):
+                # `acc = torch.cat((acc, logits))`: a growing tensor, as a list appended to.
+                for value in joined:
+                    self._check(node, name, value, accumulates=True)
             elif (terms := _elementwise_terms(node.value, name)) is not None:
                 # `sums = [s + l for s, l in zip(sums, losses)]`: one running total per task.
                 for sequence, term in terms:
@@ -806,6 +845,20 @@ class LossKeptWithGraph(Rule):
                 self._check(node, name, node.value, replaces=True)
 
     # ------------------------------------------------------------------ logic
+
+    def _joined_onto(self, value: cst.BaseExpression, name: str) -> list[cst.BaseExpression]:
+        """``torch.cat((acc, logits))``: the tensors joined onto the running value ``name``;
+        empty when it joins nothing on."""
+        if not isinstance(value, cst.Call) or not value.args or (
+                self.context.analysis.imports.qualified_name(value.func) not in _JOINS):
+            return []
+        first = value.args[0]
+        if first.keyword is not None or not isinstance(first.value, (cst.Tuple, cst.List)):
+            return []
+        elements = [e.value for e in first.value.elements
+                    if not isinstance(e, cst.StarredElement)]
+        others = [e for e in elements if dotted_name(e) != name]
+        return others if len(others) < len(elements) else []
 
     def _check(
         self,

@@ -59,8 +59,9 @@ class BlockingHostToDevice(Rule):
     so is what a parameter or the object hands to a loop whose header says it draws
     batches, also under a progress bar: ``for batch_idx, (x, y) in enumerate(train_data):``,
     ``for batch_index, batch_data in enumerate(tqdm(data_generator)):``, or to a loop that
-    unpacks each item into names and trains on them, a backward pass in its body: ``for x,
-    labels in self.local_training_data:``),
+    unpacks each item into names (or binds it whole to a name for a batch) and trains on
+    them, a backward pass in its body: ``for x, labels in self.local_training_data:``, ``for
+    batch in self.train_data:``),
     and the loop back to
     its ``DataLoader`` through the names it is kept under: a factory that returns it (also by
     name, beside a sampler: ``loader = DataLoader(...)`` ... ``return loader, sampler``) and a
@@ -518,6 +519,29 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # A loop that binds each item whole to a name for a batch and trains on it, over data
+        # the object holds (deepke's trainers): a loader loop.
+        Invalid(
+            """
+            import torch
+            class Trainer:
+                def train(self):
+                    for batch in self.train_data:
+                        batch = (t.to(self.device) for t in batch)
+                        loss = self.model(*batch)
+                        loss.backward()
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+            class Trainer:
+                def train(self):
+                    for batch in self.train_data:
+                        batch = (t.to(self.device, non_blocking=True) for t in batch)
+                        loss = self.model(*batch)
+                        loss.backward()
+            """,
+        ),
         # A loader built only when there is data for it (`... if val_set is not None else
         # None`) is still the one the loop draws from: both reports.
         Invalid(
