@@ -368,7 +368,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     fingerprints: dict[str, str | None] = {}
     for key in active:
         view = views.get(key)
-        fingerprint = None if view is None else view.fingerprint()
+        # Only the result cache reads it (a run with --no-cache skips the hashing).
+        fingerprint = None if view is None or cache is None else view.fingerprint()
         fingerprints[key] = fingerprint
         entry = cache.entries.get(key) if cache is not None else None
         known = entry.digest if (entry is not None and entry.view == fingerprint
