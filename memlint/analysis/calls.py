@@ -516,7 +516,7 @@ class CallClassifier:
         the network under no-grad itself and hands back Python objects (labels, scores,
         answers), no forward output."""
         written = dotted_name(call.func)
-        if written is None:
+        if written is None or not self._calls_pipeline:
             return False
         tree = self.tree
         values = [assign.value for assign in tree.assignments_to(written, call)]
@@ -524,6 +524,17 @@ class CallClassifier:
             isinstance(v, cst.Call)
             and (tree.imports.qualified_name(v.func) or "") in _PIPELINE_FACTORIES
             for v in values)
+
+    @cached_property
+    def _calls_pipeline(self) -> bool:
+        """Does the file build a Hugging Face pipeline anywhere? (Most do not: then no call
+        needs its bindings read.)"""
+        imports = self.tree.imports
+        local = {name for name, target in imports.aliases.items()
+                 if target in _PIPELINE_FACTORIES}  # `from transformers import pipeline as p`
+        return any(imports.qualified_name(call.func) in _PIPELINE_FACTORIES
+                   for name, calls in self.tree.calls_by_name.items()
+                   if name.rpartition(".")[2] == "pipeline" or name in local for call in calls)
 
     def switched_names(self, node: cst.CSTNode) -> frozenset[str]:
         """Plain names that the function around ``node`` switches to eval (``bm.eval()``):
@@ -534,12 +545,12 @@ class CallClassifier:
             return frozenset()
         cached = self._switched_cache.get(scope)
         if cached is None:
+            tree = self.tree
             cached = frozenset(
                 n.func.value.value
-                for n in self.tree.walk(scope)
-                if isinstance(n, cst.Call) and not n.args
-                and isinstance(n.func, cst.Attribute) and n.func.attr.value == "eval"
-                and isinstance(n.func.value, cst.Name)
+                for n in tree.calls_within(scope, "eval")  # the index, not a walk
+                if not n.args and isinstance(n.func, cst.Attribute)
+                and isinstance(n.func.value, cst.Name) and tree.enclosing_function(n) is scope
             )
             self._switched_cache[scope] = cached
         return cached

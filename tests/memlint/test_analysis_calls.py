@@ -152,3 +152,33 @@ def test_model_forwards_are_recognised_by_name_and_by_class() -> None:
     for code in ("model.generate(x)", "get_model()", "Net()", "f(x)"):
         assert not forward(calls[code]), code
     assert forward(calls["model.generate(x)"], include_generate=True)
+
+
+@pytest.mark.parametrize("import_line", [
+    "from transformers import pipeline",
+    "from transformers import pipeline as make_pipe",
+    "import transformers",
+])
+def test_a_name_bound_only_to_a_pipeline_is_no_forward(import_line: str) -> None:
+    """``classifier = pipeline(...)`` then ``classifier(texts)``: the pipeline runs the
+    network under no-grad itself, however the factory was imported; a model beside it is
+    still a forward, and so is the same name in a file that builds no pipeline."""
+    factory = {"from transformers import pipeline": "pipeline",
+               "from transformers import pipeline as make_pipe": "make_pipe",
+               "import transformers": "transformers.pipeline"}[import_line]
+    source = textwrap.dedent(f"""
+        {import_line}
+        def run(texts, model, x):
+            model = {factory}("text-classification")
+            labels = model(texts)
+            return labels
+        def other(model, x):
+            return model(x)
+    """)
+    analysis = ModuleAnalysis(cst.parse_module(source))
+    held, plain = analysis.tree.calls_by_name["model"]
+    assert not analysis.calls.is_model_forward(held)
+    assert analysis.calls.is_model_forward(plain)
+    without = ModuleAnalysis(cst.parse_module(
+        "def run(texts, model):\n    model = build('x')\n    return model(texts)\n"))
+    assert without.calls.is_model_forward(without.tree.calls_by_name["model"][0])
