@@ -48,6 +48,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind31       # the 31st blind set (bench/blind31_labels.csv)
     python bench/ecosystem.py --set blind32       # the 32nd blind set (bench/blind32_labels.csv)
     python bench/ecosystem.py --set blind33       # the 33rd blind set (bench/blind33_labels.csv)
+    python bench/ecosystem.py --set blind34       # the 34th blind set (bench/blind34_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -753,6 +754,22 @@ BLIND33_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind34: a knowledge-graph embedding trainer, tabular and time-series synthetic-data GANs, a
+# tabular generative engine, music transcription, a physics-informed PDE solver, a
+# vision-language framework, pose estimation and tracking, and a weather forecasting toolkit,
+# labelled by reading their code before memlint's findings on it were read.
+BLIND34_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("cogkge", "0.2.0"),
+    ("gretel-synthetics", "0.22.20"),
+    ("mostlyai-engine", "2.7.3"),
+    ("amt-tools", "0.3.1"),
+    ("tedeous", "0.4.11"),
+    ("mmf", "1.0.0rc10"),
+    ("alphapose", "1.1"),
+    ("wxbtool", "0.3.4"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -795,6 +812,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind31": _blind("blind31", BLIND31_PACKAGES),
     "blind32": _blind("blind32", BLIND32_PACKAGES),
     "blind33": _blind("blind33", BLIND33_PACKAGES),
+    "blind34": _blind("blind34", BLIND34_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -117,6 +117,13 @@ _OOM_BYTES = re.compile(OOM_TEXT.pattern.encode(), re.IGNORECASE)
 _CHAIN_LINKS = frozenset({ast.Call, ast.Subscript, ast.Compare, ast.BinOp})
 
 
+def _names_cuda_type(call: ast.Call) -> bool:
+    """``.type(torch.cuda.FloatTensor)``: a cast to a CUDA tensor type, a copy to the GPU."""
+    value = call.args[0] if call.args else call.keywords[0].value
+    return (type(value) is ast.Attribute and value.attr.endswith("Tensor")
+            and type(value.value) is ast.Attribute and value.value.attr == "cuda")
+
+
 def may_move(call: ast.Call) -> bool:
     """Can this ``.to(...)`` be a move (not a dtype cast)? Its target is ``device=``, the
     first positional argument or a ``**`` mapping; a name spelled like a dtype (``.to(x.dtype)``,
@@ -492,7 +499,8 @@ class _Structure:
                 if not self.optimizer_step and _steps_optimizer(func.value):
                     self.optimizer_step = True
             elif (method == "cuda" or (method == "to" and may_move(node))
-                  or (method == "type_as" and count == 1)):
+                  or (method == "type_as" and count == 1)
+                  or (method == "type" and count == 1 and _names_cuda_type(node))):
                 self._moved_chain(func.value)
                 receiver = _dotted(func.value)
                 if receiver is not None:

@@ -159,7 +159,7 @@ RULES: tuple[RuleSpec, ...] = (
         qualname='FactoryThenMove',
         default_enabled=True,
         fix_safety=FixSafety.SAFE,
-        triggers=('.cuda(', '.to(', '.type_as('),
+        triggers=('.cuda(', '.to(', '.type_as(', 'torch.cuda.'),
         requires=(),
         trigger_pattern=(b'(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal'
                          b'|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_w'
@@ -179,27 +179,27 @@ RULES: tuple[RuleSpec, ...] = (
                          b'tril|requires_grad_|eq|ne|lt|le|gt|ge|add|sub|mul|div|pow|neg|abs|lo'
                          b'g|log2|exp|sqrt|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random'
                          b'_|exponential_|add_|sub_|mul_|div_|clamp_|round|floor|ceil|round_|fl'
-                         b'oor_|ceil_)\\((?:[^()]|\\([^()]*\\))*\\))*)?\\s*\\.(?:cuda|to|type_as)'
-                         b'\\(|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|nor'
-                         b'mal|hann_window|hamming_window|blackman_window|bartlett_window|kaise'
-                         b'r_window|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTens'
-                         b'or|IntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)\\(('
-                         b'?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\'
-                         b'([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*'
-                         b':[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)[ \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\(|('
-                         b'?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal|'
-                         b'hann_window|hamming_window|blackman_window|bartlett_window|kaiser_wi'
-                         b'ndow|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|I'
-                         b'ntTensor|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)\\((?:[^'
-                         b'()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^('
-                         b')]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\'
-                         b't]*\\r?\\n){1,2}[ \\t]*return\\b[^\\n]*\\w\\.(?:cuda|to)\\(|(?:zeros'
-                         b'|ones|full|empty|arange|eye|linspace|logspace|rand\\w*|normal|hann_wi'
-                         b'ndow|hamming_window|blackman_window|bartlett_window|kaiser_window)\\('
-                         b'(?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\))*\\)(?:\\s*,(?:[^()]|\\([^()'
-                         b']*\\))*\\))?(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^'
-                         b'\\n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|'
-                         b'type_as)\\('),
+                         b'oor_|ceil_)\\((?:[^()]|\\([^()]*\\))*\\))*)?\\s*\\.(?:cuda\\(|to\\(|'
+                         b'type_as\\(|type\\(\\s*torch\\.cuda\\.)|(?:zeros|ones|full|empty|arang'
+                         b'e|eye|linspace|logspace|rand\\w*|normal|hann_window|hamming_window|bl'
+                         b'ackman_window|bartlett_window|kaiser_window|FloatTensor|DoubleTensor'
+                         b'|HalfTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTensor|CharTens'
+                         b'or|ByteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\)'
+                         b')*\\))*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#['
+                         b'^\\n]*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n)?[ \\t]*([\\w.]+)['
+                         b' \\t]*=[ \\t]*\\1\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange|ey'
+                         b'e|linspace|logspace|rand\\w*|normal|hann_window|hamming_window|blackm'
+                         b'an_window|bartlett_window|kaiser_window|FloatTensor|DoubleTensor|Hal'
+                         b'fTensor|BFloat16Tensor|LongTensor|IntTensor|ShortTensor|CharTensor|B'
+                         b'yteTensor|BoolTensor|Tensor)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\))*\\)'
+                         b')*\\)(?:\\s*\\.\\w+\\((?:[^()]|\\([^()]*\\))*\\))*\\)?[ \\t]*(?:#[^\\n]'
+                         b'*)?\\r?\\n(?:[ \\t]*if\\b[^\\n]*:[ \\t]*\\r?\\n){1,2}[ \\t]*return\\b['
+                         b'^\\n]*\\w\\.(?:cuda|to)\\(|(?:zeros|ones|full|empty|arange|eye|linsp'
+                         b'ace|logspace|rand\\w*|normal|hann_window|hamming_window|blackman_wind'
+                         b'ow|bartlett_window|kaiser_window)\\((?:[^()]|\\((?:[^()]|\\([^()]*\\'
+                         b'))*\\))*\\)(?:\\s*,(?:[^()]|\\([^()]*\\))*\\))?(?:\\s*\\.\\w+\\((?:[^('
+                         b')]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*(?:#[^\\n]'
+                         b'*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|type_as)\\('),
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,

@@ -164,7 +164,7 @@ def _slices(expr: cst.Subscript) -> bool:
 
 def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
     """A no-argument dtype cast, ``.type()`` to a dtype or host tensor type, or a shape op
-    given plain (unstarred) arguments."""
+    (also given its sizes starred: ``.expand(*x.size()[:-1])``, shape only still)."""
     method = _method(call)
     if method in _CASTS:
         return not call.args
@@ -176,7 +176,7 @@ def _is_cast_or_reshape(call: cst.Call, imports: ImportTable) -> bool:
                 and names_dtype(call.args[0].value, imports))
     if method == "requires_grad_":  # `torch.ones(n).requires_grad_(True).to(device)`
         return len(call.args) <= 1 and not any(a.star for a in call.args)
-    return method in _SHAPE_OPS and not any(a.star for a in call.args)
+    return method in _SHAPE_OPS and not any(a.star == "**" for a in call.args)
 
 
 # Elementwise methods and torch functions whose result, given only constants besides the
@@ -446,7 +446,8 @@ def _branch_returns(statement: cst.BaseStatement, key: str) -> cst.Call | None:
 # Casts that may follow a move in a returned value: `h.cuda().half()`.
 _RETURN_CASTS = frozenset({"half", "float", "double", "bfloat16", "long", "int", "bool"})
 # The moves off the host: `.cuda()`, `.to(device)`, `.type_as(tensor)`.
-_MOVES = ("cuda", "to", "type_as")
+_MOVES = ("cuda", "to", "type_as", "type")
+_CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.\w*Tensor$")
 
 
 def _string(value: str) -> cst.SimpleString:
@@ -458,6 +459,7 @@ class FactoryThenMove(Rule):
     ## What it does
     Flags a tensor factory whose result is immediately moved to an accelerator:
     ``torch.zeros(n).cuda()``, ``torch.arange(n).to(device)``, ``torch.randn(b, d).to("cuda")``,
+    ``torch.arange(n).type(torch.cuda.FloatTensor)`` (a cast to a CUDA tensor type; no fix),
     also with dtype casts or shape ops in between: ``torch.arange(n).float().to(device)``,
     ``torch.arange(t).view(1, t).expand(b, -1).to(x.device)``, also shaped after another tensor
     (``torch.eye(4).expand_as(T).to(T.device)``, ``view_as``, ``reshape_as``: only its shape is
@@ -493,7 +495,8 @@ class FactoryThenMove(Rule):
     rounding and clamping after arithmetic: ``(torch.rand(s) * 4).round() .clamp_(0, 3).cuda()``) or
     a torch function of the tensor (``torch.log2(torch.arange(2, k + 2).float()).to(device)``,
     a mask drawn from it: ``torch.bernoulli(torch.full(shape, 0.8)).to(device)``, a diagonal:
-    ``torch.diagflat(torch.ones(d)).to(device)``), or host factories' tensors joined
+    ``torch.diagflat(torch.ones(d)).to(device)``), shape ops given their sizes starred
+    (``torch.arange(n).expand(*x.size()[:-1]).cuda()``), or host factories' tensors joined
     (``torch.cat([torch.ones(b, 1), torch.zeros(b, t)], dim=1).to(device)``; no fix). Host
     numbers count as numbers: a ``math`` function's value, a size read off a tensor and a name bound
     to one (the sinusoidal timestep embedding ``torch.exp(-math.log(max_period) * torch.arange(half)
@@ -588,7 +591,7 @@ class FactoryThenMove(Rule):
     )
     # `).to(`, a chain continued on the next line (`)\n        .to(device)`), or a name moved
     # by the statement after the one that built it (`h = h.cuda()`).
-    triggers = (".cuda(", ".to(", ".type_as(")
+    triggers = (".cuda(", ".to(", ".type_as(", "torch.cuda.")
     # A factory call (parentheses nested up to two deep), maybe dtype casts, maybe closed by
     # a wrapper's other arguments (`nn.Parameter(torch.zeros(n), requires_grad=False)`), then
     # a move.
@@ -605,7 +608,7 @@ class FactoryThenMove(Rule):
         # elementwise steps after it (`(torch.rand(s) * 4).round().clamp_(0, 3).cuda()`).
         rb"(?:\s*(?:[,=!<>*/+-](?:[^()]|\([^()]*\))*)?\)"
         rb"(?:\s*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\))*)?"
-        rb"\s*\.(?:cuda|to|type_as)\("
+        rb"\s*\.(?:cuda\(|to\(|type_as\(|type\(\s*torch\.cuda\.)"
         # Or the statement that built it ends there and the next one (maybe under an `if`)
         # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
         rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
@@ -711,7 +714,6 @@ class FactoryThenMove(Rule):
             labels = torch.tensor(targets).long().to(device)
             arr = torch.as_tensor(batch["mask"]).to(device, non_blocking=True)
             img = torch.from_numpy(frame).float().cuda()
-            typed = torch.zeros(n).type(torch.cuda.LongTensor).cuda()
             named = torch.zeros(n).type("torch.cuda.LongTensor").cuda()
             weight = torch.nn.Parameter(torch.zeros(n, device=device)).to(device)
             opts = torch.zeros(*shape, **factory_kwargs).cuda()
@@ -952,6 +954,37 @@ class FactoryThenMove(Rule):
             inverse = (1 - torch.eye(n)).cuda()
             """,
             lines=(3, 4, 5, 6, 7),
+        ),
+        # A cast to a CUDA tensor type copies to the GPU as `.cuda()` does; a shape op given
+        # its sizes starred is still only a view. No fix for the cast.
+        Invalid(
+            """
+            import torch
+            def integral_op(hm_1d, emb):
+                hm = hm_1d * torch.arange(hm_1d.shape[-1]).type(torch.cuda.FloatTensor)
+                mask = torch.arange(emb.size(-2)).expand(*emb.size()[:-1]).cuda()
+                host = torch.arange(hm_1d.shape[-1]).type(torch.FloatTensor)
+                return hm, mask, host
+            """,
+            lines=(4, 5),
+            fixed="""
+            import torch
+            def integral_op(hm_1d, emb):
+                hm = hm_1d * torch.arange(hm_1d.shape[-1]).type(torch.cuda.FloatTensor)
+                mask = torch.arange(emb.size(-2), device="cuda").expand(*emb.size()[:-1])
+                host = torch.arange(hm_1d.shape[-1]).type(torch.FloatTensor)
+                return hm, mask, host
+            """,
+        ),
+        # The cast alone in a file, written over two lines.
+        Invalid(
+            """
+            import torch
+            def integral_op(hm_1d):
+                return hm_1d * torch.cuda.comm.broadcast(torch.arange(hm_1d.shape[-1]).type(
+                    torch.cuda.FloatTensor), devices=[hm_1d.device.index])[0]
+            """,
+            lines=(4,),
         ),
         # A mask drawn from a factory's probabilities, a diagonal built from one, and host
         # factories' tensors joined along a dimension: host tensors copied. No fix.
@@ -1501,6 +1534,16 @@ class FactoryThenMove(Rule):
     def _move_target(self, move: cst.Call) -> tuple[cst.BaseExpression | None, bool] | None:
         assert isinstance(move.func, cst.Attribute)
         method = move.func.attr.value
+        if method == "type":
+            # `torch.arange(n).type(torch.cuda.FloatTensor)`: a cast to a CUDA tensor type
+            # copies to the GPU; no fix to offer (the dtype and the device both change).
+            positional = _positional(move)
+            imports = self.context.analysis.imports
+            if (len(move.args) == 1 and len(positional) == 1 and not positional[0].star
+                    and _CUDA_TENSOR_TYPE.match(imports.qualified_name(positional[0].value)
+                                                or "")):
+                return None, False
+            return None
         if method == "type_as":
             # `torch.linspace(a, b, n).type_as(q)`: copied to `q`'s device (and dtype), as
             # `.to(q)` is; no fix to offer.
