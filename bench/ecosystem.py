@@ -49,6 +49,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind32       # the 32nd blind set (bench/blind32_labels.csv)
     python bench/ecosystem.py --set blind33       # the 33rd blind set (bench/blind33_labels.csv)
     python bench/ecosystem.py --set blind34       # the 34th blind set (bench/blind34_labels.csv)
+    python bench/ecosystem.py --set blind35       # the 35th blind set (bench/blind35_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -770,6 +771,22 @@ BLIND34_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind35: active learning, offline RL, imitation learning from demonstrations, bioacoustics
+# and sound event detection, an image classification kit, EEG trainers, genomics sequence
+# models and protein language models, labelled by reading their code before memlint's
+# findings on it were read.
+BLIND35_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("decile-distil", "0.2.0"),
+    ("offlinerl", "0.0.2"),
+    ("opensoundscape", "0.13.2"),
+    ("pylocron", "0.3.0"),
+    ("robomimic", "0.3.0"),
+    ("selene-sdk", "0.6.0"),
+    ("tape-proteins", "0.5"),
+    ("torcheeg", "1.1.3"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -813,6 +830,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind32": _blind("blind32", BLIND32_PACKAGES),
     "blind33": _blind("blind33", BLIND33_PACKAGES),
     "blind34": _blind("blind34", BLIND34_PACKAGES),
+    "blind35": _blind("blind35", BLIND35_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -42,7 +42,7 @@ _CASTS = frozenset({"float", "double", "half", "bfloat16", "long", "int", "short
 # and run on the device after the fix. `expand` returns a broadcast view where the move
 # returned a fresh tensor (an in-place write would now fail): no safe fix with it.
 _SHAPE_OPS = frozenset({"view", "reshape", "unsqueeze", "squeeze", "flatten", "repeat",
-                        "permute", "transpose", "t", "expand", "triu", "tril",
+                        "permute", "transpose", "t", "expand", "triu", "tril", "resize",
                         # given a tensor, they read only its shape: `torch.eye(4)
                         # .expand_as(igt).to(igt.device)`
                         "expand_as", "view_as", "reshape_as"})
@@ -192,7 +192,7 @@ _CONSTANT_METHODS = frozenset({
 # The methods a chain from a factory to its move may call, for the trigger pattern.
 _CHAIN_METHODS = (
     rb"(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
-    rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type"
+    rb"|view|reshape|unsqueeze|squeeze|flatten|repeat|permute|transpose|t|expand|type|resize"
     rb"|expand_as|view_as|reshape_as"
     rb"|triu|tril|requires_grad_|eq|ne|lt|le|gt|ge|add|sub|mul|div|pow|neg|abs|log|log2"
     rb"|exp|sqrt|clamp|fill_|zero_|normal_|uniform_|bernoulli_|random_|exponential_|add_"
@@ -974,6 +974,20 @@ class FactoryThenMove(Rule):
                 mask = torch.arange(emb.size(-2), device="cuda").expand(*emb.size()[:-1])
                 host = torch.arange(hm_1d.shape[-1]).type(torch.FloatTensor)
                 return hm, mask, host
+            """,
+        ),
+        # The deprecated `resize` is a shape op too (CORAL's ones vector).
+        Invalid(
+            """
+            import torch
+            def coral(data, n, device):
+                return torch.ones(n).resize(1, n).to(device=device) @ data
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+            def coral(data, n, device):
+                return torch.ones(n, device=device).resize(1, n) @ data
             """,
         ),
         # The cast alone in a file, written over two lines.
