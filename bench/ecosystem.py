@@ -50,6 +50,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind33       # the 33rd blind set (bench/blind33_labels.csv)
     python bench/ecosystem.py --set blind34       # the 34th blind set (bench/blind34_labels.csv)
     python bench/ecosystem.py --set blind35       # the 35th blind set (bench/blind35_labels.csv)
+    python bench/ecosystem.py --set blind36       # the 36th blind set (bench/blind36_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -787,6 +788,20 @@ BLIND35_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind36: anomaly-detection baselines (tabular and time series), a GAN training framework,
+# source separation, graph contrastive learning, SimCLR and a BiLSTM-CRF tagger: small
+# research-code packages, labelled by reading their code before memlint's findings were read.
+BLIND36_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("adbench", "0.1.11"),
+    ("orion-ml", "0.7.1"),
+    ("nussl", "1.1.9"),
+    ("torchgan", "0.1.0"),
+    ("pygcl", "0.1.2"),
+    ("simclr", "1.0.2"),
+    ("bi-lstm-crf", "0.2.1"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -831,6 +846,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind33": _blind("blind33", BLIND33_PACKAGES),
     "blind34": _blind("blind34", BLIND34_PACKAGES),
     "blind35": _blind("blind35", BLIND35_PACKAGES),
+    "blind36": _blind("blind36", BLIND36_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
