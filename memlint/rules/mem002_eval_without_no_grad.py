@@ -173,7 +173,9 @@ class EvalWithoutNoGrad(Rule):
     (``out.grad_fn``, ``fn.next_functions``: a dependency tracer) is not evaluation code.
     Each forward of such a function or block is reported, as labellers and reviewers read
     them (``model.encoder(x)`` then ``model.decoder(z)`` are two), a forward nested in
-    another's arguments once. In a loop over a DataLoader, a method called with arguments on
+    another's arguments once. An evaluation-named function that trains (a probe fitted with
+    a backward pass) is not evaluation code as a whole, but its own ``m.eval()`` blocks are.
+    In a loop over a DataLoader, a method called with arguments on
     a plain name the function switched to eval is a forward too (``model.eval()`` then, per
     batch, ``model.deeptabular(X)``: a sub-network, or a method computing from the batch),
     unless it is ``nn.Module``'s own API (``model.load_state_dict(sd)``), private, or named for
@@ -858,6 +860,24 @@ class EvalWithoutNoGrad(Rule):
             lines=(11,),
         ),
         Invalid(
+            # An evaluation-named function that trains a probe (a backward pass) is no
+            # evaluation code as a whole, but its own `.eval()` block still is.
+            """
+            import torch
+            def evaluate(x, y, model, optimizer, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    optimizer.zero_grad()
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    if epoch % 10 == 0:
+                        model.eval()
+                        acc = (model(x).argmax(-1) == y).float().mean().item()
+            """,
+            lines=(12,),
+        ),
+        Invalid(
             # A `test_` method of a class no test runner collects is evaluation code its
             # callers run with grad on; `model.train()` at its end switches a mode, it is no
             # call of the class's own training method.
@@ -1404,7 +1424,11 @@ class EvalWithoutNoGrad(Rule):
         if function is not None and self._is_test(function):
             return None
         if function is not None and self._is_eval_function(function):
-            return function
+            if self._is_evaluation(function):
+                return function
+            # An evaluation-named function that trains (`evaluate` fitting a probe with
+            # backward): its own `m.eval()` blocks are still evaluation code.
+            return self._block_region(call, False)
         if function is not None and function.name.value in MODEL_MACHINERY:
             return None
         cls = None if function is None else tree.enclosing_class(function)
