@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,7 @@ class GitignoreRules:
         self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
         self._roots: dict[Path, Path] = {}
         self._repo_specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+        self._matchers: dict[tuple[Path, Path], Callable[[str, bool], bool] | None] = {}
 
     def _spec(self, directory: Path) -> pathspec.GitIgnoreSpec | None:
         if directory not in self._specs:
@@ -117,25 +119,48 @@ class GitignoreRules:
 
     def ignored(self, path: Path, is_dir: bool, top: Path) -> bool:
         """Deeper ``.gitignore`` files override shallower ones, as git resolves them."""
-        chain = [path.parent, *path.parent.parents]
-        verdict = False
+        matcher = self.matcher(path.parent, top)
+        return matcher is not None and matcher(path.name, is_dir)
+
+    def matcher(self, directory: Path, top: Path) -> Callable[[str, bool], bool] | None:
+        """Whether an entry of ``directory`` (by name) is ignored; None when no ignore file
+        applies there (most folders of most trees: nothing to match per file). Worked out
+        once per folder of a walk, which asks for each of its entries."""
+        key = (directory, top)
+        if key in self._matchers:
+            return self._matchers[key]
+        # (spec, the folder's path relative to the spec's own folder, with a slash), the
+        # repository's excludes first, then each .gitignore from the shallowest down.
+        specs: list[tuple[pathspec.GitIgnoreSpec, str]] = []
         base = self._repository_spec(top)
-        if base is not None and (path == top or top in path.parents):
-            rel = path.relative_to(top).as_posix() + ("/" if is_dir else "")
-            result = base.check_file(rel)
-            if result.include is not None:
-                verdict = result.include
-        for directory in reversed(chain):
-            if directory != top and top not in directory.parents:
+        if base is not None and (directory == top or top in directory.parents):
+            specs.append((base, _prefix(directory, top)))
+        for folder in reversed([directory, *directory.parents]):
+            if folder != top and top not in folder.parents:
                 continue
-            spec = self._spec(directory)
-            if spec is None:
-                continue
-            rel = path.relative_to(directory).as_posix() + ("/" if is_dir else "")
-            result = spec.check_file(rel)
+            spec = self._spec(folder)
+            if spec is not None:
+                specs.append((spec, _prefix(directory, folder)))
+        found = None if not specs else _gitignore_matcher(tuple(specs))
+        self._matchers[key] = found
+        return found
+
+
+def _prefix(directory: Path, folder: Path) -> str:
+    rel = directory.relative_to(folder).as_posix()
+    return "" if rel == "." else rel + "/"
+
+
+def _gitignore_matcher(specs: tuple[tuple[pathspec.GitIgnoreSpec, str], ...],
+                       ) -> Callable[[str, bool], bool]:
+    def ignored(name: str, is_dir: bool) -> bool:
+        verdict = False
+        for spec, prefix in specs:
+            result = spec.check_file(prefix + name + ("/" if is_dir else ""))
             if result.include is not None:
                 verdict = result.include
         return verdict
+    return ignored
 
 
 class Excluder:
@@ -145,6 +170,11 @@ class Excluder:
         self.root = root
         self.patterns = tuple(patterns)
         self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+        # Patterns that are all plain names (the defaults: `build`, `.venv`) exclude a path
+        # one of whose parts is one of them: a set lookup per entry of a walk.
+        self._names = (frozenset(self.patterns)
+                       if all(_PLAIN_NAME.fullmatch(p) for p in self.patterns) else None)
+        self._clean: dict[Path, bool] = {}
 
     def excluded(self, path: Path, is_dir: bool) -> bool:
         rel = _relative(path, self.root)
@@ -152,7 +182,28 @@ class Excluder:
             rel = path.name
         if rel in ("", "."):
             return False
+        if self._names is not None:
+            return not self._names.isdisjoint(rel.split("/"))
         return self.spec.match_file(rel + ("/" if is_dir else ""))
+
+    def excludes_entry(self, directory: Path, name: str, is_dir: bool) -> bool:
+        """``excluded`` for an entry of ``directory`` by its name, as a walk asks."""
+        if self._names is None:
+            return self.excluded(directory / name, is_dir)
+        if name in self._names:
+            return True
+        clean = self._clean.get(directory)
+        if clean is None:
+            rel = _relative(directory, self.root)
+            # Outside the root only the entry's own name is matched.
+            clean = self._clean[directory] = rel is None or self._names.isdisjoint(
+                rel.split("/"))
+        return not clean
+
+
+# A gitignore pattern that matches a file or folder of this name at any depth, and nothing
+# else: no glob, negation, anchor, escape, comment or trailing space.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]*[A-Za-z0-9_-][A-Za-z0-9_.\-]*")
 
 
 # A directory's (root, exclude patterns): the config file that governs it (hierarchical).
@@ -280,9 +331,11 @@ def _walk(
         except OSError as exc:
             skipped.append(Skipped(directory, f"cannot list directory: {exc.strerror}"))
             continue
+        excludes = excluder.for_dir(directory).excludes_entry
+        ignored = None if gitignore is None else gitignore.matcher(directory, git_top)
         subdirs: list[Path] = []
         for entry in entries:
-            path = Path(entry.path)
+            name = entry.name
             try:
                 # Never follow a link to a directory: that is how a walk loops forever.
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -290,19 +343,20 @@ def _walk(
             except OSError:
                 is_dir = is_file = False
             if is_dir:
-                if excluder.excluded(path, True):
+                if excludes(directory, name, True):
                     continue
-                if gitignore is not None and gitignore.ignored(path, True, git_top):
+                if ignored is not None and ignored(name, True):
                     continue
-                subdirs.append(path)
+                subdirs.append(Path(entry.path))
             elif is_file:
-                if not included.included(path, entry.name):
+                path = Path(entry.path)
+                if not included.included(path, name):
                     continue
-                if excluder.excluded(path, False):
+                if excludes(directory, name, False):
                     continue
-                if gitignore is not None and gitignore.ignored(path, False, git_top):
+                if ignored is not None and ignored(name, False):
                     continue
                 yield path
-            elif entry.is_symlink() and included.included(path, entry.name):
-                skipped.append(Skipped(path, "broken symbolic link or symlink loop"))
+            elif entry.is_symlink() and included.included(Path(entry.path), name):
+                skipped.append(Skipped(Path(entry.path), "broken symbolic link or symlink loop"))
         stack.extend(reversed(subdirs))

@@ -6,9 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memlint.config import DEFAULT_EXCLUDE
-from memlint.discovery import discover
+from memlint.discovery import Excluder, discover
 from tests.memlint.cli_support import run_cli, write
 
 
@@ -40,6 +42,31 @@ def test_exclude_replaces_and_extend_adds(tmp_path: Path) -> None:
     write(tmp_path, "c_pb2.py", "x = 1\n")
     assert found(tmp_path, exclude=("gen",)) == ["build/a.py", "c_pb2.py"]
     assert found(tmp_path, exclude=(*DEFAULT_EXCLUDE, "gen", "*_pb2.py")) == []
+
+
+_PARTS = st.sampled_from(["build", "src", ".venv", "a.b", "x-y", "dist", "m.py", "_b"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(patterns=st.lists(_PARTS, max_size=4), parts=st.lists(_PARTS, min_size=1, max_size=4),
+       is_dir=st.booleans())
+def test_plain_name_excludes_match_as_gitignore_patterns_do(
+        patterns: list[str], parts: list[str], is_dir: bool) -> None:
+    # Plain names skip pathspec (a set lookup per walked entry): the same verdict as its own.
+    root = Path("/project")
+    excluder = Excluder(patterns, root)
+    path = root.joinpath(*parts)
+    expected = excluder.spec.match_file("/".join(parts) + ("/" if is_dir else ""))
+    assert excluder.excluded(path, is_dir) == expected
+    assert excluder.excludes_entry(path.parent, path.name, is_dir) == expected
+
+
+def test_a_walk_below_an_excluded_folder_finds_nothing(tmp_path: Path) -> None:
+    # The folders between the root and the one walked are matched too (`build/sub/x.py`).
+    write(tmp_path, "build/sub/x.py", "x = 1\n")
+    write(tmp_path, "src/sub/y.py", "x = 1\n")
+    assert found(tmp_path, tmp_path / "build" / "sub") == []
+    assert found(tmp_path, tmp_path / "src" / "sub") == ["src/sub/y.py"]
 
 
 def test_gitignore_files_apply_with_nesting_and_negation(tmp_path: Path) -> None:
