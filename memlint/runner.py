@@ -294,10 +294,11 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
 
     from memlint.cache import content_digest
     from memlint.gates import for_path
-    from memlint.project.model import build_views
+    from memlint.project.model import ViewMemo, build_views
     from memlint.project.summary import may_define_mover, summarise_source
 
     unworthy: set[str] = set()
+    memo = ViewMemo()  # shared by both calls of build_views
 
     def summarise_now(paths: Sequence[str], worth: Callable[[bytes], bool] | None = None,
                       always: Collection[str] = ()) -> dict[str, ModuleSummary]:
@@ -334,7 +335,7 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         return build_views(summaries, ruled, known, bare, hooks, copying,
                            fetch=lambda paths, hubs: summarise_now(paths, may_define_mover,
                                                                    hubs),
-                           search_hooks=search_hooks)
+                           search_hooks=search_hooks, memo=memo)
 
     # Files the scan finished (no rule's prefilter selected them) that have a summary: a
     # subclass overriding a per-batch hook of a base class's loader loop may sit among them.

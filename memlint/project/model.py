@@ -1115,6 +1115,73 @@ class Views(Mapping[str, ModuleView]):
         return len(self._promised)
 
 
+class ViewMemo:
+    """What :func:`build_views` works out that stays true as summaries are added: where files
+    are, facts of one summary alone, and the names each module looks up in vain. The runner
+    calls it twice (the second time with the modules the first found missing), and each call
+    has fetch rounds that add summaries: a module's lookups are worked out again only when a
+    module added since could answer one of them (its name leads the looked-up name)."""
+
+    def __init__(self) -> None:
+        self.places = _Places()
+        self.alone = _SummaryFacts()
+        self._seen: dict[str, int] = {}  # path -> id of the summary the entries were made with
+        self._undefined: dict[tuple[str, str], set[str]] = {}  # (kind, path) -> names
+
+    def update(self, summaries: Mapping[str, ModuleSummary]) -> None:
+        """Forget the entries that a summary added since the last call may change: those
+        with a looked-up name under an added module, and every entry of an import root where
+        some module star-imports an added one (what a summarised module star-imports is not
+        followed further, so the names it would lead to show nowhere)."""
+        added = [path for path, summary in summaries.items()
+                 if self._seen.get(path) != id(summary)]
+        if not added:
+            return
+        for path in added:
+            self._seen[path] = id(summaries[path])
+        if not self._undefined:
+            return
+        names: dict[Path, set[str]] = defaultdict(set)
+        for path in added:
+            for root, written in self.places.names(path):
+                names[root].add(written)
+        starred = {imp.target.rpartition(".")[2] for summary in summaries.values()
+                   for imp in summary.imports if imp.local == "*"}
+        # (`from . import *` names no module: any added one may be it.)
+        everything = {root for root, modules in names.items()
+                      if "" in starred or any(m.rpartition(".")[2] in starred for m in modules)}
+        stale = [key for key, found in self._undefined.items()
+                 if (root := self.places.of(key[1])[0]) in everything
+                 or _leads_to(found, names.get(root, set()))]
+        for key in stale:
+            del self._undefined[key]
+
+    def undefined(self, path: str, work_out: Callable[[str], set[str]], module: str,
+                  ) -> set[str]:
+        """``work_out(module)`` (``undefined_names`` or ``undefined_bases`` of the file at
+        ``path``), unless an entry made with the same summaries' answers stands."""
+        key = (work_out.__name__, path)
+        found = self._undefined.get(key)
+        if found is None:
+            found = self._undefined[key] = work_out(module)
+        return found
+
+
+def _leads_to(names: Iterable[str], modules: set[str]) -> bool:
+    """Does one of the absolute ``names`` start with one of the ``modules``' names?"""
+    if not modules:
+        return False
+    for name in names:
+        at = name.find(".")
+        while at != -1:
+            if name[:at] in modules:
+                return True
+            at = name.find(".", at + 1)
+        if name in modules:
+            return True
+    return False
+
+
 # Rounds of fetching: a star-import hub fetched in one round names modules of its own.
 _FETCH_ROUNDS = 3
 
@@ -1123,7 +1190,7 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
                 known: Iterable[str] = (), bare: Iterable[str] = (),
                 hooks: Iterable[str] = (), copying: Iterable[str] = (),
                 fetch: Fetch | None = None, search_hooks: bool = True,
-                ) -> tuple[Views, set[str]]:
+                memo: ViewMemo | None = None) -> tuple[Views, set[str]]:
     """The views of the ``wanted`` paths, from the summaries of every file known (by path),
     and the paths among ``known`` (every file of the run) whose summary the model would use:
     modules it saw called as inference code or from training loops but not summarised.
@@ -1142,7 +1209,8 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     batches (whose copies the runner then checks).
 
     ``search_hooks`` False leaves out the search of unsummarised files for overrides of
-    per-batch hooks (a second call, whose first made that search already).
+    per-batch hooks (a second call, whose first made that search already). ``memo``: what
+    an earlier call over fewer summaries worked out (:class:`ViewMemo`).
 
     Files are grouped by import root, one model per root, so that a module name means the
     same file it means to Python. Each view is built when it is first read (:class:`Views`).
@@ -1150,28 +1218,31 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
     wanted, known, bare, hooks = list(wanted), list(known), list(bare), list(hooks)
     copying = set(copying)
     fetched: dict[str, ModuleSummary] = {}
-    places = _Places()
-    alone = _SummaryFacts()
+    memo = memo if memo is not None else ViewMemo()
+    places, alone = memo.places, memo.alone
     roots, where = _by_root(summaries, places)
     models = {root: ProjectModel(modules, alone) for root, modules in roots.items()}
     hubs: set[str] = set()  # star-import hubs fetched: what they import is looked up too
     base_modules: set[str] = set()  # fetched for the bases they define
     for _ in range(_FETCH_ROUNDS if fetch is not None else 0):
         assert fetch is not None
+        memo.update(summaries)
         # The names the copying modules look up in vain, by root.
         undefined: dict[Path, set[str]] = defaultdict(set)
         for path in (*wanted, *bare, *hooks, *sorted(hubs)):
             found = where.get(path)
             if found is not None and (path in copying or path in hubs
                                       or models[found[0]].fed_by_bases(found[1])):
-                undefined[found[0]] |= models[found[0]].undefined_names(found[1])
+                undefined[found[0]] |= memo.undefined(
+                    path, models[found[0]].undefined_names, found[1])
         # The modules defining the bases of the classes linted here: summarised whatever
         # they hold (a base's methods run on the subclass's object).
         bases: dict[Path, set[str]] = defaultdict(set)
         for path in (*wanted, *sorted(base_modules)):
             found = where.get(path)
             if found is not None:
-                bases[found[0]] |= models[found[0]].undefined_bases(found[1])
+                bases[found[0]] |= memo.undefined(
+                    path, models[found[0]].undefined_bases, found[1])
         based = _modules_of(bases, known, summaries, places)
         named = _modules_of(undefined, known, summaries, places) | based
         # `from .utils import *` of an unsummarised `utils`: its names are looked up there.

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from memlint.project.layout import ModuleName, located, package_files
-from memlint.project.model import ProjectModel, build_views
+from memlint.project.model import ProjectModel, ViewMemo, build_views
 from memlint.project.store import SummaryStore
 from memlint.project.summary import (
     ModuleSummary,
@@ -402,6 +402,48 @@ def test_star_import_hubs_are_summarised_on_demand_round_after_round(tmp_path: P
     assert asked[0] == ([paths["hub.py"]], frozenset({paths["hub.py"]}))
     assert asked[1] == ([paths["helpers.py"]], frozenset({paths["helpers.py"]}))
     assert views[paths["loop.py"]].movers["to_device"] == ((0, "batch"),)
+
+
+def test_the_view_memo_forgets_lookups_a_summary_added_since_may_answer(
+        tmp_path: Path) -> None:
+    """What a module looks up in vain is kept across fetch rounds and calls, but not past a
+    summary of a module a lookup leads into, nor past one that a summarised module
+    star-imports (``loop`` -> ``hub`` -> ``helpers``: the names ``helpers`` gives ``loop``
+    show in no lookup of ``loop`` before it is summarised)."""
+    sources = {
+        "__init__.py": "",
+        "loop.py": """
+            from .hub import *
+            from .misc import shuffle
+            def fit(loader, device):
+                for batch in loader:
+                    to_device(batch, device)
+                    shuffle(batch)
+            """,
+        "hub.py": "from .helpers import *\n",
+        "helpers.py": "def to_device(batch, device):\n    return batch.to(device)\n",
+        "misc.py": "def shuffle(batch):\n    return batch\n",
+        "other.py": "def unused():\n    return 1\n",
+    }
+    paths = _write_package(tmp_path / "pkg", sources)
+    summaries = {p: summary(sources[n]) for n, p in paths.items()}
+    loop = paths["loop.py"]
+
+    def undefined(names: tuple[str, ...], memo: ViewMemo) -> set[str]:
+        present = {paths[n]: summaries[paths[n]] for n in names}
+        memo.update(present)
+        module = memo.places.of(loop)[1]
+        model = ProjectModel({memo.places.of(p)[1]: s for p, s in present.items()})
+        return memo.undefined(loop, model.undefined_names, module.name)
+
+    base = ("__init__.py", "loop.py", "hub.py")
+    for added, kept in (("other.py", True), ("misc.py", False), ("helpers.py", False)):
+        memo = ViewMemo()
+        before = undefined(base, memo)
+        after = undefined((*base, added), memo)
+        fresh = undefined((*base, added), ViewMemo())
+        assert after == fresh
+        assert (after is before) == kept, added
 
 
 def test_a_singledispatch_mover_moves_what_its_registered_implementations_move() -> None:
