@@ -34,7 +34,8 @@ def applicable_rules(text: str | bytes, rules: Iterable[T]) -> list[T]:
     """The rules whose trigger groups all match somewhere in the file, and whose pattern does."""
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     return [r for r in rules
-            if all(not group or any(t in data for t in group)
+            if all(not group or any(guard in data and any(w in data for w in words)
+                                    for guard, words in group)
                    for group in _byte_groups(r.triggers, r.requires))
             and (r.trigger_pattern is None or search(r.trigger_pattern, data))]
 
@@ -224,9 +225,36 @@ def _group_end(part: bytes) -> int | None:
 
 @cache
 def _byte_groups(triggers: tuple[str, ...], requires: tuple[tuple[str, ...], ...]
-                 ) -> tuple[tuple[bytes, ...], ...]:
+                 ) -> tuple[tuple[tuple[bytes, tuple[bytes, ...]], ...], ...]:
     """The trigger groups as bytes; each non-empty group needs one match. The smallest
     groups come first: a file that fails one group is done, and a small group is both
-    cheaper to scan for and usually the rarer (``backward(`` beside nine words for state)."""
+    cheaper to scan for and usually the rarer (``backward(`` beside nine words for state).
+    Each group is split into clusters (:func:`_clusters`)."""
     groups = [tuple(t.encode("utf-8") for t in group) for group in (triggers, *requires)]
-    return tuple(sorted(groups, key=len))
+    return tuple(_clusters(group) for group in sorted(groups, key=len))
+
+
+def _clusters(words: tuple[bytes, ...]) -> tuple[tuple[bytes, tuple[bytes, ...]], ...]:
+    """(guard, words) pairs covering ``words``: a text that holds none of a guard holds none of
+    its words, so one scan of the file stands for several where the guard is absent, as it
+    usually is (``batch`` for ``batch_i``, ``batchi``, ``i_batch``, ``ibatch``). A guard is the
+    longest text of three or more characters that most words share (two or more); a word
+    that shares none is its own guard."""
+    left = list(words)
+    out: list[tuple[bytes, tuple[bytes, ...]]] = []
+    while left:
+        best: tuple[tuple[int, int], bytes, list[bytes]] | None = None
+        for part in sorted({w[i:j] for w in left for i in range(len(w))
+                            for j in range(i + 3, len(w) + 1)}):
+            covered = [w for w in left if part in w]
+            if len(covered) < 2:
+                continue
+            key = (len(covered), len(part))
+            if best is None or key > best[0]:
+                best = (key, part, covered)
+        if best is None:
+            break
+        _, guard, covered = best
+        out.append((guard, tuple(covered)))
+        left = [w for w in left if w not in covered]
+    return (*out, *((w, (w,)) for w in left))

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memlint.prefilter import literal_prefix, search, split_alternatives
+from memlint.prefilter import (
+    _clusters,
+    applicable_rules,
+    literal_prefix,
+    search,
+    split_alternatives,
+)
 from memlint.project.summary import _PROJECT_FACTS
 from memlint.rules.index import RULES
 from memlint.vocabulary import BATCH_INDEX, LOADER_NAME, LOADER_TEXT
@@ -180,3 +186,25 @@ def test_a_pattern_in_any_case_is_searched_on_lowered_text_only_when_that_is_the
     for pattern, text in ((rb"(?i)a\Wb", b"A b"), (rb"(?i)x(?-i:Y)", b"xy"),
                           (rb"(?i)x(?-i:Y)", b"XY"), (rb"(?i)oom\b", b"OOM!")):
         assert search(pattern, text) == (re.search(pattern, text) is not None), pattern
+
+
+_TRIGGER_WORDS = st.lists(st.from_regex(r"[ab_(]{1,6}", fullmatch=True), min_size=1,
+                          max_size=8, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TRIGGER_WORDS, st.from_regex(r"[ab_( ]{0,40}", fullmatch=True))
+def test_a_group_split_into_guarded_clusters_matches_where_a_word_does(
+        words: list[str], text: str) -> None:
+    # A guard shared by several words stands for them where it is absent.
+    triggers = tuple(words)
+    data = text.encode()
+    rule = type("R", (), {"triggers": triggers, "requires": (), "trigger_pattern": None})()
+    expected = any(w.encode() in data for w in words)
+    assert bool(applicable_rules(data, [rule])) == expected
+
+
+def test_words_that_share_a_text_are_scanned_for_it_first() -> None:
+    clusters = _clusters((b"batch_i", b"i_batch", b"ibatch", b"loader", b"Loader", b"x"))
+    assert clusters == ((b"batch", (b"batch_i", b"i_batch", b"ibatch")),
+                        (b"oader", (b"loader", b"Loader")), (b"x", (b"x",)))
