@@ -9,7 +9,13 @@ import pytest
 
 from memlint.diagnostics import Diagnostic
 from memlint.filecheck import lint_bytes
-from memlint.suppression import SuppressionIndex, index_for, parse_suppressions
+from memlint.suppression import (
+    SuppressionIndex,
+    _comments,
+    _tokenized_comments,
+    index_for,
+    parse_suppressions,
+)
 from tests.memlint.cli_support import TEST_RULES, FlagLeak, run_cli, write
 
 
@@ -124,3 +130,31 @@ def test_comments_of_a_cr_only_file_are_found_line_by_line() -> None:
     source = "# memlint: noqa: MEM002\rx = 1  # noqa: MEM001\ry = 2\r"
     assert [(s.line, s.kind, s.codes) for s in parse_suppressions(source)] == [
         (1, "file", frozenset({"MEM002"})), (2, "noqa", frozenset({"MEM001"}))]
+
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def test_comments_are_the_ones_tokenize_finds_on_real_files() -> None:
+    """The regular expression that reads comments past strings agrees with tokenize on every
+    Python file of this repository (the rule examples, the corpus, memlint itself)."""
+    files = [p for top in ("memlint", "tests", "examples", "bench")
+             for p in sorted((_REPO / top).rglob("*.py")) if ".work" not in p.parts]
+    assert len(files) > 200
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert list(_comments(text)) == list(_tokenized_comments(text)), path
+
+
+@pytest.mark.parametrize("source", [
+    "s = '# no'  # noqa\n",
+    's = """\n# inside\n"""  # noqa: MEM001\n',
+    "x = (1,\n     # noqa alone in brackets\n     2)\n",
+    "t = r'\\'# x'  # real\n",
+    "u = b'#' if a else rb\"#\"  # memlint: ignore[MEM001]\n",
+    "v = 1if'#'else 2  # noqa\n",
+    "w = 'a\\\n# still the string'  # noqa\n",
+    "\tx = 1\t# noqa\n",
+])
+def test_comments_past_tricky_strings_are_tokenize_s(source: str) -> None:
+    assert list(_comments(source)) == list(_tokenized_comments(source))
