@@ -51,6 +51,8 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind34       # the 34th blind set (bench/blind34_labels.csv)
     python bench/ecosystem.py --set blind35       # the 35th blind set (bench/blind35_labels.csv)
     python bench/ecosystem.py --set blind36       # the 36th blind set (bench/blind36_labels.csv)
+    python bench/ecosystem.py --set blind37       # the 37th blind set (bench/blind37_labels.csv)
+    python bench/ecosystem.py --set blind38       # the 38th blind set (bench/blind38_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -802,6 +804,36 @@ BLIND36_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind37: time-series forecasting, conversational recommenders, pathology GANs, graph
+# networks and attacks, an NLP toolkit, a materials force field, singing-voice synthesis and
+# seq2seq text generation; labelled by reading their code before memlint's findings were read.
+BLIND37_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("basicts", "1.1.0"),
+    ("crslab", "0.1.2"),
+    ("deepliif", "1.2.7"),
+    ("graphgallery", "1.0.0"),
+    ("hanlp", "2.1.7"),
+    ("mattersim", "1.2.3"),
+    ("nnsvs", "0.1.1"),
+    ("textgen", "1.1.1"),
+)
+
+
+# blind38: protein-interface graph networks, recommender systems, hypergraph networks, medical
+# image segmentation, hydrology time series, NLP uncertainty models, a vision training library
+# and a semi-supervised learning benchmark; labelled the same way.
+BLIND38_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("DeepRank-GNN", "0.1.22"),
+    ("collie", "1.3.1"),
+    ("dhg", "0.9.7"),
+    ("ivadomed", "2.6.1"),
+    ("neuralhydrology", "1.13.0"),
+    ("nlp-uncertainty-zoo", "1.0.3"),
+    ("pywick", "0.6.5"),
+    ("semilearn", "0.3.2"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -847,6 +879,8 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind34": _blind("blind34", BLIND34_PACKAGES),
     "blind35": _blind("blind35", BLIND35_PACKAGES),
     "blind36": _blind("blind36", BLIND36_PACKAGES),
+    "blind37": _blind("blind37", BLIND37_PACKAGES),
+    "blind38": _blind("blind38", BLIND38_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

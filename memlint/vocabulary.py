@@ -53,11 +53,11 @@ def names_training_data(name: str) -> bool:
 # Where a file's text may hold either (MEM003's prefilter, in any case): `loader`, `dl` not
 # followed by a letter or digit, a batch index not followed by more of a name, a backward
 # pass (a loop that trains on what it unpacks draws batches, whatever its data is called), or
-# a framework's batch hook (`def feed_data(`, :func:`framework_batch_feed`).
+# a framework's batch hook (`def feed_data(`, `def set_input(`: :func:`framework_batch_feed`).
 # Every file whose code has such a name matches; `batching`, `from_dlpack` and `batch_isend`
 # do not.
 LOADER_TEXT = (rb"(?i)loader|dl(?![a-z0-9])|" + _BATCH_INDEX.encode() + rb"(?![a-z0-9_])"
-               rb"|\.backward\(|\.manual_backward\(|def feed_data\s*\(")
+               rb"|\.backward\(|\.manual_backward\(|def (?:feed_data|set_input)\s*\(")
 # A loader of held-out data, by its name: `test_loader`, `testloader`, `val_dl`, `eval_dataloader`.
 # A loop over one that runs no backward pass is evaluation code wherever it stands (a script's
 # top level, a `main()` that also trains).
@@ -105,9 +105,11 @@ def framework_train_hook(name: str, is_method: bool) -> bool:
 def framework_batch_feed(name: str, is_method: bool) -> bool:
     """A method a framework's training loop hands each raw batch to, outside the project:
     BasicSR's ``model.feed_data(data)`` (Real-ESRGAN, GFPGAN and other models built on it
-    override it and copy the batch's tensors to the device there). Any method of that name
-    in a class body counts: the framework's base class is rarely in the project."""
-    return is_method and name == "feed_data"
+    override it and copy the batch's tensors to the device there), and the
+    ``model.set_input(data)`` of the pix2pix/CycleGAN code base and the many built on it
+    (DeepLIIF, torch-points3d). Any method of that name in a class body counts: the
+    framework's base class is rarely in the project."""
+    return is_method and name in ("feed_data", "set_input")
 
 
 def framework_eval_hook(name: str, is_method: bool) -> bool:
@@ -339,10 +341,13 @@ def grad_switch(name: str, called: bool, has_args: bool, flag: bool | None) -> G
 # and no rule applies to it.
 # Keywords asking a model for derivatives of its output with respect to its input, which its
 # forward computes with autograd (interatomic potentials: forces, stress, virials).
-DERIVATIVE_REQUESTS = frozenset({
-    "compute_force", "compute_forces", "compute_stress", "compute_virials",
-    "compute_hessian", "compute_derivatives",
-})
+# Spelled `compute_forces`, `include_forces` (MatterSim), `calc_stress`, `return_virials` ...
+DERIVATIVE_REQUESTS = frozenset(
+    f"{verb}_{noun}"
+    for verb in ("compute", "include", "calc", "calculate", "return", "with", "get", "need")
+    for noun in ("force", "forces", "stress", "stresses", "virial", "virials", "hessian",
+                 "hessians", "derivatives")
+)
 FOREIGN_FRAMEWORKS = frozenset({
     "jax", "flax", "optax", "haiku", "equinox", "warp", "tensorflow", "keras", "paddle",
     "mindspore", "mlx", "oneflow",
@@ -365,7 +370,8 @@ ELEMENTWISE_FUNCTION_NAMES = frozenset({
 DERIVING_FUNCTION_NAMES = frozenset({"bernoulli", "diag", "diagflat", "diag_embed"})
 # torch functions joining a sequence of tensors: host factories' tensors joined stay on the
 # host (`torch.cat([torch.ones(b, 1), torch.zeros(b, t)], dim=1)`).
-JOINING_FUNCTION_NAMES = frozenset({"cat", "concat", "concatenate", "stack"})
+JOINING_FUNCTION_NAMES = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack",
+                                    "dstack", "column_stack", "row_stack"})
 
 
 # Test code, judged from a file's path alone (see :mod:`memlint.analysis.testcode`): pytest's

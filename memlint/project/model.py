@@ -535,9 +535,20 @@ class ProjectModel:
         # out = forward_helper(model, batch)``): there it runs as it should, and a caller
         # that neither trains nor switches grad off (a runner that backpropagates through a
         # helper of its own) leaves the helper's mode to its callers.
-        return any(site.after_eval and self._mode_at(site_module, caller, site.switches) != "off"
+        # So is a helper that only module-level functions named for evaluation call
+        # (``predict_pdf`` -> ``_weibull_pdf``), where one of them leaves grad on, in torch
+        # code (a script's ``evaluate_pipeline`` that runs an ONNX runtime makes no
+        # inference code of the helpers it calls).
+        by_name = bool(sites) and all(site.in_evaluation and self._imports_torch(site_module)
+                                      for site_module, _, site in sites)
+        return any((site.after_eval or by_name)
+                   and self._mode_at(site_module, caller, site.switches) != "off"
                    for site_module, caller, site in sites) and not any(
             caller is not None and _trains(caller) for _, caller, _ in sites)
+
+    def _imports_torch(self, module: str) -> bool:
+        return any(imp.target == "torch" or imp.target.startswith("torch.")
+                   for imp in self.summaries[module].imports)
 
     def side_job(self, module: str, function: Function) -> bool:
         """Called only as a statement inside training loops (``sample_images(G, step)``), and

@@ -22,7 +22,9 @@ from memlint.vocabulary import (
     COPYING_CONSTRUCTORS,
     DETACHED_ATTRIBUTES,
     DETACHING_METHODS,
+    EVAL_FUNCTION,
     EVAL_STEP_DEF,
+    FRAMEWORK_HOOK,
     HOST_BUILTINS,
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
@@ -34,7 +36,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 16
+SCHEMA = 17
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
@@ -92,6 +94,9 @@ class Site:
     # (``self.train_loader``), or what one of its methods returned (``self.training_prepare()``
     # for ``loader, net = self.training_prepare(X)``); "" when neither.
     batch_source: str = ""
+    # In a module-level function named for evaluation (``predict_pdf``): a function that only
+    # such sites call is evaluation code too (:meth:`ProjectModel.eval_called`).
+    in_evaluation: bool = False
 
 
 @dataclass(frozen=True)
@@ -802,11 +807,14 @@ class _Builder:
             scope.data = True
         parent.data = parent.data or scope.data
         host = node.returns is not None and host_annotation(ast.unparse(node.returns))
+        sites = tuple(scope.sites)
+        if not prefix and _evaluation_function(node.name):
+            sites = tuple(replace(site, in_evaluation=True) for site in sites)
         self.functions.append(Function(
             qualname=qualname,
             params=scope.params,
             decorators=tuple(decorators),
-            sites=tuple(scope.sites),
+            sites=sites,
             param_calls=tuple(scope.param_calls),
             returns=tuple(self._returned(value, under, scope, host)
                           for value, under in scope.returns),
@@ -1304,6 +1312,14 @@ def needs_summary(source: bytes) -> bool:
     calls it (grad-mode factories, ``.eval()`` switches, a framework's evaluation hooks,
     detaching callables)?"""
     return search(_PROJECT_FACTS, source) or (_CALLABLE_CLASS in source and _DETACHES in source)
+
+
+def _evaluation_function(name: str) -> bool:
+    """A module-level function named for evaluation (``predict_pdf``, ``evaluate``), whose
+    calls are ``in_evaluation``. Not the ``test*`` names (pytest's, in a test module) nor a
+    framework's hooks (which run under no-grad)."""
+    return (EVAL_FUNCTION.match(name) is not None and not name.lstrip("_").startswith("test")
+            and FRAMEWORK_HOOK.search(name) is None)
 
 
 def may_define_mover(source: bytes) -> bool:

@@ -49,11 +49,11 @@ RULES: tuple[RuleSpec, ...] = (
         default_enabled=True,
         fix_safety=FixSafety.SAFE,
         triggers=('loader', 'Loader', '_dl', 'dl_', ' dl', '(dl', 'batch_i', 'batchi', 'batch_n',
-                  'i_batch', 'ibatch', 'b_idx', 'bidx', 'backward(', 'feed_data'),
+                  'i_batch', 'ibatch', 'b_idx', 'bidx', 'backward(', 'feed_data', 'set_input'),
         requires=(),
         trigger_pattern=(b'(?i)loader|dl(?![a-z0-9])|(?:batch_?(?:idx|index|id|i|ind|num|no|nb)'
                          b'|i_batch|ibatch|b_idx|bidx)(?![a-z0-9_])|\\.backward\\(|\\.manual_backw'
-                         b'ard\\(|def feed_data\\s*\\('),
+                         b'ard\\(|def (?:feed_data|set_input)\\s*\\('),
         code_gate=('fact:loader-name',),
         code_requires=(),
         skips_test_code=True,

@@ -222,22 +222,24 @@ class EvalWithoutNoGrad(Rule):
     ``self.inference(im)`` in the base's decorated predict loop), and when the method called
     is decorated to run without gradients in the project class the receiver holds, its own
     or inherited (``self.encoder.encode(texts)``, or ``enc = Encoder(d).to(dev)`` then
-    ``enc.encode(texts)``, where another module defines ``@torch.no_grad() def encode``),
-    or that method switches grad off around all its own work: every call it makes on the
-    object sits in a ``with torch.no_grad():`` block of its own (``self.network.predict_3D(
+    ``enc.encode(texts)``, where another module defines ``@torch.no_grad() def encode``), or
+    that method switches grad off around all its own work: every call it makes on the object
+    sits in a ``with torch.no_grad():`` block of its own (``self.network.predict_3D(
     data)``, nnU-Net's network asserting its input and then predicting under no-grad).
-    Role-named sub-networks
-    are forwards too (``self.model.question_encoder(ids)``, ``text_encoder(tokens)``). A
-    function is also evaluation code when a caller in another module switched a model to
-    ``.eval()`` before calling it (a decoder run from ``__main__``), or when it is only ever
-    called as a statement from training loops and trains nothing itself (sampling images
-    every N steps). A module that imports no torch itself is torch code when it keeps one
-    of the project's ``nn.Module`` classes on its objects (``from .net import Scorer``
-    inside ``fit``, then ``self.model = Scorer(n)``: a wrapper of a package that supports
-    several backends). On a model class, ``predict()``-style methods count only when the model
-    switches itself to eval and runs itself (``self.eval(); self(x)``), or when the method
-    detaches its own forward's output itself (``return self(g).detach()``: nothing it hands
-    out keeps the graph); on other classes, an
+    Role-named sub-networks are forwards too (``self.model.question_encoder(ids)``,
+    ``text_encoder(tokens)``). A function is also evaluation code when a caller in another
+    module switched a model to ``.eval()`` before calling it (a decoder run from
+    ``__main__``), or when its only callers are module-level functions named for evaluation,
+    one with grad on (``predict_pdf(model, x)`` calling ``_weibull_pdf(model, x)``, which
+    runs ``model.forward(x)``; a bare ``torch.no_grad()`` statement switches nothing off),
+    or when it is only ever called as a statement from training loops and trains nothing
+    itself (sampling images every N steps). A module that imports no torch itself is torch
+    code when it keeps one of the project's ``nn.Module`` classes on its objects (``from
+    .net import Scorer`` inside ``fit``, then ``self.model = Scorer(n)``: a wrapper of a
+    package that supports several backends). On a model class, ``predict()``-style methods
+    count only when the model switches itself to eval and runs itself (``self.eval();
+    self(x)``), or when the method detaches its own forward's output itself (``return
+    self(g).detach()``: nothing it hands out keeps the graph); on other classes, an
     evaluation-named method needs a DataLoader loop of its own or an eval switch in its
     class. A plain class that holds its networks in eval mode (switched in ``__init__`` or
     any method, never back to training) and trains nothing is an inference wrapper: any
@@ -245,22 +247,19 @@ class EvalWithoutNoGrad(Rule):
     method of a network it holds so is a forward, also one picked from a collection
     (``self._heads[lang].predict(batch, reprs)``). A helper that switches a model to eval
     and returns its output leaves the grad mode to its caller, and so does a model's method
-    not named for evaluation
-    (``self.eval(); dist = self(x); return Posterior(dist)``: callers may differentiate it
-    with respect to the input). An ``nn.Module`` subclass with no ``forward`` whose
-    methods train is a trainer, not a model: its ``net.eval(); net(x)`` sampling blocks
-    are evaluation code.
-    An ``eval()`` block that also trains or attacks (a notebook's top level, where a later
-    cell trains again or runs an attack) is judged statement by statement: a forward is
-    evaluation unless its own statement needs gradients, an earlier one that does made
-    what it reads (``x.requires_grad_()``, ``adv = attack.perturb(x, y)``), or a later one
-    that does (or a ``return``) uses what it computed (``out = model(x)`` ...
-    ``loss(out).backward()``).
-    A model's ``forward``, ``__init__`` and helpers run in whatever mode their callers
-    chose. A forward whose output is only measured (``out.shape[1]``, ``len(out)``) probes
-    the model's output shape and is left alone. Left alone: calls
-    through attributes or third-party objects (``self.model.recognize(...)``), whose targets
-    and callers cannot be known statically.
+    not named for evaluation (``self.eval(); dist = self(x); return Posterior(dist)``:
+    callers may differentiate it with respect to the input). An ``nn.Module`` subclass with
+    no ``forward`` whose methods train is a trainer, not a model: its ``net.eval(); net(x)``
+    sampling blocks are evaluation code. An ``eval()`` block that also trains or attacks (a
+    notebook's top level, where a later cell trains again or runs an attack) is judged
+    statement by statement: a forward is evaluation unless its own statement needs
+    gradients, an earlier one that does made what it reads (``x.requires_grad_()``, ``adv =
+    attack.perturb(x, y)``), or a later one that does (or a ``return``) uses what it
+    computed (``out = model(x)`` ... ``loss(out).backward()``). A model's ``forward``,
+    ``__init__`` and helpers run in whatever mode their callers chose. A forward whose
+    output is only measured (``out.shape[1]``, ``len(out)``) probes the model's output shape
+    and is left alone. Left alone: calls through attributes or third-party objects
+    (``self.model.recognize(...)``), whose targets and callers cannot be known statically.
 
     ## Example
     ```python
@@ -400,6 +399,13 @@ class EvalWithoutNoGrad(Rule):
                 model.eval()
                 for batch in loader:
                     out = model(batch, compute_force=want_forces)
+                    print(out["forces"].abs().max())
+        """),
+        Valid("""
+            import torch
+            def predict(potential, loader, stress):
+                for batch in loader:
+                    out = potential.forward(batch, include_forces=True, include_stresses=stress)
                     print(out["forces"].abs().max())
         """),
         # A model's helper that hands out its output with the graph (callers may differentiate
@@ -1369,7 +1375,8 @@ class EvalWithoutNoGrad(Rule):
 
     def _runs_inference(self, function: cst.FunctionDef) -> bool:
         """Not named like evaluation, but its callers show it is: called after the caller
-        switched a model to ``.eval()`` (a decoder run from ``__main__``), or only ever
+        switched a model to ``.eval()`` (a decoder run from ``__main__``), or only by
+        module-level functions named for evaluation, or only ever
         called as a side job of a training loop (``sample_images(...)`` every N steps)."""
         cls = self.context.analysis.tree.enclosing_class(function)
         if cls is not None and self.context.analysis.calls.is_module_class(cls):

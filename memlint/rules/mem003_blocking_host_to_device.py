@@ -166,8 +166,9 @@ class BlockingHostToDevice(Rule):
     a method that such a base hands a loader itself (``loader = DataLoader(data); return
     self._predict(loader)``, ``_predict`` overridden to loop over it). A framework outside the
     project that hands its model each batch is known by its hook: BasicSR's training loop
-    calls ``model.feed_data(data)`` per batch, so the copies of ``data`` in any method of
-    that name are batch copies.
+    calls ``model.feed_data(data)`` per batch, and the pix2pix/CycleGAN code base (and the
+    many built on it) ``model.set_input(data)``, so the copies of ``data`` in any method of
+    either name are batch copies.
 
     Copies that overlap with nothing are left alone: a loop that always ``break``s after
     its first batch, a loop over a handful of batches (``zip(range(3), loader)``), a loop
@@ -238,7 +239,7 @@ class BlockingHostToDevice(Rule):
     # Every finding sits in, or is fed by, a loop over something named or built as a loader,
     # or one that trains on what it unpacks, or a framework's batch hook.
     triggers = ("loader", "Loader", "_dl", "dl_", " dl", "(dl", "batch_i", "batchi", "batch_n",
-                "i_batch", "ibatch", "b_idx", "bidx", "backward(", "feed_data")
+                "i_batch", "ibatch", "b_idx", "bidx", "backward(", "feed_data", "set_input")
     # ... as a name (not `batching`, `from_dlpack`), and in the code itself, not only in a
     # docstring or comment.
     trigger_pattern = LOADER_TEXT
@@ -602,6 +603,26 @@ class BlockingHostToDevice(Rule):
                     self.lq = data["lq"].to(self.device, non_blocking=True)
                     if "gt" in data:
                         self.gt = data["gt"].to(self.device, non_blocking=True)
+            """,
+        ),
+        # The pix2pix/CycleGAN training loop calls `model.set_input(data)` every batch.
+        Invalid(
+            """
+            from .base_model import BaseModel
+            class CycleGANModel(BaseModel):
+                def set_input(self, input):
+                    self.real_A = input["A"].to(self.device)
+                    self.real_B = input["B"].to(self.device)
+                    self.image_paths = input["A_paths"]
+            """,
+            lines=(5, 6),
+            fixed="""
+            from .base_model import BaseModel
+            class CycleGANModel(BaseModel):
+                def set_input(self, input):
+                    self.real_A = input["A"].to(self.device, non_blocking=True)
+                    self.real_B = input["B"].to(self.device, non_blocking=True)
+                    self.image_paths = input["A_paths"]
             """,
         ),
         # A comprehension over a loader copies every batch, as a `for` loop does.

@@ -497,7 +497,8 @@ class FactoryThenMove(Rule):
     a mask drawn from it: ``torch.bernoulli(torch.full(shape, 0.8)).to(device)``, a diagonal:
     ``torch.diagflat(torch.ones(d)).to(device)``), shape ops given their sizes starred
     (``torch.arange(n).expand(*x.size()[:-1]).cuda()``), or host factories' tensors joined
-    (``torch.cat([torch.ones(b, 1), torch.zeros(b, t)], dim=1).to(device)``; no fix). Host
+    (``torch.cat([torch.ones(b, 1), torch.zeros(b, t)], dim=1).to(device)``, also
+    ``hstack``/``vstack``; no fix). Host
     numbers count as numbers: a ``math`` function's value, a size read off a tensor and a name bound
     to one (the sinusoidal timestep embedding ``torch.exp(-math.log(max_period) * torch.arange(half)
     / half).to(t.device)`` with ``half = dim // 2``, lengths ``(torch.ones(b) *
@@ -1010,9 +1011,10 @@ class FactoryThenMove(Rule):
                 offset = torch.diagflat(torch.ones(rep.size(1))).unsqueeze(0).to(x.device)
                 alpha = torch.cat([torch.ones([b, 1]), torch.zeros([b, t])[:, :-1] + 1e-7],
                                   dim=1).to(x.device)
-                return drop, offset, alpha
+                mask = torch.hstack([torch.ones(b), torch.zeros(t)]).bool().to(x.device)
+                return drop, offset, alpha, mask
             """,
-            lines=(4, 5, 6),
+            lines=(4, 5, 6, 8),
         ),
         # Arithmetic with a number the function computed from a number (a keep
         # probability) is the factory's alone too: a dropout mask. No fix.

@@ -219,6 +219,10 @@ def run_batches(net, batches):
     assert forward in run()
     caller.write_text(caller.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
     assert forward in run()
+    # `evaluate` calls it with grad on: evaluation code by the caller's name alone.
     caller.write_text(caller.read_text(encoding="utf-8").replace("    model.eval()\n", ""),
+                      encoding="utf-8")
+    assert forward in run()
+    caller.write_text(caller.read_text(encoding="utf-8").replace("def evaluate(", "def collect("),
                       encoding="utf-8")
     assert forward not in run()  # no evaluation calls into it any more
