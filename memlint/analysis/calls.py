@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 # `self.distributed.backward(loss, model)` (a distribution strategy), `booster.backward(...)`.
 _FRAMEWORK_RECEIVER = re.compile(
     r"accelerator|engine|fabric|trainer|deepspeed|strateg|distributed|booster", re.IGNORECASE)
+# `ema_optimizer.step()` (MixMatch's WeightEMA, CoSSL): it averages the weights the real
+# optimizer just stepped, and reads no gradient.
+_AVERAGER = re.compile(r"(?:^|_)ema(?:$|_)", re.IGNORECASE)
 
 # `log_loss(...)`, `plot_losses(...)`, `loss_scale(...)`: named after a loss, but report or
 # read one rather than compute one. `evaluate_loss(net, it)` averages one over a dataset into a
@@ -152,7 +155,8 @@ def is_optimizer_name(name: str | None) -> bool:
     if name is None:
         return False
     last = name.rsplit(".", 1)[-1]
-    return bool(OPTIMIZER_NAME.search(last)) and not _FRAMEWORK_RECEIVER.search(last)
+    return (bool(OPTIMIZER_NAME.search(last)) and not _FRAMEWORK_RECEIVER.search(last)
+            and not _AVERAGER.search(last))
 
 
 def is_optimizer_step(call: cst.Call) -> bool:

@@ -694,6 +694,9 @@ class ProjectModel:
         moved = tuple((params.index(p), p) for p in function.moves_params if p in params)
         if moved:
             view.movers[written] = moved
+            flag = function.nonblocking_flag
+            if flag in params:
+                view.mover_flags[written] = (params.index(flag), flag)
 
     def is_module_class(self, absolute: str, depth: int = 0) -> bool:
         """A project class deriving (through project classes) from an nn.Module-like base."""

@@ -36,7 +36,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 17
+SCHEMA = 18
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
@@ -135,6 +135,10 @@ class Function:
     # Parameters whose tensors it copies to a device without ``non_blocking``
     # (``to_device(batch, device)``), itself or by calling itself on their parts.
     moves_params: tuple[str, ...] = ()
+    # The parameter, False or None by default, that its copies take for ``non_blocking``
+    # (``def cuda(x, available=True, non_blocking=False)``): they block unless a caller
+    # passes it.
+    nonblocking_flag: str = ""
 
 
 @dataclass(frozen=True)
@@ -1000,6 +1004,9 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
     # a later copy of it is no copy of the parameter's data (as in the file analysis).
     fresh: dict[str, list[int]] = {}
     iterated: dict[str, str] = {}  # comprehension variable -> the name it iterates
+    # Parameters that default to False or None: `non_blocking=flag` copies block by default.
+    off = _off_by_default(node.args)
+    flags: set[str] = set()
     nodes = list(walk(node))
     for sub in nodes:
         if isinstance(sub, ast.Assign) and _fresh_host_copy(sub.value):
@@ -1043,9 +1050,11 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
                 sub.value.id in loops):
             yielded.add(loops[sub.value.id])
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
-            if sub.func.attr not in ("to", "cuda") or any(
-                    k.arg == "non_blocking" or k.arg is None for k in sub.keywords):
+            if sub.func.attr not in ("to", "cuda") or any(k.arg is None for k in sub.keywords):
                 continue
+            given = next((k.value for k in sub.keywords if k.arg == "non_blocking"), None)
+            if given is not None and not (isinstance(given, ast.Name) and given.id in off):
+                continue  # non_blocking decided here, or by a parameter that defaults to True
             if sub.func.attr == "to" and not may_move(sub):
                 continue  # no target, or a dtype cast (`gt.to(torch.float32)`)
             first = sub.args[0] if sub.args else None
@@ -1057,6 +1066,7 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
                     line < sub.lineno for name in (root, iterated.get(root))
                     if name is not None for line in fresh.get(name, ())):
                 moved.add(parts[root])
+                flags.add(given.id if isinstance(given, ast.Name) else "")
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and (
                 sub.func.id == node.name):
             # Recursion on a part (`to_device(v, device) for v in batch.values()`).
@@ -1074,7 +1084,20 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
         if recursive:
             direct |= recursive
         facts["moves_params"] = tuple(p for p in params if p in direct)
+        if len(flags) == 1 and "" not in flags:  # every copy takes the one flag
+            facts["nonblocking_flag"] = flags.pop()
     return facts
+
+
+def _off_by_default(args: ast.arguments) -> frozenset[str]:
+    """The parameters whose default is ``False`` or ``None``."""
+    positional = [*args.posonlyargs, *args.args]
+    pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults,
+                  strict=True),
+             *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+               if d is not None)]
+    return frozenset(a.arg for a, d in pairs
+                     if isinstance(d, ast.Constant) and d.value in (False, None))
 
 
 def _clears_grad(call: ast.Call) -> bool:

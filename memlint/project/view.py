@@ -65,6 +65,9 @@ class ModuleView:
     # non_blocking (a ``to_device`` helper): (positional index without self, name)
     wrappers: dict[str, tuple[int, str]] = field(default_factory=dict)
     movers: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
+    # of those movers, the ones whose copies take ``non_blocking`` from a parameter that is
+    # off by default: (positional index without self, name) of that parameter
+    mover_flags: dict[str, tuple[int, str]] = field(default_factory=dict)
     # method qualname of this module -> the parameters given DataLoader batches unchanged by a
     # loop in a project base class in another module (``self.training_forward(batch)``)
     batch_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -137,6 +140,7 @@ class ModuleView:
              sorted(self.plain_loaders),
              sorted(self.grad_clearers),
              sorted(self.wrappers.items()), sorted(self.movers.items()),
+             sorted(self.mover_flags.items()),
              sorted(self.batch_params.items()), sorted(self.loader_params.items()),
              sorted(self.batch_makers.items()),
              sorted((k, v.detached, v.is_tuple) for k, v in self.method_returns.items())],

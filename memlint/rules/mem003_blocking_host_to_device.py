@@ -146,7 +146,10 @@ class BlockingHostToDevice(Rule):
     from another module that copies what it is given to the device without
     ``non_blocking`` (``to_device(batch, device)``) is reported where the loop calls it with
     a batch, also when it is imported through a package's re-exports or called inside a
-    lambda (``map(lambda f: batch_to_device(f, device), features)``). Loaders built in
+    lambda (``map(lambda f: batch_to_device(f, device), features)``), and also one whose
+    copies take ``non_blocking`` from a parameter that is off by default, called without it
+    (``imed_utils.cuda(batch["input"], available)`` where ``def cuda(x, available=True,
+    non_blocking=False)``). Loaders built in
     another module are not followed, but a ``DataLoader`` handed to a helper of another module
     that loops over it and copies each batch (``train_one_epoch(model, opt, train_loader,
     device)``) gets the ``pin_memory`` report here (the copy is reported in that module). A
@@ -1280,7 +1283,10 @@ class BlockingHostToDevice(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         cuda_type = self._cuda_type_cast(node)
-        if cuda_type is None and transfer_method(node) not in ("to", "cuda"):
+        project = self.context.project
+        if (cuda_type is None and transfer_method(node) not in ("to", "cuda")) or (
+                project is not None and dotted_name(node.func) in project.movers):
+            # (A helper of another module named like the method: `imed_utils.cuda(x)`.)
             self._check_helper(node)
             return
         analysis = self.context.analysis
@@ -1355,6 +1361,10 @@ class BlockingHostToDevice(Rule):
                                     and arg.keyword.value == "non_blocking")
                for arg in call.args):
             return  # the caller chose: `send_to_device(batch, device, non_blocking=...)`
+        flag = project.mover_flags.get(written)
+        given = None if flag is None else nth_argument(call, *flag)
+        if given is not None and not (isinstance(given, cst.Name) and given.value == "False"):
+            return  # the helper's own flag for `non_blocking`: `cuda(x, True, True)`
         imports = self.context.analysis.imports
         if any(classify_device_expr(arg.value, imports) is DeviceTarget.HOST
                for arg in call.args):

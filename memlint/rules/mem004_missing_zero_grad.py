@@ -107,6 +107,14 @@ class MissingZeroGrad(Rule):
                 criterion(model(x), y).backward()
                 optimizer.step()
         """),
+        # A weight average stepped after the real optimizer reads no gradient.
+        Valid("""
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+                ema_optimizer.step()
+        """),
         Valid("""
             def reset_grad():
                 g_opt.zero_grad()
