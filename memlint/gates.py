@@ -117,6 +117,10 @@ _OOM_BYTES = re.compile(OOM_TEXT.pattern.encode(), re.IGNORECASE)
 _CHAIN_LINKS = frozenset({ast.Call, ast.Subscript, ast.Compare, ast.BinOp})
 
 
+def _number(node: ast.AST) -> bool:
+    return type(node) is ast.Constant and type(node.value) in (int, float)
+
+
 def _names_cuda_type(call: ast.Call) -> bool:
     """``.type(torch.cuda.FloatTensor)``: a cast to a CUDA tensor type, a copy to the GPU."""
     value = call.args[0] if call.args else call.keywords[0].value
@@ -413,7 +417,7 @@ class _Structure:
             elif kind is ast.ListComp:
                 self.comprehension = True
             elif kind is ast.Assign:
-                if type(node.value) is call_t:  # type: ignore[attr-defined]  # an ast.Assign
+                if type(node.value) in (call_t, ast.BinOp, ast.UnaryOp):  # type: ignore[attr-defined]
                     self._factory_binding(node)  # type: ignore[arg-type]  # checked above
             elif kind is ast.ExceptHandler:
                 self._handler(node)  # type: ignore[arg-type]  # checked above
@@ -591,11 +595,23 @@ class _Structure:
         target = _dotted(node.targets[0])
         if target is None:
             return
+        value = node.value
+        while True:  # `1 - torch.eye(n)`: arithmetic with numbers alone
+            if isinstance(value, ast.UnaryOp):
+                value = value.operand
+            elif isinstance(value, ast.BinOp) and _number(value.left):
+                value = value.right
+            elif isinstance(value, ast.BinOp) and _number(value.right):
+                value = value.left
+            elif isinstance(value, ast.BinOp):
+                return
+            else:
+                break
         roots: set[str] = set()
         before = self.moved
         self.moved = roots
         try:
-            self._moved_chain(node.value)
+            self._moved_chain(value)
         finally:
             self.moved = before
         if any(name in _FACTORIES or self.aliases.get(name) in _FACTORIES for name in roots):

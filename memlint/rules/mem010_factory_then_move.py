@@ -371,6 +371,26 @@ def _single_assignment(
     return None if key is None else (key, small.value)
 
 
+def _with_numbers(value: cst.BaseExpression) -> cst.Call | None:
+    """The call a binding's value is, also under arithmetic with number literals alone
+    (``1 - torch.eye(n)``, ``torch.rand(n) * 2 - 1``), which keeps a host tensor on the
+    host."""
+    while True:
+        if isinstance(value, cst.Call):
+            return value
+        if isinstance(value, cst.UnaryOperation):
+            value = value.expression
+        elif isinstance(value, cst.BinaryOperation) and isinstance(value.left, _NUMBER):
+            value = value.right
+        elif isinstance(value, cst.BinaryOperation) and isinstance(value.right, _NUMBER):
+            value = value.left
+        else:
+            return None
+
+
+_NUMBER = (cst.Integer, cst.Float)
+
+
 def _self_move(statement: cst.BaseStatement) -> tuple[str, cst.Call] | None:
     """``(key, move)`` for ``key = key.cuda(...)`` / ``key = key.to(...)``."""
     assigned = _single_assignment(statement)
@@ -507,7 +527,8 @@ class FactoryThenMove(Rule):
 
     Also flagged, without a fix: a factory bound to a name that the very next statement
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
-    ``if use_cuda: h = h.cuda()``), and a run of such bindings moved together by the
+    ``if use_cuda: h = h.cuda()``; also a factory under arithmetic with numbers:
+    ``m = 1 - torch.eye(n)``), and a run of such bindings moved together by the
     statements after them (``a = torch.rand(n, 1)``, ``b = torch.rand(1, m)``, then ``if
     use_cuda: a = a.cuda(); b = b.cuda()``), also when that ``if`` returns them moved
     (``if self.use_cuda: return h.cuda(), c.cuda()``, also from both branches of an ``if``
@@ -1275,9 +1296,11 @@ class FactoryThenMove(Rule):
                     hidden = hidden.cuda()
                 self.noise = torch.rand(batch, width)
                 self.noise = self.noise.to(self.device)
-                return hidden
+                mask = 1 - torch.eye(width)
+                mask = mask.to(self.device)
+                return hidden, mask
             """,
-            lines=(7, 10),
+            lines=(7, 10, 12),
         ),
         # A run of factory bindings moved together by the statements after them (noisy
         # layers' fresh noise), and a legacy constructor given sizes: no fix either.
@@ -1604,12 +1627,12 @@ class FactoryThenMove(Rule):
                     if chain is not None:
                         self.report(chain[0], self._message(chain[1]))
             assigned = _single_assignment(statement)
-            value = None if assigned is None else assigned[1]
-            if (assigned is None or not isinstance(value, cst.Call)
+            value = None if assigned is None else _with_numbers(assigned[1])
+            if (assigned is None or value is None
                     or self._factory_chain(value) is None
-                    or self._reads_any(value, [k for k, _ in bound])):
+                    or self._reads_any(assigned[1], [k for k, _ in bound])):
                 bound = []  # anything else in between may need the host tensors
-            if assigned is not None and isinstance(value, cst.Call) and (
+            if assigned is not None and value is not None and (
                     self._factory_chain(value) is not None):
                 bound = [(k, f) for k, f in bound if k != assigned[0]]
                 bound.append((assigned[0], value))
