@@ -53,6 +53,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind36       # the 36th blind set (bench/blind36_labels.csv)
     python bench/ecosystem.py --set blind37       # the 37th blind set (bench/blind37_labels.csv)
     python bench/ecosystem.py --set blind38       # the 38th blind set (bench/blind38_labels.csv)
+    python bench/ecosystem.py --set blind39       # the 39th blind set (bench/blind39_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -834,6 +835,20 @@ BLIND38_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind39: medical image segmentation, voice conversion, federated learning, CLIP-guided image
+# generation, spiking networks, reinforcement learning and entity matching; labelled the same
+# way, in a shorter pass.
+BLIND39_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("pymic", "0.6.2"),
+    ("so-vits-svc-fork", "4.2.30"),
+    ("easyfl", "0.1.2"),
+    ("deep-daze", "0.11.1"),
+    ("bindsnet", "0.3.4"),
+    ("rlberry", "0.3.0"),
+    ("deepmatcher", "0.1.2.post2"),
+)
+
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -881,6 +896,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind36": _blind("blind36", BLIND36_PACKAGES),
     "blind37": _blind("blind37", BLIND37_PACKAGES),
     "blind38": _blind("blind38", BLIND38_PACKAGES),
+    "blind39": _blind("blind39", BLIND39_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

@@ -67,6 +67,8 @@ _HELPER_VERB = re.compile(
     r"run|fit|find|select|merge|tie|shard|parallelize|broadcast|download|upload|postprocess|"
     r"preprocess|process|adjust|enable|disable|attach|detach|remove|add|fix|post|pre)_"
 )
+# Calls that make a method a training step, not a shared forward (`_shared_step`).
+_TRAINING_CALLS = frozenset({"backward", "manual_backward", "step", "zero_grad", "grad"})
 _OTHER_FRAMEWORKS = frozenset({"mxnet", "tensorflow", "jax", "paddle", "mindspore", "oneflow"})
 _TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "accelerate",
                     "timm", "torchvision", "torchaudio", "torch_geometric", "monai", "diffusers")
@@ -400,6 +402,21 @@ class EvalWithoutNoGrad(Rule):
                 for batch in loader:
                     out = model(batch, compute_force=want_forces)
                     print(out["forces"].abs().max())
+        """),
+        # In a method that is evaluation by its name alone (no `.eval()` of its own), a
+        # shared step is left alone (a framework's `predict` often runs under a no-grad
+        # `__call__` of a base class).
+        Valid("""
+            import torch
+            class Component:
+                def feed_batch(self, batch):
+                    return self.model(batch["input_ids"])
+                def fit_dataloader(self, loader, optimizer):
+                    for batch in loader:
+                        self.feed_batch(batch).sum().backward()
+                        optimizer.step()
+                def predict(self, loader):
+                    return [self.feed_batch(b).argmax(-1).tolist() for b in loader]
         """),
         Valid("""
             import torch
@@ -983,6 +1000,24 @@ class EvalWithoutNoGrad(Rule):
                     preds = self.model.predict(batch.words, batch.mask)
                     return [p.argmax(-1).tolist() for p in preds]
         """, lines=(6,)),
+        # A trainer's own step helper, shared with training, runs the model: after the
+        # evaluation loop's `.eval()` its call is the forward.
+        Invalid("""
+            import torch
+            class Component:
+                def feed_batch(self, batch):
+                    return self.model(batch["input_ids"])
+                def fit_dataloader(self, loader, optimizer):
+                    self.model.train()
+                    for batch in loader:
+                        self.feed_batch(batch).sum().backward()
+                        optimizer.step()
+                def evaluate_dataloader(self, loader, metric):
+                    self.model.eval()
+                    for batch in loader:
+                        logits = self.feed_batch(batch)
+                        metric(logits.argmax(-1).tolist())
+        """, lines=(14,)),
         Invalid("""
             import torch
             class LinkPrediction:
@@ -1188,6 +1223,8 @@ class EvalWithoutNoGrad(Rule):
         self._block_statements: dict[Region, list[cst.CSTNode]] = {}
         self._statement_facts: dict[cst.CSTNode, tuple[bool, frozenset[str], frozenset[str]]] = {}
         self._grad_off_methods: dict[str, bool] = {}
+        self._in_shared = False  # inside _shared_step: no second level
+        self._shared: dict[tuple[int, str], bool] = {}
         self._statement_positions: dict[Region, dict[int, int]] = {}
 
     # -- facts built once per file ------------------------------------------------------
@@ -1735,6 +1772,47 @@ class EvalWithoutNoGrad(Rule):
             and name not in self.context.analysis.imports.aliases
         )
 
+    def _shared_step(self, call: cst.Call) -> bool:
+        """``self.feed_batch(batch)`` in a class that is no model (a trainer, a component):
+        a method of the same class that runs the model itself with autograd on, trains
+        nothing, and is no evaluation code on its own (training code calls it too). Its
+        forward runs in whatever mode the caller chose: after the caller's ``.eval()`` it is
+        a forward, reported at the call (the helper's own forward is its training callers'
+        business)."""
+        func = call.func
+        if self._in_shared or not (
+                call.args and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.value.value == "self"):
+            return False
+        cls = self.context.analysis.tree.enclosing_class(call)
+        if cls is None or self.context.analysis.calls.is_module_class(cls):
+            return False
+        name = func.attr.value
+        key = (id(cls), name)
+        known = self._shared.get(key)
+        if known is None:
+            known = self._shared[key] = self._runs_shared_forward(cls, name)
+        return known
+
+    def _runs_shared_forward(self, cls: cst.ClassDef, name: str) -> bool:
+        method = next((s for s in cls.body.body
+                       if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+        if method is None or _HELPER_VERB.match(name) or self._defined_without_grad(name):
+            return False
+        self._in_shared = True
+        try:
+            if self._is_eval_function(method) or self._runs_inference(method):
+                return False  # its own forwards are reported there
+            calls = [c for c in self.context.analysis.tree.walk(method.body)
+                     if isinstance(c, cst.Call)]
+            if any(last_name(c.func) in _TRAINING_CALLS for c in calls):
+                return False
+            grad = self.context.analysis.grad
+            return any(self._is_forward(c) and grad.grad_mode_at(c, callers=False) == "on"
+                       for c in calls)
+        finally:
+            self._in_shared = False
+
     def _forward_without_grad(self, call: cst.Call) -> bool:
         """Does the class ``self(x)`` runs in define a ``forward`` that switches gradients
         off for its own work (a frozen feature extractor's decorated ``forward``)?"""
@@ -1842,13 +1920,23 @@ class EvalWithoutNoGrad(Rule):
         return function is not None and function.name.value in PREDICT_API
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self._is_forward(node) or not self._active():
+        if not self._active():
+            return
+        shared = not self._is_forward(node)
+        if shared and not self._shared_step(node):
             return
         if self._shape_probe(node):
             return
         region = self._region_of(node)
         if region is None or any(
                 anc in self._reported for anc in self.context.analysis.tree.ancestors(node)):
+            return
+        if shared and isinstance(region, cst.FunctionDef) and not any(
+                _is_eval_switch(c) for c in self.context.analysis.tree.calls_within(
+                    region, "eval")):
+            # A shared step counts where a switch to eval (or a loop over held-out data)
+            # makes evaluation code, not in a function evaluation by its name alone: a
+            # framework's `predict` often runs under a no-grad `__call__` it cannot see.
             return
         if self._fallback_with_grad(node):
             return
