@@ -687,7 +687,7 @@ class DataflowAnalysis:
         self._class_moves: dict[cst.ClassDef, bool] = {}
         self._device_datasets: dict[cst.Call, bool] = {}
         self._returns: dict[cst.FunctionDef, frozenset[str]] = {}
-        self._host_helpers: dict[str, bool] = {}
+        self._host_helpers: dict[cst.FunctionDef, bool] = {}
         self._callers: dict[cst.FunctionDef, tuple[list[cst.Call], list[cst.Call]]] = {}
         self._blocks: dict[tuple[cst.CSTNode, bool], tuple[
             dict[cst.CSTNode, int], dict[str, list[tuple[int, cst.BaseExpression]]]]] = {}
@@ -1579,6 +1579,12 @@ class DataflowAnalysis:
         if isinstance(expr, cst.Call):
             if next_ok and expr in self._helper_draws():
                 return True
+            if (isinstance(expr.func, cst.Attribute) and isinstance(expr.func.value, cst.Name)
+                    and expr.func.value.value == "self"
+                    and self._host_method(expr, expr.func.attr.value)):
+                # `self.convert_tensor_type(data["image"])`: a method that casts what it is
+                # given on the host.
+                return self._given_batch_alone(expr, known, next_ok)
             if isinstance(expr.func, cst.Attribute):
                 return self._derives(expr.func.value, known, next_ok)
             if next_ok and _is_builtin_next(expr):
@@ -1586,14 +1592,7 @@ class DataflowAnalysis:
             if _call_name(expr) in _DATA_BUILDERS:
                 return any(self._derives(a.value, known, next_ok) for a in expr.args)
             if isinstance(expr.func, cst.Name) and self._host_helper(expr.func.value):
-                # Given the batch alone (constants aside): `get_transformations(igt)`, not
-                # `run(model, x)`, whose result may come from elsewhere.
-                derived = [self._derives(a.value, known, next_ok) for a in expr.args]
-                return any(derived) and all(
-                    d or isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString))
-                    or (isinstance(a.value, cst.Name)
-                        and a.value.value in ("True", "False", "None"))
-                    for a, d in zip(expr.args, derived, strict=True))
+                return self._given_batch_alone(expr, known, next_ok)
             return False
         if isinstance(expr, _COMPREHENSIONS):
             for_in: cst.CompFor | None = expr.for_in
@@ -1614,6 +1613,26 @@ class DataflowAnalysis:
                     or self._derives(expr.orelse, known, next_ok))
         return False
 
+    def _given_batch_alone(self, call: cst.Call, known: set[str] | frozenset[str],
+                           next_ok: bool) -> bool:
+        """Given the batch alone (constants aside): `get_transformations(igt)`, not
+        `run(model, x)`, whose result may come from elsewhere."""
+        derived = [self._derives(a.value, known, next_ok) for a in call.args]
+        return any(derived) and all(
+            d or isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString))
+            or (isinstance(a.value, cst.Name) and a.value.value in ("True", "False", "None"))
+            for a, d in zip(call.args, derived, strict=True))
+
+    def _host_method(self, call: cst.Call, name: str) -> bool:
+        """A method of the class around ``call``, defined in it once, that computes its
+        results from its parameters on the host (as :meth:`_host_helper` for functions)."""
+        cls = self.tree.enclosing_class(call)
+        if cls is None:
+            return False
+        methods = [s for s in cls.body.body if isinstance(s, cst.FunctionDef)
+                   and s.name.value == name]
+        return len(methods) == 1 and self._computes_on_host(methods[0], skip_first=True)
+
     def _host_helper(self, name: str) -> bool:
         """A module-level function of this file, the only one of its name, that computes its
         results from its parameters on the host: every ``return`` hands on data derived from
@@ -1621,26 +1640,32 @@ class DataflowAnalysis:
         moves nothing to a device (``def get_transformations(igt): R = igt[:, :3, :3]; ...
         return R.permute(0, 2, 1), ...``). What it returns from a batch is batch data still
         on the host."""
-        cached = self._host_helpers.get(name)
+        functions = self.tree.functions_by_name.get(name, ())
+        return (len(functions) == 1 and self.tree.parent(functions[0]) is self.tree.module
+                and self._computes_on_host(functions[0], skip_first=False))
+
+    def _computes_on_host(self, function: cst.FunctionDef, *, skip_first: bool) -> bool:
+        """Every ``return`` of ``function`` hands on data derived from its parameters (the
+        first, ``self``, left out of a method's), and it moves nothing to a device."""
+        cached = self._host_helpers.get(function)
         if cached is not None:
             return cached
-        self._host_helpers[name] = False  # a recursive helper is not followed
-        functions = self.tree.functions_by_name.get(name, ())
+        self._host_helpers[function] = False  # a recursive helper is not followed
+        params = [p.name.value for p in (*function.params.posonly_params,
+                                         *function.params.params,
+                                         *function.params.kwonly_params)]
+        if skip_first:
+            params = params[1:]
+        returns = [node for node in self.tree.walk(function.body)
+                   if isinstance(node, cst.Return)]
+        moves = any(isinstance(node, cst.Call) and transfer_method(node) is not None
+                    for node in self.tree.walk(function.body))
         found = False
-        if len(functions) == 1 and self.tree.parent(functions[0]) is self.tree.module:
-            function = functions[0]
-            params = [p.name.value for p in (*function.params.posonly_params,
-                                             *function.params.params,
-                                             *function.params.kwonly_params)]
-            returns = [node for node in self.tree.walk(function.body)
-                       if isinstance(node, cst.Return)]
-            moves = any(isinstance(node, cst.Call) and transfer_method(node) is not None
-                        for node in self.tree.walk(function.body))
-            if params and returns and not moves and not function.decorators:
-                names = self._propagate(function.body, set(params))
-                found = all(ret.value is not None and self._derives(ret.value, names)
-                            for ret in returns)
-        self._host_helpers[name] = found
+        if params and returns and not moves and not function.decorators:
+            names = self._propagate(function.body, set(params))
+            found = all(ret.value is not None and self._derives(ret.value, names)
+                        for ret in returns)
+        self._host_helpers[function] = found
         return found
 
     def is_batch_data(self, expr: cst.BaseExpression, loop: cst.For) -> bool:

@@ -91,6 +91,8 @@ class BlockingHostToDevice(Rule):
       iter(self.train_loader)``): its own copies, and those of the batch it returns to the
       loop, are per batch (a helper called once before the loop, or once per epoch beside
       the epoch's own loop over the loader, is a one-off);
+    - through methods of the class that cast what they are given on the host
+      (``inputs = self.convert_tensor_type(data["image"])``),
     - into same-file helpers the loop hands the batch to (``to_device(batch, device)``,
       ``self.training_step(batch)``, a few calls deep), callbacks applied to it
       (``apply_to(batch, lambda t: t.cuda())``, ``map(to_gpu, batch)``), and step functions an
@@ -606,6 +608,34 @@ class BlockingHostToDevice(Rule):
                     self.lq = data["lq"].to(self.device, non_blocking=True)
                     if "gt" in data:
                         self.gt = data["gt"].to(self.device, non_blocking=True)
+            """,
+        ),
+        # A method of the class that casts what it is given on the host hands on batch data.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            class Agent:
+                def convert_tensor_type(self, input_tensor):
+                    if self.tensor_type == "float":
+                        return input_tensor.float()
+                    return input_tensor.double()
+                def training(self, dataset):
+                    for data in DataLoader(dataset, batch_size=4, pin_memory=True):
+                        inputs = self.convert_tensor_type(data["image"])
+                        self.step(inputs.to(self.device))
+            """,
+            lines=(11,),
+            fixed="""
+            from torch.utils.data import DataLoader
+            class Agent:
+                def convert_tensor_type(self, input_tensor):
+                    if self.tensor_type == "float":
+                        return input_tensor.float()
+                    return input_tensor.double()
+                def training(self, dataset):
+                    for data in DataLoader(dataset, batch_size=4, pin_memory=True):
+                        inputs = self.convert_tensor_type(data["image"])
+                        self.step(inputs.to(self.device, non_blocking=True))
             """,
         ),
         # The pix2pix/CycleGAN training loop calls `model.set_input(data)` every batch.
