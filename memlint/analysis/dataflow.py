@@ -1625,12 +1625,17 @@ class DataflowAnalysis:
 
     def _host_method(self, call: cst.Call, name: str) -> bool:
         """A method of the class around ``call``, defined in it once, that computes its
-        results from its parameters on the host (as :meth:`_host_helper` for functions)."""
+        results from its parameters on the host (as :meth:`_host_helper` for functions), or
+        inherited from a project base in another module that hands them on cast on the host
+        (``ModuleView.host_methods``)."""
         cls = self.tree.enclosing_class(call)
         if cls is None:
             return False
         methods = [s for s in cls.body.body if isinstance(s, cst.FunctionDef)
                    and s.name.value == name]
+        if not methods and self.project is not None:
+            # Inherited from a project base in another module (the project model).
+            return name in self.project.host_methods.get(self.tree.qualname(cls), ())
         return len(methods) == 1 and self._computes_on_host(methods[0], skip_first=True)
 
     def _host_helper(self, name: str) -> bool:

@@ -949,6 +949,12 @@ class ProjectModel:
             inherited = self._inherited_returns(module, klass, summary)
             if inherited:
                 view.inherited_returns[klass.qualname] = inherited
+            casts = frozenset(
+                name for name in _inherited_calls(klass, summary)
+                if (found := self._inherited(module, klass, name, 0)) is not None
+                and found[0] != module and found[1].host_cast)
+            if casts:
+                view.host_methods[klass.qualname] = casts
         defined = {f.qualname.rpartition(".")[2] for f in summary.functions}
         view.predict_without_grad = frozenset(
             name for name in sorted(PREDICT_API & defined)

@@ -36,7 +36,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 18
+SCHEMA = 19
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
@@ -54,6 +54,9 @@ _CALLABLE_CLASS = b"def __call__"
 _DETACHES = b".detach()"
 _LOOP = (ast.For, ast.AsyncFor, ast.While)
 _FUNCTION = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Nested scopes: their returns are not the function's own.
+_FUNCTION_AND_CLASS: frozenset[type[ast.AST]] = frozenset(
+    {ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
 _DETACHING_BUILTINS = HOST_BUILTINS | {"abs"}
 # Methods that put their arguments into the container they are called on.
 _ADDING_METHODS = MUTATORS | {"update", "setdefault", "extendleft"}
@@ -139,6 +142,10 @@ class Function:
     # (``def cuda(x, available=True, non_blocking=False)``): they block unless a caller
     # passes it.
     nonblocking_flag: str = ""
+    # Every ``return`` hands on a parameter's data as it is or cast on the host (``return
+    # x.float()``, ``return batch["image"]``), and nothing is moved: a method that keeps a
+    # batch a host batch (``self.convert_tensor_type(data["image"])``).
+    host_cast: bool = False
 
 
 @dataclass(frozen=True)
@@ -812,6 +819,7 @@ class _Builder:
         parent.data = parent.data or scope.data
         host = node.returns is not None and host_annotation(ast.unparse(node.returns))
         sites = tuple(scope.sites)
+        host_cast = bool(prefix) and _host_cast(node)
         if not prefix and _evaluation_function(node.name):
             sites = tuple(replace(site, in_evaluation=True) for site in sites)
         self.functions.append(Function(
@@ -824,6 +832,7 @@ class _Builder:
                           for value, under in scope.returns),
             falls_through=scope.yields or not _always_returns(node.body),
             clears_grad=scope.clears_grad,
+            host_cast=host_cast,
             **(_data_facts(node, scope.params) if scope.data else {}),
         ))
 
@@ -1087,6 +1096,37 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
         if len(flags) == 1 and "" not in flags:  # every copy takes the one flag
             facts["nonblocking_flag"] = flags.pop()
     return facts
+
+
+def _host_cast(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """See ``Function.host_cast``: a method (its first parameter left out) whose every
+    ``return`` is a parameter, a part of one, or a method called on either (``x.float()``,
+    ``x.permute(0, 2, 1)``), undecorated, and that calls no ``.to()``/``.cuda()``."""
+    args = [*node.args.posonlyargs, *node.args.args][1:]
+    params = {a.arg for a in args}
+    if not params or node.decorator_list:
+        return False
+    returns: list[ast.expr | None] = []
+    for sub in walk(node, stop=_FUNCTION_AND_CLASS):
+        if isinstance(sub, ast.Return):
+            returns.append(sub.value)
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and (
+                sub.func.attr in ("to", "cuda")):
+            return False
+    return bool(returns) and all(value is not None and _param_part(value, params)
+                                 for value in returns)
+
+
+def _param_part(expr: ast.expr, params: set[str]) -> bool:
+    while True:
+        if isinstance(expr, ast.Name):
+            return expr.id in params
+        if isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            expr = expr.func.value
+        else:
+            return False
 
 
 def _off_by_default(args: ast.arguments) -> frozenset[str]:

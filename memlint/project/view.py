@@ -68,6 +68,9 @@ class ModuleView:
     # of those movers, the ones whose copies take ``non_blocking`` from a parameter that is
     # off by default: (positional index without self, name) of that parameter
     mover_flags: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # class qualname -> the methods it calls on ``self`` and inherits from a project base in
+    # another module that hand on a parameter's data on the host (``Function.host_cast``)
+    host_methods: dict[str, frozenset[str]] = field(default_factory=dict)
     # method qualname of this module -> the parameters given DataLoader batches unchanged by a
     # loop in a project base class in another module (``self.training_forward(batch)``)
     batch_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -141,6 +144,7 @@ class ModuleView:
              sorted(self.grad_clearers),
              sorted(self.wrappers.items()), sorted(self.movers.items()),
              sorted(self.mover_flags.items()),
+             sorted((k, sorted(v)) for k, v in self.host_methods.items()),
              sorted(self.batch_params.items()), sorted(self.loader_params.items()),
              sorted(self.batch_makers.items()),
              sorted((k, v.detached, v.is_tuple) for k, v in self.method_returns.items())],

@@ -92,7 +92,8 @@ class BlockingHostToDevice(Rule):
       loop, are per batch (a helper called once before the loop, or once per epoch beside
       the epoch's own loop over the loader, is a one-off);
     - through methods of the class that cast what they are given on the host
-      (``inputs = self.convert_tensor_type(data["image"])``),
+      (``inputs = self.convert_tensor_type(data["image"])``), also inherited from a project
+      base class in another module,
     - into same-file helpers the loop hands the batch to (``to_device(batch, device)``,
       ``self.training_step(batch)``, a few calls deep), callbacks applied to it
       (``apply_to(batch, lambda t: t.cuda())``, ``map(to_gpu, batch)``), and step functions an
