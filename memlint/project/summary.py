@@ -1113,20 +1113,8 @@ def _host_cast(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and (
                 sub.func.attr in ("to", "cuda")):
             return False
-    return bool(returns) and all(value is not None and _param_part(value, params)
+    return bool(returns) and all(value is not None and _root_name(value) in params
                                  for value in returns)
-
-
-def _param_part(expr: ast.expr, params: set[str]) -> bool:
-    while True:
-        if isinstance(expr, ast.Name):
-            return expr.id in params
-        if isinstance(expr, (ast.Attribute, ast.Subscript)):
-            expr = expr.value
-        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-            expr = expr.func.value
-        else:
-            return False
 
 
 def _off_by_default(args: ast.arguments) -> frozenset[str]:
