@@ -199,7 +199,7 @@ RULES: tuple[RuleSpec, ...] = (
                          b'ckman_window|bartlett_window|kaiser_window)\\((?:[^()]|\\((?:[^()]|\\(['
                          b'^()]*\\))*\\))*\\)(?:\\s*,(?:[^()]|\\([^()]*\\))*\\))?(?:\\s*\\.\\w+\\('
                          b'(?:[^()]|\\([^()]*\\))*\\))*[ \\t]*(?:#[^\\n]*)?\\r?\\n(?:[ \\t]*(?:'
-                         b'#[^\\n]*)?\\r?\\n)*[^\\n]*\\w\\.(?:cuda|to|type_as)\\('),
+                         b'#[^\\n]*)?\\r?\\n)*[^\\n]*[\\w)]\\.(?:cuda|to|type_as)\\('),
         code_gate=('fact:factory-move',),
         code_requires=(),
         skips_test_code=False,

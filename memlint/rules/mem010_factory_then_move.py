@@ -528,7 +528,8 @@ class FactoryThenMove(Rule):
     Also flagged, without a fix: a factory bound to a name that the very next statement
     moves by rebinding the name, also under an ``if`` (``h = torch.zeros(b, d)`` then
     ``if use_cuda: h = h.cuda()``; also a factory under arithmetic with numbers:
-    ``m = 1 - torch.eye(n)``), and a run of such bindings moved together by the
+    ``m = 1 - torch.eye(n)``, and a move after shape ops: ``m.repeat(b, 1, 1).to(d)``),
+    and a run of such bindings moved together by the
     statements after them (``a = torch.rand(n, 1)``, ``b = torch.rand(1, m)``, then ``if
     use_cuda: a = a.cuda(); b = b.cuda()``), also when that ``if`` returns them moved
     (``if self.use_cuda: return h.cuda(), c.cuda()``, also from both branches of an ``if``
@@ -659,7 +660,8 @@ class FactoryThenMove(Rule):
         # torch.tile(torch.arange(n), (b, 1))`, the closing parenthesis on its own line)
         rb"(?:\s*,(?:[^()]|\([^()]*\))*\))?"
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*[ \t]*(?:#[^\n]*)?\r?\n"
-        rb"(?:[ \t]*(?:#[^\n]*)?\r?\n)*[^\n]*\w\.(?:cuda|to|type_as)\("
+        # (moved as it is, or after shape ops: `mask = m.repeat(b, 1, 1).to(x.device)`)
+        rb"(?:[ \t]*(?:#[^\n]*)?\r?\n)*[^\n]*[\w)]\.(?:cuda|to|type_as)\("
     )
     # The same chain in the code (a docstring's example does not count).
     code_gate = ("fact:factory-move",)
@@ -1298,9 +1300,11 @@ class FactoryThenMove(Rule):
                 self.noise = self.noise.to(self.device)
                 mask = 1 - torch.eye(width)
                 mask = mask.to(self.device)
-                return hidden, mask
+                ident = 1 - torch.eye(width)
+                idents = ident.repeat(batch, 1, 1).to(self.device)
+                return hidden, mask, idents
             """,
-            lines=(7, 10, 12),
+            lines=(7, 10, 12, 14),
         ),
         # A run of factory bindings moved together by the statements after them (noisy
         # layers' fresh noise), and a legacy constructor given sizes: no fix either.
@@ -1651,13 +1655,21 @@ class FactoryThenMove(Rule):
         if not reads:
             return None
         move: cst.Call | None = None
+        imports = self.context.analysis.imports
         for name in reads:
-            attribute = tree.parent(name)
-            call = tree.parent(attribute) if isinstance(attribute, cst.Attribute) else None
-            if not (isinstance(attribute, cst.Attribute) and attribute.value is name
-                    and attribute.attr.value in _MOVES and isinstance(call, cst.Call)
-                    and call.func is attribute and self._move_target(call) is not None):
-                return None
+            # Through casts and shape ops first: `mask.repeat(b, 1, 1).to(x.device)`.
+            value: cst.BaseExpression = name
+            while True:
+                attribute = tree.parent(value)
+                call = tree.parent(attribute) if isinstance(attribute, cst.Attribute) else None
+                if not (isinstance(attribute, cst.Attribute) and attribute.value is value
+                        and isinstance(call, cst.Call) and call.func is attribute):
+                    return None
+                if attribute.attr.value in _MOVES and self._move_target(call) is not None:
+                    break
+                if not _is_cast_or_reshape(call, imports):
+                    return None
+                value = call
             move = call
         binding = tree.parent(factory)
         uses = [n for n in tree.walk(scope) if isinstance(n, cst.Name) and n.value == key]
