@@ -1300,9 +1300,9 @@ class FactoryThenMove(Rule):
                 self.noise = self.noise.to(self.device)
                 mask = 1 - torch.eye(width)
                 mask = mask.to(self.device)
-                ident = 1 - torch.eye(width)
-                idents = ident.repeat(batch, 1, 1).to(self.device)
-                return hidden, mask, idents
+                eye = 1 - torch.eye(width)
+                eyes = eye.repeat(batch, 1, 1).to(self.device)
+                return hidden, mask, eyes
             """,
             lines=(7, 10, 12, 14),
         ),
@@ -1672,7 +1672,10 @@ class FactoryThenMove(Rule):
                 value = call
             move = call
         binding = tree.parent(factory)
-        uses = [n for n in tree.walk(scope) if isinstance(n, cst.Name) and n.value == key]
+        # (An attribute's own name is no use of the variable: `torch.eye` is not `eye`.)
+        uses = [n for n in tree.walk(scope) if isinstance(n, cst.Name) and n.value == key
+                and not (isinstance(parent := tree.parent(n), cst.Attribute)
+                         and parent.attr is n)]
         inside = set(reads) | {n for n in tree.walk(binding) if isinstance(n, cst.Name)} if (
             binding is not None) else set(reads)
         if any(n not in inside and not self._binds(n) for n in uses):
