@@ -266,7 +266,8 @@ class _Structure:
       with an eval switch; or, in a file with a loader name, a class with an eval switch and
       a ``for`` loop in a method (an inference wrapper holding its networks in eval mode);
       or a ``predict()`` API (:data:`~memlint.vocabulary.PREDICT_API`) in a file with a
-      class based on ``nn.Module``; or a method of that name, other than ``predict()``,
+      class based on ``nn.Module``, unless its own class calls it on ``self`` (a head the
+      model runs, as MEM002 reads it); or a method of that name, other than ``predict()``,
       that runs itself (``self(x)``, ``self.forward(x)``).
     - ``fact:oom-handler``: ``except ...OutOfMemoryError``, or a ``RuntimeError``/``Exception``
       handler whose lines (with the comments that follow them) mention running out of memory.
@@ -325,7 +326,10 @@ class _Structure:
         self.switch_classes: set[int] = set()
         self.tree: ast.AST | None = None
         self.eval_function = False
-        self.predict_api = False  # a method named `predict`/`predict_proba`
+        # Methods named `predict`/`predict_proba` (class, name), and those a method of the
+        # same class calls on `self` (a head its `forward` runs, no API).
+        self.predict_methods: set[tuple[int, str]] = set()
+        self.self_predicts: set[tuple[int, str]] = set()
         self.aliases: dict[str, str] = {}
         self.moved: set[str] = set()  # callees at the root of a `.to()`/`.cuda()` chain
         self.moved_names: set[str] = set()  # `h` of `h.cuda()`, `self.h` of `self.h.to(d)`
@@ -454,7 +458,7 @@ class _Structure:
         if set(name.lower().split("_")) & EVAL_WORDS:
             self.eval_scopes.add(key)
         if klass and name in PREDICT_API:
-            self.predict_api = True
+            self.predict_methods.add((klass, name))
         if framework_batch_feed(name, bool(klass)):
             self.batch_loop = True  # the framework's loop hands it batches
         if EVAL_FUNCTION.match(name) and not FRAMEWORK_HOOK.search(name):
@@ -482,6 +486,9 @@ class _Structure:
                 self.forward_call = True
             if count and type(func.value) is ast.Name:
                 self.method_receivers.add(func.value.id)  # `model.deeptabular(x)`
+            if method in PREDICT_API and klass and type(func.value) is ast.Name and (
+                    func.value.id == "self"):
+                self.self_predicts.add((klass[-1], method))
             if method in ("append", "extend"):
                 if in_loop and count == 1:
                     self.collecting.add(scope)
@@ -632,7 +639,8 @@ class _Structure:
             found.append("fact:eval-collection")
         if self.switches and self.tree is not None and _opens_block(self.tree, self.switches):
             found.append("fact:eval-block")
-        if self.eval_function or (self.predict_api and self.module_class) or (
+        if self.eval_function or (self.module_class and not (
+                self.predict_methods <= self.self_predicts)) or (
                 self.method_loops and loader) or any(
                     key in self.self_runs for key in self.named_methods) or any(
                 klass in self.switch_classes for klass in self.eval_methods.values()) or (

@@ -51,12 +51,13 @@ def names_training_data(name: str) -> bool:
 
 
 # Where a file's text may hold either (MEM003's prefilter, in any case): `loader`, `dl` not
-# followed by a letter or digit, a batch index not followed by more of a name, a backward
-# pass (a loop that trains on what it unpacks draws batches, whatever its data is called), or
-# a framework's batch hook (`def feed_data(`, `def set_input(`: :func:`framework_batch_feed`).
-# Every file whose code has such a name matches; `batching`, `from_dlpack` and `batch_isend`
+# followed by a letter or digit, a loop header unpacking a batch index first (`for batch_idx,`:
+# the index alone, `for batch_idx in range(n)`, draws nothing), a backward pass (a loop that
+# trains on what it unpacks draws batches, whatever its data is called), or a framework's
+# batch hook (`def feed_data(`, `def set_input(`: :func:`framework_batch_feed`). Every file
+# whose code has such a name or header matches; `batching`, `from_dlpack` and `batch_isend`
 # do not.
-LOADER_TEXT = (rb"(?i)loader|dl(?![a-z0-9])|" + _BATCH_INDEX.encode() + rb"(?![a-z0-9_])"
+LOADER_TEXT = (rb"(?i)loader|dl(?![a-z0-9])|for\s+\(?\s*" + _BATCH_INDEX.encode() + rb"\s*,"
                rb"|\.backward\(|\.manual_backward\(|def (?:feed_data|set_input)\s*\(")
 # A loader of held-out data, by its name: `test_loader`, `testloader`, `val_dl`, `eval_dataloader`.
 # A loop over one that runs no backward pass is evaluation code wherever it stands (a script's

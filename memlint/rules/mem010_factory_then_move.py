@@ -189,6 +189,13 @@ _CONSTANT_METHODS = frozenset({
     "bernoulli_", "random_", "exponential_", "add_", "sub_", "mul_", "div_", "clamp_",
     "round", "floor", "ceil", "round_", "floor_", "ceil_",
 })
+# A factory's arguments (parentheses nested up to two deep), for the trigger pattern: not
+# where one of its own arguments places the result (`device=`, `out=`, `pin_memory=`,
+# `generator=`, or `**options` that may hold one), which the rule leaves alone.
+_FACTORY_ARGS = (
+    rb"\((?:(?!(?:(?<=\()|(?<=,))\s*(?:(?:device|out|pin_memory|generator)\s*=(?!=)|\*\*))"
+    rb"[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+)
 # The methods a chain from a factory to its move may call, for the trigger pattern.
 _CHAIN_METHODS = (
     rb"(?:float|double|half|bfloat16|long|int|short|bool|byte|char|contiguous|detach"
@@ -624,7 +631,7 @@ class FactoryThenMove(Rule):
         rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window"
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
         rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
-        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        + _FACTORY_ARGS +
         rb"(?:\s*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
         # Closed by a wrapper's other arguments, or by a comparison or arithmetic with a
         # constant inside parentheses (`(torch.ones(n) == 1).to(device)`), maybe with more
@@ -638,7 +645,7 @@ class FactoryThenMove(Rule):
         rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window"
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
         rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
-        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        + _FACTORY_ARGS +
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*\)?[ \t]*(?:#[^\n]*)?\r?\n"
         rb"(?:[ \t]*if\b[^\n]*:[ \t]*\r?\n)?[ \t]*([\w.]+)[ \t]*=[ \t]*\1\.(?:cuda|to)\("
         # Or returned moved under one or two `if`s: `if self.use_cuda:` / `return h.cuda(),
@@ -647,7 +654,7 @@ class FactoryThenMove(Rule):
         rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window"
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
         rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
-        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        + _FACTORY_ARGS +
         rb"(?:\s*\.\w+\((?:[^()]|\([^()]*\))*\))*\)?[ \t]*(?:#[^\n]*)?\r?\n"
         rb"(?:[ \t]*if\b[^\n]*:[ \t]*\r?\n){1,2}[ \t]*return\b[^\n]*\w\.(?:cuda|to)\("
         # Or a name bound to a factory that the next statement (after blank or comment lines)
@@ -655,7 +662,7 @@ class FactoryThenMove(Rule):
         # (support.type_as(dist) * dist).sum()`.
         rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
         rb"|hann_window|hamming_window|blackman_window|bartlett_window|kaiser_window)"
-        rb"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+        + _FACTORY_ARGS +
         # (maybe closed by a shape function's other arguments: `positions =
         # torch.tile(torch.arange(n), (b, 1))`, the closing parenthesis on its own line)
         rb"(?:\s*,(?:[^()]|\([^()]*\))*\))?"

@@ -344,6 +344,33 @@ def test_evaluation_functions_and_switches() -> None:
     """)
 
 
+def test_a_models_predict_api_counts_unless_the_model_runs_it_itself() -> None:
+    """``predict()`` on an ``nn.Module`` is an API its users call (MEM002 reads it as
+    evaluation code), unless the class calls ``self.predict(...)`` itself: a head its
+    ``forward`` runs. Another class's own call does not count for it."""
+    api = """
+        import torch.nn as nn
+        class Head(nn.Module):
+            def forward(self, x):
+                return self.proj(x)
+            def predict(self, x):
+                return self.proj(x).argmax(-1)
+    """
+    assert "fact:eval-function" in _facts(api)
+    head = api.replace("return self.proj(x)\n", "return self.predict(x)\n", 1)
+    assert "fact:eval-function" not in _facts(head)
+    assert "fact:eval-function" in _facts(head + """
+        class Other(nn.Module):
+            def predict(self, x):
+                return self.net(x)
+    """)
+    assert "fact:eval-function" in _facts(api + """
+        class User:
+            def run(self, x):
+                return self.predict(x)
+    """)
+
+
 def test_an_eval_switch_opens_a_block_with_statements_after_it() -> None:
     assert "fact:eval-block" in _facts("model.eval()\nfor x in xs:\n    model(x)\n")
     assert "fact:eval-block" in _facts("m.train(mode=False)\nrun(m)\n")

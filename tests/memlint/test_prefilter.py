@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import keyword
 import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memlint.gates import code_facts
 from memlint.prefilter import (
     _clusters,
     applicable_rules,
@@ -17,7 +20,7 @@ from memlint.prefilter import (
 )
 from memlint.project.summary import _PROJECT_FACTS
 from memlint.rules.index import RULES
-from memlint.vocabulary import BATCH_INDEX, LOADER_NAME, LOADER_TEXT
+from memlint.vocabulary import LOADER_TEXT
 
 PATTERNS = [r.trigger_pattern for r in RULES if r.trigger_pattern is not None] + [
     _PROJECT_FACTS]
@@ -159,24 +162,30 @@ _CASED = st.sampled_from(["loader", "Loader", "LOADER", "dl", "DL", "Dl", "batch
 @settings(max_examples=300, deadline=None)
 @given(st.from_regex(r"[A-Za-z_]{0,6}", fullmatch=True), _CASED,
        st.from_regex(r"[A-Za-z0-9_]{0,6}", fullmatch=True),
-       st.sampled_from(["x = {}\n", "for {}, (x, y) in enumerate(data):", "f({})", "a.{}.b"]))
-def test_mem003_text_admits_every_name_its_gate_reads_as_a_loader(
+       st.sampled_from(["x = {}\n", "for {}, (x, y) in enumerate(data):\n    pass\n",
+                        "for ({}, batch) in enumerate(data):\n    pass\n",
+                        "for {} in range(n):\n    pass\n", "f({})\n", "a.{}.b\n"]))
+def test_mem003_text_admits_every_file_its_gate_passes(
         before: str, word: str, after: str, shape: str) -> None:
-    """MEM003's pattern must hold wherever its code gate finds a loader name or a batch
-    index (a name the gate reads, in any code around it); it may hold elsewhere too."""
+    """MEM003's pattern must hold wherever its code gate finds a loader name or a loop that
+    draws batches by its header (a name the gate reads, in any code around it); it may hold
+    elsewhere too."""
     name = before + word + after
-    if not name.isidentifier():
+    if not name.isidentifier() or keyword.iskeyword(name):
         return
-    if LOADER_NAME.search(name) or BATCH_INDEX.match(name):
-        assert search(LOADER_TEXT, shape.format(name).encode()), name
+    code = shape.format(name).encode()
+    if "fact:loader-name" in code_facts(ast.parse(code), code):
+        assert search(LOADER_TEXT, code), code
 
 
 def test_mem003_text_leaves_words_that_are_no_loader_names() -> None:
     for text in (b"continuous_batching = True", b"torch.from_dlpack(x)",
-                 b"dist.batch_isend_irecv(ops)", b"batch_number = 0"):
+                 b"dist.batch_isend_irecv(ops)", b"batch_number = 0",
+                 b"for batch_idx in range(batch_size):", b"x = hidden[batch_index]"):
         assert not search(LOADER_TEXT, text), text
     for text in (b"for batch_idx, (x, y) in enumerate(data):", b"self.val_dl = dl",
-                 b"train_loader = DataLoader(ds)", b"for b_idx, batch in enumerate(it):"):
+                 b"train_loader = DataLoader(ds)", b"for b_idx, batch in enumerate(it):",
+                 b"for (batch_idx, batch) in enumerate(data):"):
         assert search(LOADER_TEXT, text), text
 
 
@@ -208,3 +217,27 @@ def test_words_that_share_a_text_are_scanned_for_it_first() -> None:
     clusters = _clusters((b"batch_i", b"i_batch", b"ibatch", b"loader", b"Loader", b"x"))
     assert clusters == ((b"batch", (b"batch_i", b"i_batch", b"ibatch")),
                         (b"oader", (b"loader", b"Loader")), (b"x", (b"x",)))
+
+
+_MEM010_TEXT = next(r for r in RULES if r.code == "MEM010").trigger_pattern or b""
+_PLACING = ("device=", "out=", "pin_memory=", "generator=", "**")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["zeros", "arange", "randn", "eye", "FloatTensor"]),
+       st.lists(st.sampled_from(["n", "(b, t)", "*shape", "f(device=d)", "dtype=torch.long",
+                                 "device=d", "device = 'cuda'", "out=buf", "pin_memory=True",
+                                 "generator=g", "requires_grad=True", "**opts", "2**k",
+                                 "n ** 2"]), max_size=3),
+       st.sampled_from([".cuda()", ".to(device)", ".float().to(x.device)", ".type_as(x)"]))
+def test_mem010_text_leaves_factories_that_place_their_result(
+        factory: str, args: list[str], move: str) -> None:
+    """A factory given a keyword that places its result (or ``**options``) is no finding,
+    and the text pattern passes it by; any other factory moved after it is admitted, as is
+    whatever the code gate passes."""
+    args.sort(key=lambda a: ("=" in a.split("(")[0], a.startswith("**")))  # valid order
+    code = f"y = torch.{factory}({', '.join(args)}){move}\n".encode()
+    placed = any(a.replace(" ", "").startswith(_PLACING) for a in args)
+    assert search(_MEM010_TEXT, code) == (not placed), code
+    if "fact:factory-move" in code_facts(ast.parse(code), code):
+        assert search(_MEM010_TEXT, code), code
