@@ -295,15 +295,18 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     from memlint.cache import content_digest
     from memlint.gates import for_path
     from memlint.project.model import ViewMemo, build_views
-    from memlint.project.summary import may_define_mover, summarise_source
+    from memlint.project.summary import defines_one_of, may_define_mover, summarise_source
 
     unworthy: set[str] = set()
     memo = ViewMemo()  # shared by both calls of build_views
 
     def summarise_now(paths: Sequence[str], worth: Callable[[bytes], bool] | None = None,
-                      always: Collection[str] = ()) -> dict[str, ModuleSummary]:
+                      always: Collection[str] = (),
+                      looked_up: Mapping[str, Collection[str]] | None = None,
+                      ) -> dict[str, ModuleSummary]:
         """Summaries of files the scan did not summarise, made now in this process (and
-        kept); ``worth`` picks the files by their bytes, except those in ``always``."""
+        kept); ``worth`` picks the files by their bytes, except those in ``always``, and
+        ``looked_up`` by what is looked up in them (:func:`defines_one_of`)."""
         made: dict[str, ModuleSummary] = {}
         for key in sorted(paths):
             if key in summaries or (worth is not None and key in unworthy
@@ -316,6 +319,9 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             if worth is not None and key not in always and not worth(source):
                 unworthy.add(key)
                 continue
+            if looked_up is not None and key not in always and not defines_one_of(
+                    source, looked_up.get(key, ())):
+                continue  # another round may look up another name in it
             summary = summarise_source(source, key)
             store.put(key, stats.get(key), content_digest(source), summary)
             if summary is not None:
@@ -333,8 +339,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
         bare = [*(k for k, codes in active.items() if not codes), *extra_candidates]
         copying = [k for k in ruled if _FOLLOWS_HELPERS & set(active[k])]
         return build_views(summaries, ruled, known, bare, hooks, copying,
-                           fetch=lambda paths, hubs: summarise_now(paths, may_define_mover,
-                                                                   hubs),
+                           fetch=lambda paths, hubs, names: summarise_now(
+                               paths, may_define_mover, hubs, names),
                            search_hooks=search_hooks, memo=memo)
 
     # Files the scan finished (no rule's prefilter selected them) that have a summary: a

@@ -1051,7 +1051,9 @@ def _switches_in(summary: ModuleSummary) -> Iterable[Switch]:
 
 # (paths, hubs) -> summaries: of the paths, those worth one (a file that may define a copy
 # helper), and every hub (a module others star-import: the names they look up live on in it).
-Fetch = Callable[[list[str], frozenset[str]], Mapping[str, ModuleSummary]]
+# (paths, paths summarised whatever they hold, per path the last names looked up in it)
+Fetch = Callable[[list[str], frozenset[str], Mapping[str, frozenset[str]]],
+                 Mapping[str, ModuleSummary]]
 class _Places:
     """Where each file of a run is: its import root, its module name and the names it can be
     imported by. Worked out once per file for one :func:`build_views` call, which asks again
@@ -1264,11 +1266,12 @@ def build_views(summaries: Mapping[str, ModuleSummary], wanted: Iterable[str],
                 bases[found[0]] |= memo.undefined(
                     path, models[found[0]].undefined_bases, found[1])
         based = _modules_of(bases, known, summaries, places)
-        named = _modules_of(undefined, known, summaries, places) | based
+        looked_up = _wanted_modules(undefined, known, summaries, places)
+        named = set(looked_up) | based
         # `from .utils import *` of an unsummarised `utils`: its names are looked up there.
         starred = _modules_of({root: {n for n in names if n.endswith(".*")}
                                for root, names in undefined.items()}, known, summaries, places)
-        new = fetch(sorted(named), frozenset(starred | based)) if named else {}
+        new = fetch(sorted(named), frozenset(starred | based), looked_up) if named else {}
         if not new:
             break
         hubs |= starred & set(new)
@@ -1337,20 +1340,30 @@ def _modules_of(names: Mapping[Path, Iterable[str]], known: Iterable[str],
     """The unsummarised paths among ``known`` whose module is the module part of one of the
     absolute ``names`` of their import root (``pkg.utils`` of ``pkg.utils.batch_to_device``),
     under any name Python can import it by."""
-    prefixes: dict[Path, set[str]] = defaultdict(set)
+    return set(_wanted_modules(names, known, summaries, places))
+
+
+def _wanted_modules(names: Mapping[Path, Iterable[str]], known: Iterable[str],
+                    summaries: Mapping[str, ModuleSummary], places: _Places,
+                    ) -> dict[str, frozenset[str]]:
+    """:func:`_modules_of`'s paths, each with the last names of what is looked up in it
+    (``batch_to_device``)."""
+    prefixes: dict[Path, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for root, absolute in names.items():
         for name in absolute:
             parts = name.split(".")
-            prefixes[root].update(".".join(parts[:i]) for i in range(1, len(parts)))
+            for i in range(1, len(parts)):
+                prefixes[root][".".join(parts[:i])].add(parts[-1])
     if not any(prefixes.values()):
-        return set()
-    found: set[str] = set()
+        return {}
+    found: dict[str, frozenset[str]] = {}
     for path in known:
         if path in summaries:
             continue
-        if any(written in prefixes.get(where_used, ())
-               for where_used, written in places.names(path)):
-            found.add(path)
+        lasts = [prefixes[where_used][written] for where_used, written in places.names(path)
+                 if where_used in prefixes and written in prefixes[where_used]]
+        if lasts:
+            found[path] = frozenset().union(*lasts)
     return found
 
 

@@ -9,8 +9,9 @@ project is summarised (a decorator here may be a factory defined in another file
 from __future__ import annotations
 
 import ast
+import re
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
@@ -1380,6 +1381,14 @@ def may_define_mover(source: bytes) -> bool:
     (:func:`memlint.project.model.build_views` asks), and a model library's modeling files,
     which all copy, are never read for it."""
     return any(c in source for c in _COPIES)
+
+
+def defines_one_of(source: bytes, names: Collection[str]) -> bool:
+    """Does this file's text define a function (or method) of one of these names? A copy
+    helper that a module looks up elsewhere (``util.batch_to_device(batch)``) is one; a
+    module named for a class or a constant it holds is not read for one."""
+    return any(re.search(rb"def\s+" + re.escape(name.encode()) + rb"\s*[(\[]", source)
+               for name in names if name.isidentifier())
 
 
 def parse_source(source: bytes, filename: str = "<file>") -> ast.Module | None:

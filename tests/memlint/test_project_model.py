@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 from memlint.project.layout import ModuleName, located, package_files
@@ -13,6 +14,7 @@ from memlint.project.store import SummaryStore
 from memlint.project.summary import (
     ModuleSummary,
     Switch,
+    defines_one_of,
     may_define_mover,
     needs_summary,
     summarise_source,
@@ -356,15 +358,20 @@ def test_copy_helpers_no_gate_selected_are_summarised_when_a_copying_module_call
     paths = _write_package(tmp_path / "pkg", sources)
     summaries = {paths[n]: summary(sources[n]) for n in ("__init__.py", "train.py")}
     asked: list[list[str]] = []
+    names: dict[str, frozenset[str]] = {}
 
-    def fetch(wanted: list[str], hubs: frozenset[str]) -> dict[str, ModuleSummary]:
+    def fetch(wanted: list[str], hubs: frozenset[str],
+              looked_up: Mapping[str, frozenset[str]]) -> dict[str, ModuleSummary]:
         asked.append(wanted)
+        names.update(looked_up)
         return {p: summary(Path(p).read_text(encoding="utf-8")) for p in wanted}
 
     known = list(paths.values())
     views, _ = build_views(summaries, [paths["train.py"]], known,
                            copying=[paths["train.py"]], fetch=fetch)
     assert asked == [[paths["sibling.py"], paths["transfer.py"]]]  # not `unrelated`
+    # What is looked up in each: the runner reads a file only for a function of that name.
+    assert names == {paths["sibling.py"]: {"push"}, paths["transfer.py"]: {"move_pair"}}
     assert views[paths["train.py"]].movers["move_pair"] == ((0, "pair"),)
     assert views[paths["train.py"]].movers["push"] == ((0, "batch"),)
     asked.clear()
@@ -392,7 +399,8 @@ def test_star_import_hubs_are_summarised_on_demand_round_after_round(tmp_path: P
     summaries = {paths[n]: summary(sources[n]) for n in ("__init__.py", "loop.py")}
     asked: list[tuple[list[str], frozenset[str]]] = []
 
-    def fetch(wanted: list[str], hubs: frozenset[str]) -> dict[str, ModuleSummary]:
+    def fetch(wanted: list[str], hubs: frozenset[str],
+              looked_up: Mapping[str, frozenset[str]]) -> dict[str, ModuleSummary]:
         asked.append((wanted, hubs))
         texts = {p: Path(p).read_text(encoding="utf-8") for p in wanted}
         return {p: summary(t) for p, t in texts.items() if p in hubs or ".to(" in t}
@@ -534,6 +542,14 @@ def test_needs_summary_selects_files_with_cross_file_facts() -> None:
     assert not needs_summary(helper) and may_define_mover(helper)
     assert may_define_mover(b"def prepare(samples, cuda=True):\n    return samples.cuda()\n")
     assert not may_define_mover(b"def shift(x, offset):\n    return x + offset\n")
+    # And only when it defines a function of a name looked up in it (a copy helper), not
+    # for a class or a constant it holds.
+    assert defines_one_of(helper, {"batch_to_device", "Net"})
+    assert defines_one_of(b"class B:\n    async def  to_gpu (self): ...\n", {"to_gpu"})
+    assert defines_one_of(b"def to_gpu[T](x: T) -> T: ...\n", {"to_gpu"})
+    assert not defines_one_of(helper, {"Net", "DEVICE", "batch"})
+    assert not defines_one_of(b"class Net:\n    pass\nDEVICE = 'cuda'\n", {"Net", "DEVICE"})
+    assert not defines_one_of(helper, set())
 
 
 def test_store_keeps_summaries_and_ignores_a_corrupt_file(tmp_path: Path) -> None:
