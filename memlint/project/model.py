@@ -1063,6 +1063,9 @@ class _Places:
         self._packages: dict[str, bool] = {}  # folder -> holds an __init__.py
         self._located: dict[str, tuple[Path, ModuleName]] = {}
         self._names: dict[str, tuple[tuple[Path, str], ...]] = {}
+        # (import root, module name) -> the paths importable by it, for the paths it was
+        # built over (the run's files: the same in every call)
+        self._by_name: tuple[frozenset[str], dict[tuple[Path, str], list[str]]] | None = None
 
     def of(self, path: str) -> tuple[Path, ModuleName]:
         found = self._located.get(path)
@@ -1079,6 +1082,17 @@ class _Places:
             root, module = self.of(path)
             found = self._names[path] = tuple(_names_seen_from(root, module.name))
         return found
+
+    def by_name(self, known: Iterable[str]) -> dict[tuple[Path, str], list[str]]:
+        """Which of the ``known`` paths each (import root, module name) names."""
+        paths = frozenset(known)
+        if self._by_name is None or self._by_name[0] != paths:
+            index: dict[tuple[Path, str], list[str]] = defaultdict(list)
+            for path in sorted(paths):
+                for name in self.names(path):
+                    index[name].append(path)
+            self._by_name = (paths, dict(index))
+        return self._by_name[1]
 
 
 # owner class -> method -> the positions or keywords its own ``self.method(...)`` calls give
@@ -1356,15 +1370,14 @@ def _wanted_modules(names: Mapping[Path, Iterable[str]], known: Iterable[str],
                 prefixes[root][".".join(parts[:i])].add(parts[-1])
     if not any(prefixes.values()):
         return {}
-    found: dict[str, frozenset[str]] = {}
-    for path in known:
-        if path in summaries:
-            continue
-        lasts = [prefixes[where_used][written] for where_used, written in places.names(path)
-                 if where_used in prefixes and written in prefixes[where_used]]
-        if lasts:
-            found[path] = frozenset().union(*lasts)
-    return found
+    index = places.by_name(known)
+    found: dict[str, set[str]] = defaultdict(set)
+    for root, written in prefixes.items():
+        for name, lasts in written.items():
+            for path in index.get((root, name), ()):
+                if path not in summaries:
+                    found[path] |= lasts
+    return {path: frozenset(lasts) for path, lasts in found.items()}
 
 
 def _file_matches(path: str, pattern: re.Pattern[bytes]) -> bool:
