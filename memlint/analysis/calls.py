@@ -272,6 +272,7 @@ class CallClassifier:
         self._module_class_cache: dict[cst.ClassDef, bool] = {}
         self._held_eval_cache: dict[cst.ClassDef, frozenset[str]] = {}
         self._switched_cache: dict[cst.CSTNode, frozenset[str]] = {}
+        self._sets_grad_cache: dict[cst.FunctionDef, bool] = {}
 
     def is_module_class(self, cls: cst.ClassDef) -> bool:
         """Model code: the class defines ``forward``, or a base is named like a module
@@ -573,6 +574,13 @@ class CallClassifier:
             return False
         return any(
             self.tree.enclosing_class(f) is cls and self.tree.enclosing_function(f) is None
-            and _switches_grad(f, self.tree)
+            and self._sets_grad(f)
             for f in self.tree.functions_by_name.get(name, ())
         )
+
+    def _sets_grad(self, func: cst.FunctionDef) -> bool:
+        """:func:`_switches_grad`, once per method: every ``self.<name>(...)`` call asks."""
+        found = self._sets_grad_cache.get(func)
+        if found is None:
+            found = self._sets_grad_cache[func] = _switches_grad(func, self.tree)
+        return found
