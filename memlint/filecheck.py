@@ -103,6 +103,9 @@ class FileResult:
     unchecked: bool = False
     # The worker that produced the result (set by memlint.pool).
     lane: int | None = None
+    # After a scan that leaves rules to run: whether the code calls a device copy itself
+    # (memlint.gates.copies_in_code); None when not known.
+    copies: bool | None = None
 
 
 def file_diagnostic(path: str, code_name: tuple[str, str], message: str,
@@ -278,7 +281,7 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
     dropped before libcst parses the file) and, for a file left with no rule, its syntax check.
     """
     from memlint.astwalk import statement_lines
-    from memlint.gates import code_facts, for_path, gated
+    from memlint.gates import code_facts, copies_in_code, for_path, gated
     from memlint.project.summary import needs_summary, parse_source, summary_of
 
     if b"\0" in source:
@@ -288,8 +291,11 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
     # A package's __init__ re-exports names its siblings import: always worth its summary.
     wanted = not summary_known and (needs_summary(source) or display.endswith("__init__.py"))
     tree = parse_source(source, display) if active or wanted else None
+    copies = None
     if active and tree is not None:
-        active = gated(active, code_facts(tree, source))
+        facts = code_facts(tree, source)
+        active = gated(active, facts)
+        copies = copies_in_code(facts)
         if not active:
             # Parsed, so no syntax error; the project model may still add a rule (active=()).
             # A rule's words in its text, and no code for the rule: summarised like a file
@@ -313,7 +319,7 @@ def scan_bytes(display: str, source: bytes, rules: Sequence[RuleSpec],
         SCAN_TREES.keep(display, digest, tree, len(source))
     return FileResult(display, active=tuple(s.code for s in active), summary=summary,
                       statements=None if tree is None else statement_lines(tree.body),
-                      blank=blank)
+                      blank=blank, copies=copies)
 
 
 def lint_task(task: Task, rules: Sequence[RuleSpec], *,

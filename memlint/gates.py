@@ -731,6 +731,16 @@ def _dotted(node: ast.expr) -> str | None:
 
 FOREIGN_FRAMEWORK = "fact:foreign-framework"
 
+# The calls a device copy is written as (``x.to(d)``, ``x.cuda()``, ``x.type(torch.cuda.T)``).
+_COPY_CALLS = ("call:to", "call:cuda", "call:type")
+
+
+def copies_in_code(facts: frozenset[str]) -> bool:
+    """Does the code call a device copy itself? MEM003 reports at such a call, or at the
+    call of a copy helper that the project model found in another module: in a file without
+    one, only the project's helpers can make a finding (the runner asks after the model)."""
+    return any(token in facts for token in _COPY_CALLS)
+
 
 def gated(rules: Iterable[G], facts: frozenset[str]) -> list[G]:
     """The rules whose gate the code passes (a rule without a gate always does): one token

@@ -207,6 +207,9 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     blanks: dict[str, tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
     # From the scan: the worker that scanned the file, which may still hold its stdlib tree.
     lanes: dict[str, int | None] = {}
+    # From the scan: files whose code calls no device copy itself (MEM003 needs a copy
+    # helper of another module there, which only the project model knows of).
+    copyless: set[str] = set()
 
     def keep_summary(key: str, digest: str | None) -> bool:
         """Use the stored summary of an unchanged file; False when it must be scanned."""
@@ -263,6 +266,8 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             lanes[key] = result.lane
         if result.blank and result.active:
             blanks[key] = (result.active, result.blank)
+        if result.copies is False:
+            copyless.add(key)
 
     # The syntax checks the scan left (files no rule applies to): sent to the workers now,
     # collected after the project model, which the parent builds meanwhile.
@@ -398,6 +403,11 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             results[key].active = ()  # no rule passed its code gate: the scan's result stands
             continue
         results.pop(key, None)
+        if key in copyless and (view is None or not view.movers):
+            # No copy in the code and no copy helper elsewhere that it calls: MEM003 can
+            # report nothing. Left out of this lint only (the cache keeps it among the
+            # file's rules, to be asked again when the project changes).
+            codes = tuple(c for c in codes if c not in _BATCH_RULES)
         scanned_for, blank = blanks.get(key, ((), ()))
         tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes,
                           statements=statements.get(key),

@@ -12,15 +12,18 @@ import json
 import shutil
 import textwrap
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memlint.astwalk import walk
 from memlint.cli import main
 from memlint.engine import lint_source
-from memlint.filecheck import scan_bytes
+from memlint.filecheck import FileResult, Task, scan_bytes
 from memlint.gates import code_facts, gated
+from memlint.pool import Pool
 from memlint.rules import all_rules
 from memlint.rules.index import RULES
 from memlint.rules.spec import RuleSpec
@@ -151,6 +154,67 @@ def test_gated_out_file_still_gets_the_rules_the_project_adds(
     cache = ["--cache-dir", str(tmp_path / "cache")]
     assert _findings(root, monkeypatch, capsys, *cache) == before
     assert _findings(root, monkeypatch, capsys, *cache) == before  # from the cache
+
+
+def test_mem003_runs_where_the_code_or_a_helper_elsewhere_copies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A loader loop in a file that copies nothing itself: MEM003 can only report at the
+    call of a copy helper the project model finds in another module. With one, the file is
+    linted for it and the helper call reported; without, the lint leaves MEM003 out, cold and
+    warm, and the cache still lists it among the file's rules (asked again when the project
+    changes)."""
+    root = tmp_path / "proj"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "__init__.py").write_text("")
+    (root / "app" / "helpers.py").write_text(
+        "def to_device(batch, device):\n    return batch.to(device)\n")
+    (root / "app" / "loop.py").write_text(textwrap.dedent("""
+        from app.helpers import to_device
+
+        def fit(model, opt, loader, device):
+            for batch in loader:
+                loss = model(to_device(batch, device))
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+        """))
+    (root / "app" / "plain.py").write_text(textwrap.dedent("""
+        def fit(model, opt, loader):
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+        """))
+    for name, copies in (("helpers.py", True), ("loop.py", False), ("plain.py", False)):
+        scanned = scan_bytes(name, (root / "app" / name).read_bytes(), RULES, frozenset(),
+                             summary_known=False)
+        assert scanned.copies is (copies if scanned.active else None), name
+    linted: dict[str, tuple[str, ...]] = {}
+    run = Pool.run
+
+    def spy(self: Pool, tasks: Sequence[Task], *args: Any, **kwargs: Any) -> Iterator[FileResult]:
+        linted.update((Path(t.display).name, t.active or ()) for t in tasks if t.phase == "lint")
+        return run(self, tasks, *args, **kwargs)
+
+    monkeypatch.setattr(Pool, "run", spy)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    found = _findings(root, monkeypatch, capsys, *cache)
+    assert ("app/loop.py", 6, "MEM003") in found  # the helper call, copying each batch
+    assert "MEM003" in linted["loop.py"] and "MEM003" not in linted["plain.py"]
+    assert "MEM001" in linted["plain.py"]
+    assert _findings(root, monkeypatch, capsys, *cache) == found  # from the cache
+    # The helper stops copying: loop.py's call copies nothing any more. The cached run lints
+    # the file again for its rules (its view changed) and finds nothing; a cold run leaves
+    # MEM003 out of loop.py's lint too.
+    (root / "app" / "helpers.py").write_text(
+        "def to_device(batch, device):\n    return batch\n")
+    assert ("app/loop.py", 6, "MEM003") not in _findings(root, monkeypatch, capsys, *cache)
+    linted.clear()
+    assert ("app/loop.py", 6, "MEM003") not in _findings(root, monkeypatch, capsys,
+                                                          "--no-cache")
+    assert "MEM003" not in linted["loop.py"] and "MEM001" in linted["loop.py"]
 
 
 def _facts(source: str) -> set[str]:
