@@ -299,6 +299,9 @@ class _Structure:
     - ``fact:train-hook``: a method named ``training_step`` or ``train_on_batch`` in a class
       body (a framework's per-batch hook, which it calls every step:
       :func:`~memlint.vocabulary.framework_train_hook`).
+    - ``fact:copy-call``: a method call named like a device copy (``x.to(...)``,
+      ``x.cuda()``, ``x.type(...)``); not a rule's gate, but what the runner asks of a file
+      linted for MEM003 (:func:`copies_in_code`).
     - ``fact:graph-source``: something the graph analysis starts an autograd graph at (a
       superset, by name): a call named like a module's forward or a loss
       (:func:`_starts_graph`), a backward pass, a name ending in ``loss`` (``out.loss``), a
@@ -353,6 +356,7 @@ class _Structure:
         self.load_receivers: set[str] = set()
         self.bare_load = False
         self.train_hook = False  # a framework's per-batch hook (`training_step`)
+        self.copy_call = False  # `x.to(...)`, `x.cuda(...)`, `x.type(...)`
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -486,6 +490,8 @@ class _Structure:
                 self.forward_call = True
             if count and type(func.value) is ast.Name:
                 self.method_receivers.add(func.value.id)  # `model.deeptabular(x)`
+            if method in _COPY_METHODS:
+                self.copy_call = True
             if method in PREDICT_API and klass and type(func.value) is ast.Name and (
                     func.value.id == "self"):
                 self.self_predicts.add((klass[-1], method))
@@ -657,6 +663,8 @@ class _Structure:
             found.append("fact:optimizer-step")
         if self.train_hook:
             found.append("fact:train-hook")
+        if self.copy_call:
+            found.append(COPY_CALL)
         aliases = self.aliases
         # A call of a name imported as `load` (`tl(p)`) counts whatever its arguments: rare,
         # and not worth checking every plain call's arguments on the way.
@@ -731,15 +739,17 @@ def _dotted(node: ast.expr) -> str | None:
 
 FOREIGN_FRAMEWORK = "fact:foreign-framework"
 
-# The calls a device copy is written as (``x.to(d)``, ``x.cuda()``, ``x.type(torch.cuda.T)``).
-_COPY_CALLS = ("call:to", "call:cuda", "call:type")
+# The methods a device copy is called as (``x.to(d)``, ``x.cuda()``, ``x.type(torch.cuda.T)``).
+_COPY_METHODS = frozenset({"to", "cuda", "type"})
+COPY_CALL = "fact:copy-call"
 
 
 def copies_in_code(facts: frozenset[str]) -> bool:
-    """Does the code call a device copy itself? MEM003 reports at such a call, or at the
-    call of a copy helper that the project model found in another module: in a file without
-    one, only the project's helpers can make a finding (the runner asks after the model)."""
-    return any(token in facts for token in _COPY_CALLS)
+    """Does the code call a device copy itself (``fact:copy-call``)? MEM003 reports at such
+    a call, or at the call of a copy helper that the project model found in another module:
+    in a file without one, only the project's helpers can make a finding (the runner asks
+    after the model)."""
+    return COPY_CALL in facts
 
 
 def gated(rules: Iterable[G], facts: frozenset[str]) -> list[G]:

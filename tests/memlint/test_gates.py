@@ -182,6 +182,7 @@ def test_mem003_runs_where_the_code_or_a_helper_elsewhere_copies(
     (root / "app" / "plain.py").write_text(textwrap.dedent("""
         def fit(model, opt, loader):
             for batch in loader:
+                assert type(batch) is list  # `type(x)` is no copy, `x.type(t)` may be
                 loss = model(batch)
                 loss.backward()
                 opt.step()
