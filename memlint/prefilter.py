@@ -31,13 +31,22 @@ T = TypeVar("T", bound=Triggered)
 
 
 def applicable_rules(text: str | bytes, rules: Iterable[T]) -> list[T]:
-    """The rules whose trigger groups all match somewhere in the file, and whose pattern does."""
+    """The rules whose trigger groups all match somewhere in the file, and whose pattern does
+    (a pattern two rules share, MEM005's and MEM016's, is searched for once)."""
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    searched: dict[bytes, bool] = {}
+
+    def matches(pattern: bytes) -> bool:
+        found = searched.get(pattern)
+        if found is None:
+            found = searched[pattern] = search(pattern, data)
+        return found
+
     return [r for r in rules
             if all(not group or any(guard in data and any(w in data for w in words)
                                     for guard, words in group)
                    for group in _byte_groups(r.triggers, r.requires))
-            and (r.trigger_pattern is None or search(r.trigger_pattern, data))]
+            and (r.trigger_pattern is None or matches(r.trigger_pattern))]
 
 
 # How many places holding a part's literal prefix are tried one by one before the parts

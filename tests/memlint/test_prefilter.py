@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memlint import prefilter
 from memlint.gates import code_facts
 from memlint.prefilter import (
     _clusters,
@@ -241,3 +242,23 @@ def test_mem010_text_leaves_factories_that_place_their_result(
     assert search(_MEM010_TEXT, code) == (not placed), code
     if "fact:factory-move" in code_facts(ast.parse(code), code):
         assert search(_MEM010_TEXT, code), code
+
+
+def test_a_pattern_rules_share_is_searched_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MEM005 and MEM016 share their pattern: a file both rules' words admit is searched for
+    it once, and both rules get its answer."""
+    shared = {r.code: r for r in RULES if r.code in ("MEM005", "MEM016")}
+    assert shared["MEM005"].trigger_pattern == shared["MEM016"].trigger_pattern
+    calls: list[bytes] = []
+
+    def counted(pattern: bytes, data: bytes) -> bool:
+        calls.append(pattern)
+        return search(pattern, data)
+
+    monkeypatch.setattr(prefilter, "search", counted)
+    code = b"def evaluate(model, loader):\n    out = []\n    for x in loader:\n" \
+           b"        out.append(model(x.to('cuda')))\n"
+    assert {r.code for r in applicable_rules(code, shared.values())} == {"MEM005", "MEM016"}
+    assert calls == [shared["MEM005"].trigger_pattern]
+    assert applicable_rules(code.replace(b"evaluate", b"fit").replace(b"loader", b"data"),
+                            shared.values()) == []
