@@ -1576,6 +1576,12 @@ class DataflowAnalysis:
             return self._derives(expr.value, known, next_ok)
         if isinstance(expr, (cst.Tuple, cst.List)):
             return any(self._derives(e.value, known, next_ok) for e in expr.elements)
+        if isinstance(expr, cst.Dict):
+            # `{**batch, "labels": batch["input_ids"]}`: a dict of the batch's tensors; not
+            # an entry copied as it is stored (`{"pixel_values": x.to(device)}`).
+            return any(self._derives(e.value, known, next_ok) for e in expr.elements
+                       if not (isinstance(e.value, cst.Call)
+                               and transfer_method(e.value) in ("to", "cuda")))
         if isinstance(expr, cst.Call):
             if next_ok and expr in self._helper_draws():
                 return True

@@ -100,7 +100,9 @@ class BlockingHostToDevice(Rule):
       engine runs over a loader (``trainer = Engine(train_step)`` with
       ``trainer.run(train_loader)``, or ``prepare_batch=`` of a trainer factory). The copy is
       reported where it is written, inside the helper, lambda or step function, since that
-      is the line the fix changes; it is reported once however many loops reach it.
+      is the line the fix changes; it is reported once however many loops reach it;
+    - into the tuples, lists and dicts built of it (``inputs = {**batch, "labels":
+      batch["input_ids"]}`` then ``{k: v.to(device) for k, v in inputs.items()}``).
 
     It stays silent where the batch is already on the device: loaders returned by
     ``accelerator.prepare``, ``accelerator.skip_first_batches`` or
@@ -526,6 +528,36 @@ class BlockingHostToDevice(Rule):
         """),
     )
     invalid = (
+        # A dict built of the batch (Hugging Face's `{**batch, ...}`) holds its tensors.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+            class Seq2Seq:
+                def train(self, dataset):
+                    loader = DataLoader(dataset, batch_size=8, pin_memory=True)
+                    for batch in loader:
+                        inputs = self._inputs(batch)
+                        self.model(**inputs).loss.backward()
+
+                def _inputs(self, batch):
+                    inputs = {**batch, "labels": batch["input_ids"]}
+                    return {k: v.to(self.device) for k, v in inputs.items()}
+            """,
+            lines=(12,),
+            fixed="""
+            from torch.utils.data import DataLoader
+            class Seq2Seq:
+                def train(self, dataset):
+                    loader = DataLoader(dataset, batch_size=8, pin_memory=True)
+                    for batch in loader:
+                        inputs = self._inputs(batch)
+                        self.model(**inputs).loss.backward()
+
+                def _inputs(self, batch):
+                    inputs = {**batch, "labels": batch["input_ids"]}
+                    return {k: v.to(self.device, non_blocking=True) for k, v in inputs.items()}
+            """,
+        ),
         # A loop that binds each item whole to a name for a batch and trains on it, over data
         # the object holds (deepke's trainers): a loader loop.
         Invalid(
