@@ -517,7 +517,9 @@ class FactoryThenMove(Rule):
     was meant to collect gradients). So are elementwise steps given only constants on the way,
     without a fix: a comparison or arithmetic with a number (``(torch.ones(b, n) == 1).to(device)``,
     ``(1 - torch.eye(n)).cuda()``) or with a name the function binds to arithmetic of a number
-    (``keep_prob = 1 - self.rate`` then ``(torch.rand(shape) + keep_prob).to(x.device)``), such a
+    (``keep_prob = 1 - self.rate`` then ``(torch.rand(shape) + keep_prob).to(x.device)``) or
+    with a parameter that defaults to a number (``(offset + torch.arange(n)).to(x.device)`` in
+    ``def forward(self, x, offset=0)``), such a
     method (``torch.zeros(b, 1).eq(1)``, an in-place fill ``torch.zeros(d, k).normal_(0, 0.01)``,
     rounding and clamping after arithmetic: ``(torch.rand(s) * 4).round() .clamp_(0, 3).cuda()``) or
     a torch function of the tensor (``torch.log2(torch.arange(2, k + 2).float()).to(device)``,
@@ -1058,6 +1060,16 @@ class FactoryThenMove(Rule):
             """,
             lines=(5,),
         ),
+        # So is a parameter that defaults to a number: a caller's value meets a host tensor,
+        # so it is on the host too (a learned positional embedding's offset). No fix.
+        Invalid(
+            """
+            import torch
+            def positions(x, offset=0):
+                return (offset + torch.arange(x.size(0))).to(x.device)
+            """,
+            lines=(4,),
+        ),
         # Host numbers are numbers too: a `math` function's value, a size read off a tensor
         # and a name bound to one (the sinusoidal timestep embedding of diffusion models,
         # lengths filled with a tensor's size, a power the function fixed). No fix.
@@ -1540,14 +1552,18 @@ class FactoryThenMove(Rule):
     def _scalar(self, expr: cst.BaseExpression) -> bool:
         """Is ``expr`` a name the function binds only to arithmetic of a number
         (``keep_prob = 1 - self.dropout_rate``) or to a Python number made from anything
-        (``n = int(lengths[0].item() - 1)``)?"""
+        (``n = int(lengths[0].item() - 1)``), or a parameter that defaults to a number and
+        is not rebound (``def forward(self, x, offset=0)``: whatever a caller passes meets
+        a host tensor, so it is a number or a host tensor itself)?"""
         if not isinstance(expr, cst.Name):
             return False
         graph = self.context.analysis.graph
         bindings = graph.facts(graph.scope_of(expr)).bindings.get(expr.value, ())
         return bool(bindings) and all(
-            b.value is not None and (_scalar_arithmetic(b.value) or _host_number(b.value)
-                                     or _number_call(b.value))
+            (b.value is not None and (_scalar_arithmetic(b.value) or _host_number(b.value)
+                                      or _number_call(b.value)))
+            or (b.kind == "param" and isinstance(b.node, cst.Param)
+                and b.node.default is not None and _constant(b.node.default))
             for b in bindings)
 
     def _host_mean(self, call: cst.Call) -> bool:
