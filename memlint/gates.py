@@ -296,6 +296,14 @@ class _Structure:
       file with a class whose base is named like ``nn.Module`` (its instances' calls are
       forwards); or ``self.forward()`` without
       arguments (a graph network running over the inputs it holds).
+    - ``fact:model-call``: a call that MEM016 can take for a model's forward (a superset of
+      :meth:`~memlint.analysis.calls.CallClassifier.is_model_forward`, by name): any call of
+      ``forward`` or of a name :func:`~memlint.vocabulary.forward_by_name` accepts, whatever
+      its arguments, a call of a name the file switches to eval, or any call in a file with
+      a class whose base is named like ``nn.Module``.
+    - ``fact:looped-empty-cache``: ``torch.cuda.empty_cache()`` (by its last name, or a name
+      imported as it) called inside a loop, or in the body of a per-batch hook
+      (``training_step``): where MEM012 reports it.
     - ``fact:train-hook``: a method named ``training_step`` or ``train_on_batch`` in a class
       body (a framework's per-batch hook, which it calls every step:
       :func:`~memlint.vocabulary.framework_train_hook`).
@@ -357,6 +365,9 @@ class _Structure:
         self.bare_load = False
         self.train_hook = False  # a framework's per-batch hook (`training_step`)
         self.copy_call = False  # `x.to(...)`, `x.cuda(...)`, `x.type(...)`
+        # Callees (last names) called in a loop, or directly in a per-batch hook's body.
+        self.looped_calls: set[str] = set()
+        self.hook_scopes: set[int] = set()  # `def training_step(...)` in a class
 
     def walk(self, tree: ast.AST) -> None:
         # (node, id of its function (0: the module), inside a loop, ids of the classes around
@@ -388,6 +399,8 @@ class _Structure:
                     if in_body and framework_train_hook(
                             node.name, True):  # type: ignore[attr-defined]
                         self.train_hook = True
+                    if framework_train_hook(node.name, True):  # type: ignore[attr-defined]
+                        self.hook_scopes.add(inner_scope)
                 self._function(node, inner_scope,  # type: ignore[arg-type]
                                klass[-1] if in_body else 0)
             elif kind in _LOOPS:
@@ -476,9 +489,12 @@ class _Structure:
 
     def _call(self, node: ast.Call, scope: int, in_loop: bool, klass: tuple[int, ...]) -> None:
         func = node.func
+        looped = in_loop or scope in self.hook_scopes
         if type(func) is ast.Attribute:
             method = func.attr
             self.called.add(method)
+            if looped:
+                self.looped_calls.add(method)
             count = len(node.args) + len(node.keywords)
             if method == "forward" and type(func.value) is ast.Name and (
                     func.value.id == "self"):
@@ -524,6 +540,8 @@ class _Structure:
                     self.moved_names.add(receiver)
         elif type(func) is ast.Name:
             self.called.add(func.id)
+            if looped:
+                self.looped_calls.add(func.id)
             if func.id == "load" and _leaves_location(node):
                 self.bare_load = True
             if node.args or node.keywords:
@@ -631,6 +649,7 @@ class _Structure:
             self.factory_names.add(target)
 
     def facts(self, source: bytes | None) -> list[str]:
+        aliases_of = {local: name.rpartition(".")[2] for local, name in self.aliases.items()}
         loader = self.batch_loop or any(LOADER_NAME.search(name) for name in self.names)
         found = []
         if self.oom_handler or (self.broad_handlers and (
@@ -661,6 +680,9 @@ class _Structure:
             found.append("fact:factory-move")
         if self.optimizer_step:
             found.append("fact:optimizer-step")
+        if any(n == "empty_cache" or aliases_of.get(n) == "empty_cache"
+               for n in self.looped_calls):
+            found.append("fact:looped-empty-cache")
         if self.train_hook:
             found.append("fact:train-hook")
         if self.copy_call:
@@ -675,6 +697,10 @@ class _Structure:
         if self.forward_call or self.module_class or not self.switched_names.isdisjoint(
                 self.name_calls | self.method_receivers):
             found.append("fact:forward-call")
+        if self.module_class or "forward" in self.called or any(
+                map(forward_by_name, self.called)) or not self.switched_names.isdisjoint(
+                self.called):
+            found.append("fact:model-call")
         if (self.module_class or self.loss_entry or any(map(_starts_graph, self.called))
                 or any(n == "loss" or n.endswith("_loss") for n in self.names)):
             found.append("fact:graph-source")

@@ -42,8 +42,17 @@ def applicable_rules(text: str | bytes, rules: Iterable[T]) -> list[T]:
             found = searched[pattern] = search(pattern, data)
         return found
 
+    held: dict[bytes, bool] = {}
+
+    def holds(word: bytes) -> bool:
+        # Rules share words (`backward(`, `step(`): each is looked for once per file.
+        found = held.get(word)
+        if found is None:
+            found = held[word] = word in data
+        return found
+
     return [r for r in rules
-            if all(not group or any(guard in data and any(w in data for w in words)
+            if all(not group or any(holds(guard) and any(holds(w) for w in words)
                                     for guard, words in group)
                    for group in _byte_groups(r.triggers, r.requires))
             and (r.trigger_pattern is None or matches(r.trigger_pattern))]

@@ -136,11 +136,14 @@ MODEL_WORDS = frozenset({
 # Role-named sub-networks: `self.model.question_encoder(ids)`, `text_encoder(tokens)`,
 # `image_backbone(x)`. Not `_module` (`import_module`) nor `_generator` (data generators).
 MODEL_SUFFIXES = ("_encoder", "_decoder", "_backbone", "_classifier", "_network")
-# `get_model()`, `build_net()`: return a module rather than run one.
+# `get_model()`, `build_net()`: return a module rather than run one; `is_peft_model(m)`,
+# `set_decoder(d)`, `dispatch_model(m)`, `preprocess_model(m)`, `prepare_for_model(ids)`:
+# ask about, set, place, convert or feed one.
 NOT_A_FORWARD = re.compile(
     r"^_*(?:get|build|create|load|reload|restore|resume|make|init|setup|prepare|to|wrap|save|copy"
     r"|unwrap|train|evaluate"
-    r"|eval|validate|test|run|fit|export|compile|freeze|print|log|count|summari[sz]e|update)_",
+    r"|eval|validate|test|run|fit|export|compile|freeze|print|log|count|summari[sz]e|update"
+    r"|is|has|set|dispatch|preprocess|postprocess|convert|register)_|_for_model$",
     re.IGNORECASE,
 )
 # Inference methods a model switched to eval runs: `self.model.predict(x)`,

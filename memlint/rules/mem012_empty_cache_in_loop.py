@@ -61,7 +61,8 @@ class EmptyCacheInLoop(Rule):
     )
     default_enabled = False
     triggers = ("empty_cache",)
-    code_gate = ("call:empty_cache",)
+    # Reported only in a loop of its own function or in a per-batch hook's body.
+    code_gate = ("fact:looped-empty-cache",)
     valid = (
         Valid(
             """

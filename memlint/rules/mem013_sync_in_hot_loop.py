@@ -143,9 +143,11 @@ class SyncInHotLoop(Rule):
     # framework's per-batch hook (`training_step`, `train_on_batch`).
     requires = (("backward(", "step(", "train_on_batch("),)
     # Findings are in training code, a loop or function that runs backward or an optimizer
-    # step (memlint.analysis.loops), so the code calls one of them, or in a framework's
-    # per-batch hook.
-    code_gate = ("call:backward", "call:manual_backward", "call:step", "fact:train-hook")
+    # step (memlint.analysis.loops: a step on a receiver named like an optimizer or a
+    # scaler, not a scheduler's or an environment's), so the code calls one of them, or in
+    # a framework's per-batch hook.
+    code_gate = ("call:backward", "call:manual_backward", "fact:optimizer-step",
+                 "fact:train-hook")
     valid = (
         # An inner loop whose backward is on an index of one output (`out[0, k]`), not on a
         # loss its header binds, is a loop of its own: the loop around it is no single step.

@@ -97,6 +97,8 @@ class EvalOutputsOnDevice(EvalCollectionRule):
     triggers = ("cuda", "device")
     # The same evaluation context MEM005 needs.
     trigger_pattern = EvalOutputsRetained.trigger_pattern
+    # Every output it reports comes from a model call (`CallAnalysis.is_model_forward`).
+    code_requires = (("fact:model-call",),)
 
     valid = (
         # A loop over models, not batches (one prompt through each text encoder): one

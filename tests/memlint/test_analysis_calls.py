@@ -16,6 +16,7 @@ from memlint.analysis.calls import (
     is_optimizer_step,
     step_optimizer,
 )
+from memlint.vocabulary import forward_by_name
 
 
 def _expr(code: str) -> cst.Call:
@@ -152,6 +153,25 @@ def test_model_forwards_are_recognised_by_name_and_by_class() -> None:
     for code in ("model.generate(x)", "get_model()", "Net()", "f(x)"):
         assert not forward(calls[code]), code
     assert forward(calls["model.generate(x)"], include_generate=True)
+
+
+def test_calls_that_ask_about_set_or_feed_a_model_are_no_forwards() -> None:
+    """A name ending in ``model`` is a forward unless it says it does something else with
+    the model: asks about it, sets, places, converts or prepares input for it (Hugging
+    Face's `is_peft_model`, `set_decoder`, `dispatch_model`, `_batch_prepare_for_model`)."""
+    written = ("is_peft_model(m)", "self._is_peft_model(m)", "has_model(x)",
+               "self.set_decoder(dec)", "dispatch_model(m, device_map=dm)",
+               "self.preprocess_model(m)", "quantizer.postprocess_model(m)",
+               "convert_model(m)", "register_model(m)", "self._batch_prepare_for_model(ids)",
+               "tok.prepare_for_model(ids)", "model(x)", "self.text_model(ids)",
+               "ref_model(x)", "self.model.text_decoder(x)")
+    analysis, calls = _classified("\n".join(written) + "\n")
+    forward = analysis.calls.is_model_forward
+    for code in written[:11]:
+        assert not forward(calls[code]), code
+        assert not forward_by_name(code.split("(")[0].rpartition(".")[2]), code
+    for code in written[11:]:
+        assert forward(calls[code]), code
 
 
 @pytest.mark.parametrize("import_line", [

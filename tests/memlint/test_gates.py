@@ -606,3 +606,93 @@ def test_a_scan_may_leave_the_syntax_check_of_a_file_no_rule_applies_to() -> Non
                              summary_known=False, defer_check=defer)
         assert not package.unchecked
         assert [d.code for d in package.diagnostics] == ["MEM999"]
+
+
+def _codes(code: str, source: str) -> list[str]:
+    """What the rule itself reports, its gate bypassed."""
+    rule = next(r for r in all_rules() if r.code == code)
+    return [d.code for d in lint_source("m.py", textwrap.dedent(source).encode(), [rule],
+                                        prefiltered=True)]
+
+
+def test_mem016_needs_a_call_it_can_take_for_a_model() -> None:
+    """MEM016 reports a model's output, and only ``is_model_forward`` makes one: evaluation
+    code that collects per batch but calls nothing named like a model (a tokenizer's loop
+    over a loader) is not parsed for it; each shape the analysis takes for a model is."""
+    collecting = """
+        def evaluate(loader):
+            ids = []
+            for text in loader:
+                ids.append(tokenize(text.to("cuda")))
+            return ids
+    """
+    assert "fact:eval-collection" in _facts(collecting)
+    assert "fact:model-call" not in _facts(collecting)
+    assert not _passes("MEM016", textwrap.dedent(collecting))
+    for extra in ("y = model(x)", "y = model()", "y = m.forward()", "y = self.encoder(x)",
+                  "bm.eval()\n        y = bm(x)", "class Head(nn.Module):\n            pass"):
+        source = collecting + "\n        " + extra + "\n"
+        assert "fact:model-call" in _facts(source), extra
+        assert _passes("MEM016", textwrap.dedent(source)), extra
+    finding = textwrap.dedent("""
+        import torch
+        def evaluate(model, loader):
+            preds = []
+            with torch.no_grad():
+                for x in loader:
+                    preds.append(model(x.cuda()))
+            return preds
+    """)
+    assert _codes("MEM016", finding) == ["MEM016"]
+    assert _codes("MEM016", finding.replace("model(x.cuda())", "tokenize(x.cuda())")) == []
+
+
+def test_mem012_needs_empty_cache_in_a_loop_or_a_per_batch_hook() -> None:
+    """MEM012 reports ``empty_cache()`` where it runs every step: in a loop of its own
+    function or in a framework's ``training_step``. A call at a phase change, outside any
+    loop, is no finding, and the file is not parsed for the rule."""
+    once = """
+        import torch
+        def train(model, loader, opt):
+            for x, y in loader:
+                opt.zero_grad()
+                model(x).backward()
+                opt.step()
+            torch.cuda.empty_cache()
+    """
+    assert "fact:looped-empty-cache" not in _facts(once)
+    assert not _passes("MEM012", textwrap.dedent(once))
+    looped = once.replace("opt.step()\n", "opt.step()\n                torch.cuda.empty_cache()\n")
+    hook = """
+        from torch.cuda import empty_cache as free
+        class Net(LightningModule):
+            def training_step(self, batch, batch_idx):
+                free()
+                return self(batch).sum()
+    """
+    for source in (looped, hook):
+        assert "fact:looped-empty-cache" in _facts(source), source
+        assert _passes("MEM012", textwrap.dedent(source)), source
+        assert _codes("MEM012", source) == ["MEM012"], source
+    assert _codes("MEM012", once) == []
+
+
+def test_mem013_needs_a_training_step_not_any_step() -> None:
+    """A hot loop is a training step: a backward pass or an optimizer's (or a scaler's)
+    step. A loop that steps a scheduler or an environment and reads ``.item()`` is no
+    training loop, and the file is not parsed for MEM013."""
+    stepping = """
+        def rollout(env, policy, n):
+            total = 0.0
+            for _ in range(n):
+                reward = env.step(policy(obs)).item()
+                scheduler.step()
+                total += reward
+            return total
+    """
+    assert not _passes("MEM013", textwrap.dedent(stepping))
+    assert _codes("MEM013", stepping) == []
+    training = stepping.replace("scheduler.step()", "optimizer.step()")
+    assert "fact:optimizer-step" in _facts(training)
+    assert _passes("MEM013", textwrap.dedent(training))
+    assert _codes("MEM013", training) == ["MEM013"]

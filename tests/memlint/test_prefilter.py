@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import keyword
 import re
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -262,3 +263,22 @@ def test_a_pattern_rules_share_is_searched_for_once(monkeypatch: pytest.MonkeyPa
     assert calls == [shared["MEM005"].trigger_pattern]
     assert applicable_rules(code.replace(b"evaluate", b"fit").replace(b"loader", b"data"),
                             shared.values()) == []
+
+
+def test_a_word_rules_share_is_looked_for_once_per_file() -> None:
+    """``backward(`` and ``step(`` are words of several training rules: a file is scanned
+    for each word once, whatever the number of rules that ask, and every rule gets the
+    same answer as when asked alone."""
+    asked: Counter[bytes] = Counter()
+
+    class Counted(bytes):
+        def __contains__(self, word: object) -> bool:
+            asked[bytes(word)] += 1  # type: ignore[arg-type]  # the prefilter asks bytes
+            return super().__contains__(word)  # type: ignore[operator]
+
+    source = b"for x, y in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n"
+    together = applicable_rules(Counted(source), RULES)
+    assert asked[b"backward("] == 1 and asked[b"step("] == 1
+    assert [r.code for r in together] == [r.code for r in RULES
+                                          if applicable_rules(source, [r])]
+    assert {"MEM001", "MEM004"} <= {r.code for r in together}
