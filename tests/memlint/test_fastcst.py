@@ -258,3 +258,25 @@ def test_rules_that_read_comments_get_libcsts_tree() -> None:
     assert {r.code for r in all_rules() if r.reads_comments} == {"MEM006", "MEM998"}
     source = ast.unparse(ast.parse("x = 1"))  # any file
     assert fastcst.build(source.encode()) is not None
+
+
+def test_the_fast_constructors_build_what_the_node_classes_build() -> None:
+    """``fastcst`` sets a node's slots itself rather than run the dataclass ``__init__``:
+    the node must be the one the class builds, by keyword or by position, with libcst's
+    defaults, and a default libcst makes afresh per node (a ``Colon``) is made afresh."""
+    name = fastcst._new[cst.Name]("x")
+    assert name.deep_equals(cst.Name("x")) and type(name) is cst.Name
+    attribute = fastcst._new[cst.Attribute](value=name, attr=cst.Name("y"))
+    assert attribute.deep_equals(cst.Attribute(value=cst.Name("x"), attr=cst.Name("y")))
+    assert cst.Module([cst.SimpleStatementLine([cst.Expr(attribute)])]).code == "x.y\n"
+    call = fastcst._new[cst.Call](func=attribute, args=[
+        fastcst._new[cst.Arg](value=fastcst._new[cst.Integer]("1"))],
+        lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    assert call.deep_equals(cst.Call(func=attribute, args=[cst.Arg(cst.Integer("1"))],
+                                     lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+    first, second = (fastcst._new[cst.Lambda](params=cst.Parameters(), body=name)
+                     for _ in range(2))
+    assert first.deep_equals(cst.Lambda(params=cst.Parameters(), body=cst.Name("x")))
+    assert first.colon is not second.colon  # made afresh, as the class makes it
+    with pytest.raises(TypeError):
+        fastcst._new[cst.Attribute](value=name)  # `attr` has no default
