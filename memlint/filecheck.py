@@ -390,16 +390,21 @@ def check_batch(task: Task, imports_ready: Callable[[], None] | None = None) -> 
     parent is busy with the project model."""
     found: list[Diagnostic] = []
     for path, display in task.batch:
-        try:
-            source = read_source(path)
-        except OSError as exc:
-            found.append(unreadable(display, exc))
-            continue
-        try:
-            found += syntax_errors(display, source, imports_ready)
-        except Exception as exc:  # one file's failure must not stop the run
-            found.append(failed_on(display, exc))
+        found += check_file(path, display, imports_ready)
     return FileResult(task.display, found)
+
+
+def check_file(path: str, display: str,
+               imports_ready: Callable[[], None] | None = None) -> list[Diagnostic]:
+    """One deferred syntax check: the file's syntax errors, or why it could not be read."""
+    try:
+        source = read_source(path)
+    except OSError as exc:
+        return [unreadable(display, exc)]
+    try:
+        return syntax_errors(display, source, imports_ready)
+    except Exception as exc:  # one file's failure must not stop the run
+        return [failed_on(display, exc)]
 
 
 def fix_task(task: Task, source: bytes, rules: Sequence[RuleSpec],

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from memlint.cache import Entry, ResultCache, prune_missing
 from memlint.diagnostics import Diagnostic
-from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, file_diagnostic
+from memlint.filecheck import INTERNAL_ERROR, FileResult, Task, check_file, file_diagnostic
 from memlint.pool import DEFAULT_FILE_TIMEOUT, Pool, is_timeout, rare_collections
 
 if TYPE_CHECKING:
@@ -285,14 +285,31 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
                 failed += [path for path, _ in batch_of[result.path]]
                 continue
             for diagnostic in result.diagnostics:
-                results[by_display[diagnostic.path]].diagnostics.append(diagnostic)
+                waiting(by_display[diagnostic.path]).append(diagnostic)
         single = [Task(key, displays[key], phase="check", batch=((key, displays[key]),))
-                  for key in failed]
+                  for key in failed if key in results and results[key].unchecked]
         for result in work.run(single, enabled, jobs, file_timeout, _failed, keep=True,
                                ahead=_SCAN_AHEAD):
-            results[by_display[result.path]].diagnostics += result.diagnostics
+            waiting(by_display[result.path]).extend(result.diagnostics)
         for key in unchecked:
-            results[key].unchecked = False
+            if key in results:
+                results[key].unchecked = False
+
+    def waiting(key: str) -> list[Diagnostic]:
+        """Where a batch's diagnostics of the file go: its result's, while its check is
+        still owed; nowhere when it was checked meanwhile (:func:`checked_now`) or is
+        linted now (the lint's result replaces the scan's)."""
+        result = results.get(key)
+        return result.diagnostics if result is not None and result.unchecked else []
+
+    def checked_now(key: str) -> list[Diagnostic]:
+        """The file's syntax errors now, checked in this process when its batch is still
+        out (a module the project model asks for: the plan must not wait for the batches)."""
+        result = results[key]
+        if result.unchecked:
+            result.diagnostics += check_file(key, displays[key])
+            result.unchecked = False
+        return result.diagnostics
 
     by_display = {displays[key]: key for key in unchecked}
     batch_of = {task.display: task.batch for task in batches}
@@ -352,66 +369,68 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     # subclass overriding a per-batch hook of a base class's loader loop may sit among them.
     finished = [k for k in keys if k in results and k not in active and k in summaries
                 and not results[k].diagnostics]
+    # The syntax checks run while the parent plans the lint (the project model, then the
+    # tasks); they are collected just before the lint, which needs the workers.
     try:
         views, missing = project_views([*keys, *extra], hooks=finished)
-    finally:
-        collect_checks()
-    for key in finished:
-        view = views.get(key)
-        if view is not None and view.fed_by_bases():
-            del results[key]
-            active[key] = ()
-    if missing:
-        # Modules whose functions the project calls as inference code or from training loops,
-        # or that override a per-batch hook of a base class's loader loop, which neither a
-        # prefilter nor the summary gate selected: summarised now (and kept).
-        summarise_now(sorted(missing))
-        candidates = [k for k in missing if k in linted and k in results
-                      and not results[k].diagnostics and k in summaries]
-        # The whole run is known again: a candidate's copy helpers may sit in files no
-        # one has summarised yet (an override of a hook, star-importing its helpers).
-        views, _ = project_views([*keys, *extra], candidates, search_hooks=False)
-        for key in candidates:
+        for key in finished:
             view = views.get(key)
-            if view is not None and (view.eval_called or view.side_jobs or view.fed_by_bases()):
+            if view is not None and view.fed_by_bases():
                 del results[key]
                 active[key] = ()
-    tasks: list[Task] = []
-    fingerprints: dict[str, str | None] = {}
-    for key in active:
-        view = views.get(key)
-        # Only the result cache reads it (a run with --no-cache skips the hashing).
-        fingerprint = None if view is None or cache is None else view.fingerprint()
-        fingerprints[key] = fingerprint
-        entry = cache.entries.get(key) if cache is not None else None
-        known = entry.digest if (entry is not None and entry.view == fingerprint
-                                 and entry.timeout is None) else None
-        ignored = settings.ignored_for(Path(key))
-        codes = active[key]
-        possible = {r.code for r in for_path(enabled, displays[key])}
-        if view is not None and (view.eval_called or view.side_jobs):
-            # Inference code that the rest of the project reveals (a function its callers run
-            # after `.eval()`), in a file whose own text did not suggest evaluation.
-            codes = tuple(sorted({*codes, *_EVALUATION_RULES} & possible))
-            active[key] = codes
-        if view is not None and view.fed_by_bases():
-            # Per-batch hooks a base class in another module feeds from its loader loop: the
-            # copies in them are batch copies though no loader is named in this file.
-            codes = tuple(sorted({*codes, *_BATCH_RULES} & possible))
-            active[key] = codes
-        if not codes and key in results:
-            results[key].active = ()  # no rule passed its code gate: the scan's result stands
-            continue
-        results.pop(key, None)
-        if key in copyless and (view is None or not view.movers):
-            # No copy in the code and no copy helper elsewhere that it calls: MEM003 can
-            # report nothing. Left out of this lint only (the cache keeps it among the
-            # file's rules, to be asked again when the project changes).
-            codes = tuple(c for c in codes if c not in _BATCH_RULES)
-        scanned_for, blank = blanks.get(key, ((), ()))
-        tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes,
-                          statements=statements.get(key),
-                          blank=blank if scanned_for == codes else (), lane=lanes.get(key)))
+        if missing:
+            # Modules whose functions the project calls as inference code or from training loops,
+            # or that override a per-batch hook of a base class's loader loop, which neither a
+            # prefilter nor the summary gate selected: summarised now (and kept).
+            summarise_now(sorted(missing))
+            candidates = [k for k in missing if k in linted and k in results
+                          and k in summaries and not checked_now(k)]
+            # The whole run is known again: a candidate's copy helpers may sit in files no
+            # one has summarised yet (an override of a hook, star-importing its helpers).
+            views, _ = project_views([*keys, *extra], candidates, search_hooks=False)
+            for key in candidates:
+                view = views.get(key)
+                if view is not None and (view.eval_called or view.side_jobs or view.fed_by_bases()):
+                    del results[key]
+                    active[key] = ()
+        tasks: list[Task] = []
+        fingerprints: dict[str, str | None] = {}
+        for key in active:
+            view = views.get(key)
+            # Only the result cache reads it (a run with --no-cache skips the hashing).
+            fingerprint = None if view is None or cache is None else view.fingerprint()
+            fingerprints[key] = fingerprint
+            entry = cache.entries.get(key) if cache is not None else None
+            known = entry.digest if (entry is not None and entry.view == fingerprint
+                                     and entry.timeout is None) else None
+            ignored = settings.ignored_for(Path(key))
+            codes = active[key]
+            possible = {r.code for r in for_path(enabled, displays[key])}
+            if view is not None and (view.eval_called or view.side_jobs):
+                # Inference code that the rest of the project reveals (a function its callers run
+                # after `.eval()`), in a file whose own text did not suggest evaluation.
+                codes = tuple(sorted({*codes, *_EVALUATION_RULES} & possible))
+                active[key] = codes
+            if view is not None and view.fed_by_bases():
+                # Per-batch hooks a base class in another module feeds from its loader loop: the
+                # copies in them are batch copies though no loader is named in this file.
+                codes = tuple(sorted({*codes, *_BATCH_RULES} & possible))
+                active[key] = codes
+            if not codes and key in results:
+                results[key].active = ()  # no rule passed its code gate: the scan's result stands
+                continue
+            results.pop(key, None)
+            if key in copyless and (view is None or not view.movers):
+                # No copy in the code and no copy helper elsewhere that it calls: MEM003 can
+                # report nothing. Left out of this lint only (the cache keeps it among the
+                # file's rules, to be asked again when the project changes).
+                codes = tuple(c for c in codes if c not in _BATCH_RULES)
+            scanned_for, blank = blanks.get(key, ((), ()))
+            tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes,
+                              statements=statements.get(key),
+                              blank=blank if scanned_for == codes else (), lane=lanes.get(key)))
+    finally:
+        collect_checks()
     linting = {task.display: task.path for task in tasks}
     tasks.sort(key=lambda task: _size(stats.get(task.path)), reverse=True)
     for result in work.run(tasks, enabled, jobs, file_timeout, _failed, keep=pool is not None):

@@ -508,3 +508,55 @@ def test_a_pass_starts_before_its_results_are_asked_for(
             time.sleep(0.02)
         assert sorted(p.name for p in tmp_path.iterdir()) == names
         assert sorted(r.path for r in running) == names
+
+
+def _slow_syntax_check(display: str, source: bytes, imports_ready: Any = None) -> Any:
+    """A worker's syntax check that takes its time over slow.py and says when it is done."""
+    if os.path.basename(display) == "slow.py":
+        time.sleep(1.5)
+        (Path(os.environ["MEMLINT_TEST_MARKS"]) / "checked").touch()
+    return _REAL_SYNTAX_ERRORS(display, source, imports_ready)
+
+
+def test_the_lint_is_planned_while_the_deferred_syntax_checks_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent builds the project model, summarises the modules it found missing (a
+    helper that inference code calls after ``.eval()``), builds it again and plans the lint
+    while the workers run the deferred syntax checks: only the lint itself waits for them.
+    Every verdict stands: the helper is linted for MEM002, a broken file keeps its error."""
+    import memlint.filecheck
+    import memlint.project.model
+    from memlint.cli import main
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "pkg" / "evaluate.py").write_text(
+        "import torch\n\nfrom pkg.helpers import run_batches\n\n\n"
+        "def main(model, items):\n    model.eval()\n    return run_batches(model, items)\n",
+        encoding="utf-8")
+    (project / "pkg" / "helpers.py").write_text(
+        "def run_batches(model, items):\n    outs = []\n    for x in items:\n"
+        "        outs.append(model(x))\n    return outs\n", encoding="utf-8")
+    (project / "pkg" / "slow.py").write_text("SIZE = 3\n", encoding="utf-8")
+    (project / "pkg" / "broken.py").write_text("def f(:\n", encoding="utf-8")
+    built = memlint.project.model.build_views
+    checked_at_build: list[bool] = []
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        checked_at_build.append((marks / "checked").exists())
+        return built(*args, **kwargs)
+
+    monkeypatch.setattr(memlint.project.model, "build_views", spied)
+    monkeypatch.setattr(memlint.filecheck, "syntax_errors", _slow_syntax_check)
+    monkeypatch.setenv("MEMLINT_TEST_MARKS", str(marks))
+    monkeypatch.chdir(project)
+    assert main(["--no-cache", "--isolated", "-j", "1", "."]) == 1
+    assert checked_at_build == [False, False]  # the model, and again with the helper
+    assert (marks / "checked").exists()
+    reported = sorted((line.split(":")[0], line.split()[1])
+                      for line in capsys.readouterr().out.splitlines() if ".py:" in line)
+    assert reported == [("pkg/broken.py", "MEM999"), ("pkg/helpers.py", "MEM002")]
