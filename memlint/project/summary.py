@@ -820,7 +820,7 @@ class _Builder:
         parent.data = parent.data or scope.data
         host = node.returns is not None and host_annotation(ast.unparse(node.returns))
         sites = tuple(scope.sites)
-        host_cast = bool(prefix) and _host_cast(node)
+        host_cast = bool(prefix) and _host_cast(node, [value for value, _ in scope.returns])
         if not prefix and _evaluation_function(node.name):
             sites = tuple(replace(site, in_evaluation=True) for site in sites)
         self.functions.append(Function(
@@ -1099,23 +1099,20 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
     return facts
 
 
-def _host_cast(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _host_cast(node: ast.FunctionDef | ast.AsyncFunctionDef,
+               returns: Sequence[ast.expr | None]) -> bool:
     """See ``Function.host_cast``: a method (its first parameter left out) whose every
-    ``return`` is a parameter, a part of one, or a method called on either (``x.float()``,
-    ``x.permute(0, 2, 1)``), undecorated, and that calls no ``.to()``/``.cuda()``."""
+    ``return`` (``returns``: those of its own body) is a parameter, a part of one, or a
+    method called on either (``x.float()``, ``x.permute(0, 2, 1)``), undecorated, and that
+    calls no ``.to()``/``.cuda()``. The returns decide most methods, without a walk."""
     args = [*node.args.posonlyargs, *node.args.args][1:]
     params = {a.arg for a in args}
-    if not params or node.decorator_list:
+    if not params or node.decorator_list or not returns or not all(
+            value is not None and _root_name(value) in params for value in returns):
         return False
-    returns: list[ast.expr | None] = []
-    for sub in walk(node, stop=_FUNCTION_AND_CLASS):
-        if isinstance(sub, ast.Return):
-            returns.append(sub.value)
-        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and (
-                sub.func.attr in ("to", "cuda")):
-            return False
-    return bool(returns) and all(value is not None and _root_name(value) in params
-                                 for value in returns)
+    return not any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
+                   and sub.func.attr in ("to", "cuda")
+                   for sub in walk(node, stop=_FUNCTION_AND_CLASS))
 
 
 def _off_by_default(args: ast.arguments) -> frozenset[str]:
