@@ -244,12 +244,14 @@ def _group_end(part: bytes) -> int | None:
 @cache
 def _byte_groups(triggers: tuple[str, ...], requires: tuple[tuple[str, ...], ...]
                  ) -> tuple[tuple[tuple[bytes, tuple[bytes, ...]], ...], ...]:
-    """The trigger groups as bytes; each non-empty group needs one match. The smallest
-    groups come first: a file that fails one group is done, and a small group is both
-    cheaper to scan for and usually the rarer (``backward(`` beside nine words for state).
-    Each group is split into clusters (:func:`_clusters`)."""
+    """The trigger groups as bytes; each non-empty group needs one match. The rarest
+    groups come first, as far as the words tell: a file that fails one group is done. A
+    group of longer words is the rarer (``noqa`` beside ``mem``), and of words as long, the
+    smaller group is both cheaper to scan for and usually the rarer (``backward(`` beside
+    nine words for state). Each group is split into clusters (:func:`_clusters`)."""
     groups = [tuple(t.encode("utf-8") for t in group) for group in (triggers, *requires)]
-    return tuple(_clusters(group) for group in sorted(groups, key=len))
+    return tuple(_clusters(group) for group in sorted(
+        groups, key=lambda g: (-min(map(len, g), default=0), len(g))))
 
 
 def _clusters(words: tuple[bytes, ...]) -> tuple[tuple[bytes, tuple[bytes, ...]], ...]:
