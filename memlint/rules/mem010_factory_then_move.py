@@ -124,16 +124,27 @@ def _zero_sized(call: cst.Call, short: str) -> bool:
     return any(isinstance(e, cst.Integer) and e.evaluated_value == 0 for e in sizes[1:])
 
 
+def _is_torch_size(expr: cst.BaseExpression) -> bool:
+    """A ``torch.Size``: ``x.size()`` (no dimension: numpy's and pandas' ``size`` is no
+    method), also extended by a tuple (``x.size() + (n,)``, ``(b,) + x.size()``). A legacy
+    constructor takes it for a shape, whatever its length."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        return _is_torch_size(expr.left) or _is_torch_size(expr.right)
+    return (isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "size")
+
+
 def _sized_legacy_constructor(call: cst.Call) -> bool:
-    """``torch.Tensor(b, n)`` / ``torch.FloatTensor(*shape)`` / ``torch.FloatTensor(1)``:
-    sizes, no keyword. One plain argument counts only when it can only be a size: it may
-    be data (``torch.FloatTensor(values)``)."""
+    """``torch.Tensor(b, n)`` / ``torch.FloatTensor(*shape)`` / ``torch.FloatTensor(1)`` /
+    ``torch.FloatTensor(x.size())``: sizes, no keyword. One plain argument counts only when
+    it can only be a size or a ``torch.Size``: it may be data (``torch.FloatTensor(values)``)."""
     positional = _positional(call)
     if len(positional) != len(call.args) or any(a.star == "**" for a in call.args):
         return False
     if len(positional) != 1:
         return len(positional) >= 2
-    return positional[0].star == "*" or (not positional[0].star and _is_size(positional[0].value))
+    return positional[0].star == "*" or (not positional[0].star and (
+        _is_size(positional[0].value) or _is_torch_size(positional[0].value)))
 
 
 def _adds_dimensions(expr: cst.BaseExpression) -> bool:
@@ -556,7 +567,8 @@ class FactoryThenMove(Rule):
     the host like ``torch.empty`` and is reported too, without a fix (it takes no
     ``device=``); given one argument it may be data and is left alone, unless that argument
     can only be a size (``torch.FloatTensor(1).cuda()``, ``torch.Tensor(x.size(0))``,
-    ``len(x)``, ``x.shape[0]``).
+    ``len(x)``, ``x.shape[0]``) or a ``torch.Size`` (``torch.FloatTensor(x.size())``, also
+    extended by a tuple: ``x.size() + (n,)``).
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device and the host
@@ -1391,6 +1403,22 @@ class FactoryThenMove(Rule):
             counts = torch.LongTensor(len(batch)).to(device)
             """,
             lines=(4, 5),
+        ),
+        # Or a `torch.Size` (`x.size()`, also extended by a tuple): a shape, whatever its
+        # length. A one-hot buffer built on the host, moved by the next statement; noise
+        # drawn on the host. A tuple such as an array's `.shape` may be data: left alone.
+        Invalid(
+            """
+            import torch
+            def to_one_hot(tensor, n):
+                one_hot = torch.FloatTensor(tensor.size() + (n,)).zero_()
+                if tensor.is_cuda:
+                    one_hot = one_hot.cuda()
+                return one_hot
+            noise = torch.FloatTensor(x.size()).normal_().cuda()
+            data = torch.FloatTensor(obs.shape).cuda()
+            """,
+            lines=(4, 8),
         ),
         # An RNN's initial state built on the host and returned moved (both branches of the
         # nested `if` move it); no fix either.
