@@ -369,9 +369,11 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
     # subclass overriding a per-batch hook of a base class's loader loop may sit among them.
     finished = [k for k in keys if k in results and k not in active and k in summaries
                 and not results[k].diagnostics]
-    # The syntax checks run while the parent plans the lint (the project model, then the
-    # tasks); they are collected just before the lint, which needs the workers.
-    try:
+    fingerprints: dict[str, str | None] = {}
+
+    def plan_lint() -> list[Task]:
+        """The lint's tasks: the files with rules, and those the project model adds rules
+        to, each with its view of the project."""
         views, missing = project_views([*keys, *extra], hooks=finished)
         for key in finished:
             view = views.get(key)
@@ -379,9 +381,9 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
                 del results[key]
                 active[key] = ()
         if missing:
-            # Modules whose functions the project calls as inference code or from training loops,
-            # or that override a per-batch hook of a base class's loader loop, which neither a
-            # prefilter nor the summary gate selected: summarised now (and kept).
+            # Modules whose functions the project calls as inference code or from training
+            # loops, or that override a per-batch hook of a base class's loader loop, which
+            # neither a prefilter nor the summary gate selected: summarised now (and kept).
             summarise_now(sorted(missing))
             candidates = [k for k in missing if k in linted and k in results
                           and k in summaries and not checked_now(k)]
@@ -390,11 +392,11 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             views, _ = project_views([*keys, *extra], candidates, search_hooks=False)
             for key in candidates:
                 view = views.get(key)
-                if view is not None and (view.eval_called or view.side_jobs or view.fed_by_bases()):
+                if view is not None and (view.eval_called or view.side_jobs
+                                         or view.fed_by_bases()):
                     del results[key]
                     active[key] = ()
         tasks: list[Task] = []
-        fingerprints: dict[str, str | None] = {}
         for key in active:
             view = views.get(key)
             # Only the result cache reads it (a run with --no-cache skips the hashing).
@@ -407,17 +409,17 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             codes = active[key]
             possible = {r.code for r in for_path(enabled, displays[key])}
             if view is not None and (view.eval_called or view.side_jobs):
-                # Inference code that the rest of the project reveals (a function its callers run
-                # after `.eval()`), in a file whose own text did not suggest evaluation.
+                # Inference code that the rest of the project reveals (a function its callers
+                # run after `.eval()`), in a file whose own text did not suggest evaluation.
                 codes = tuple(sorted({*codes, *_EVALUATION_RULES} & possible))
                 active[key] = codes
             if view is not None and view.fed_by_bases():
-                # Per-batch hooks a base class in another module feeds from its loader loop: the
-                # copies in them are batch copies though no loader is named in this file.
+                # Per-batch hooks a base class in another module feeds from its loader loop:
+                # the copies in them are batch copies though no loader is named in this file.
                 codes = tuple(sorted({*codes, *_BATCH_RULES} & possible))
                 active[key] = codes
             if not codes and key in results:
-                results[key].active = ()  # no rule passed its code gate: the scan's result stands
+                results[key].active = ()  # no rule passed its gate: the scan's result stands
                 continue
             results.pop(key, None)
             if key in copyless and (view is None or not view.movers):
@@ -429,6 +431,12 @@ def _lint_paths(files: Sequence[Path], settings: Settings, rules: Sequence[RuleS
             tasks.append(Task(key, displays[key], ignored, known, view=view, active=codes,
                               statements=statements.get(key),
                               blank=blank if scanned_for == codes else (), lane=lanes.get(key)))
+        return tasks
+
+    # The deferred syntax checks run while the parent plans the lint; they are collected
+    # just before the lint, which needs the workers.
+    try:
+        tasks = plan_lint()
     finally:
         collect_checks()
     linting = {task.display: task.path for task in tasks}
