@@ -401,7 +401,10 @@ def test_deprecated_amp_under_hasattr(condition: str, flagged: bool) -> None:
     ("torch.FloatTensor(x.numpy()).cuda()", False),
     # a whole shape may be a tuple, which is data: torch.Tensor((3,)) holds the number 3
     ("torch.Tensor(env.action_space.shape).to(device)", False),
-    ("torch.Tensor(x.size()).to(device)", False),
+    # but `x.size()` is a torch.Size (numpy's `size` is no method), which the constructor
+    # takes for a shape, also extended by a tuple: torch.Tensor(x.size()) has x's shape
+    ("torch.Tensor(x.size()).to(device)", True),
+    ("torch.FloatTensor(x.size() + (n,)).cuda()", True),
 ])
 def test_legacy_constructor_given_one_size(line: str, flagged: bool) -> None:
     assert bool(lint("MEM010", f"import torch\nt = {line}\n")) is flagged
