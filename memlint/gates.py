@@ -396,11 +396,10 @@ class _Structure:
                     self.scope_class[inner_scope] = klass[-1]
                     if in_body and node.name == "forward":  # type: ignore[attr-defined]
                         self.forward_classes.add(klass[-1])
-                    if in_body and framework_train_hook(
-                            node.name, True):  # type: ignore[attr-defined]
-                        self.train_hook = True
                     if framework_train_hook(node.name, True):  # type: ignore[attr-defined]
                         self.hook_scopes.add(inner_scope)
+                        if in_body:
+                            self.train_hook = True
                 self._function(node, inner_scope,  # type: ignore[arg-type]
                                klass[-1] if in_body else 0)
             elif kind in _LOOPS:
