@@ -263,6 +263,17 @@ def is_model_collection_name(name: str) -> bool:
 _PIPELINE_FACTORIES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline"})
 
 
+def _mode_switch_arguments(call: cst.Call) -> bool:
+    """``.eval()``, ``.train()``, ``.train(False)``, ``.train(mode)``: a module's switch, not
+    ``trainer.train(dataset, epochs=3)``."""
+    if not call.args:
+        return True
+    if len(call.args) > 1 or call.args[0].star:
+        return False
+    keyword = call.args[0].keyword
+    return keyword is None or keyword.value == "mode"
+
+
 class CallClassifier:
     """Call questions that need the file: imports, loss instances, nn.Module classes."""
 
@@ -507,6 +518,10 @@ class CallClassifier:
         if isinstance(func, cst.Name) and name in self.switched_names(call):
             # `bm.eval()` earlier in the function, then `bm(x)`: whatever its name, a module.
             return True
+        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.value.value == "self" and name in self.switched_attributes(call)):
+            # `self.a2gnn.train()` in one method, `self.a2gnn(data)` in another: a module.
+            return True
         if self._own_method_sets_grad(call, name):
             # `self.predict_net(x)` where the class defines `predict_net` and it chooses its
             # own grad mode: the class's method, not a sub-network it holds.
@@ -558,6 +573,27 @@ class CallClassifier:
                 and isinstance(n.func.value, cst.Name) and tree.enclosing_function(n) is scope
             )
             self._switched_cache[scope] = cached
+        return cached
+
+    def switched_attributes(self, node: cst.CSTNode) -> frozenset[str]:
+        """Attributes of ``self`` that a method of the class around ``node`` switches to
+        training or evaluation mode (``self.gnn.train()``, ``self.backbone.eval()``): the
+        object's modules, however they are named or built (``self.gnn =
+        self.init_model(**kwargs)``)."""
+        cls = self.tree.enclosing_class(node)
+        if cls is None:
+            return frozenset()
+        cached = self._switched_cache.get(cls)
+        if cached is None:
+            cached = self._switched_cache[cls] = frozenset(
+                n.func.value.attr.value
+                for method in ("eval", "train")
+                for n in self.tree.calls_within(cls, method)
+                if isinstance(n.func, cst.Attribute)
+                and isinstance(n.func.value, cst.Attribute)
+                and isinstance(n.func.value.value, cst.Name)
+                and n.func.value.value.value == "self"
+                and _mode_switch_arguments(n))
         return cached
 
     def _own_method_sets_grad(self, call: cst.Call, name: str) -> bool:

@@ -529,7 +529,10 @@ def _same_part(moved: tuple[str, ...], key: tuple[str, ...]) -> bool:
 
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
-_DATA_BUILDERS = frozenset({"tuple", "list", "dict", "map"})
+# Calls that hand on the data they are given: containers, and autograd's legacy wrapper
+# (``Variable(batch)`` is the batch's own tensor since torch 0.4; older code still wraps
+# every batch in it before the copy: ``Variable(data).cuda()``).
+_DATA_BUILDERS = frozenset({"tuple", "list", "dict", "map", "Variable"})
 _Comprehension = cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp
 _Function = cst.FunctionDef | cst.Lambda
 

@@ -185,6 +185,22 @@ class LossKeptWithGraph(Rule):
     fix_safety = FixSafety.UNSAFE
 
     valid = (
+        # `self.booster.train(params, data)` trains another library's model, no module's
+        # mode switch: what `self.booster(data)` hands back carries no graph.
+        Valid("""
+            import torch
+            class Stacker:
+                def fit(self, loader, optimizer):
+                    kept = None
+                    for data in loader:
+                        self.booster.train(self.params, data)
+                        scores = self.booster(data)
+                        loss = self.model(data).sum()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        kept = scores if kept is None else torch.cat((kept, scores))
+        """),
         # A helper annotated to return a float, whatever its name says: the epoch's mean of
         # values already read with `.item()`.
         Valid("""
@@ -766,6 +782,51 @@ class LossKeptWithGraph(Rule):
                 optimizer.step()
                 for k, v in loss_dict.items():
                     meters[k] = meters.get(k, 0) + v.detach()
+            """,
+        ),
+        # A module held under any name: the class switches `self.gda` to training mode, so
+        # `self.gda(data)` in another method is a forward, and its logits carry the graph.
+        Invalid(
+            """
+            import torch
+            class Adapter:
+                def fit(self, loader, optimizer):
+                    for epoch in range(3):
+                        kept = None
+                        for i, data in enumerate(loader):
+                            self.gda.train()
+                            loss, logits = self.forward_model(data)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+                            if i == 0:
+                                kept = logits
+                            else:
+                                kept = torch.cat((kept, logits))
+                def forward_model(self, data):
+                    logits = self.gda(data)
+                    return torch.nn.functional.cross_entropy(logits, data.y), logits
+            """,
+            lines=(16,),
+            fixed="""
+            import torch
+            class Adapter:
+                def fit(self, loader, optimizer):
+                    for epoch in range(3):
+                        kept = None
+                        for i, data in enumerate(loader):
+                            self.gda.train()
+                            loss, logits = self.forward_model(data)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+                            if i == 0:
+                                kept = logits
+                            else:
+                                kept = torch.cat((kept, logits.detach()))
+                def forward_model(self, data):
+                    logits = self.gda(data)
+                    return torch.nn.functional.cross_entropy(logits, data.y), logits
             """,
         ),
     )

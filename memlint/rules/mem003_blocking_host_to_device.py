@@ -777,6 +777,32 @@ class BlockingHostToDevice(Rule):
                         outputs = model(imgs.type(Tensor, non_blocking=True))
             """,
         ),
+        # Autograd's legacy wrapper hands on the batch's own tensor.
+        Invalid(
+            """
+            from torch.autograd import Variable
+            def train(model, train_loader, optimizer):
+                for data, target in train_loader:
+                    data = Variable(data).cuda()
+                    target = Variable(target).cuda()
+                    loss = model(data, target)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            lines=(5, 6),
+            fixed="""
+            from torch.autograd import Variable
+            def train(model, train_loader, optimizer):
+                for data, target in train_loader:
+                    data = Variable(data).cuda(non_blocking=True)
+                    target = Variable(target).cuda(non_blocking=True)
+                    loss = model(data, target)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+        ),
         # A loop header that draws batches over what a parameter or an attribute hands in
         # (FedML's trainers: the DataLoader is built in another module).
         Invalid(
