@@ -159,8 +159,8 @@ def _names_eval_loader(iterable: ast.expr) -> bool:
 def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
     """``for batch_idx, (x, y) in enumerate(data):``, ``for batch_idx, batch_data in
     enumerate(data):``: a loop header that says it draws batches; or ``for x, y in
-    self.train_data:`` (``for batch in self.train_data:``) with a backward pass in the
-    body, a loop that trains on what it
+    self.train_data:`` (``for batch in self.train_data:``, or an item the body unpacks)
+    with a backward pass in the body, a loop that trains on what it
     unpacks from data named as such (the dataflow analysis takes such an iterable for a
     loader when a parameter or an attribute hands it in)."""
     target, items = loop.target, loop.iter
@@ -174,7 +174,8 @@ def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
         return True
     if not ((isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
              and all(type(e) is ast.Name for e in target.elts))
-            or (type(target) is ast.Name and BATCH_ITEM.match(target.id) is not None)) or (
+            or (type(target) is ast.Name and (BATCH_ITEM.match(target.id) is not None
+                                              or _unpacked_in(loop, target.id)))) or (
             isinstance(items, ast.Call) and isinstance(items.func, ast.Name)
             and items.func.id == "enumerate"):
         return False  # `for i, item in enumerate(data)` unpacks an index, not a batch
@@ -185,6 +186,17 @@ def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
     return name is not None and names_training_data(name) and any(
         type(n) is ast.Call and type(n.func) is ast.Attribute
         and n.func.attr in ("backward", "manual_backward")
+        for stmt in loop.body for n in walk(stmt))
+
+
+def _unpacked_in(loop: ast.For | ast.AsyncFor, name: str) -> bool:
+    """``for data_pair in client_data: (data, target) = data_pair``: the body unpacks the
+    item into plain names, as a header that unpacks it does."""
+    return any(
+        type(n) is ast.Assign and len(n.targets) == 1 and type(n.value) is ast.Name
+        and n.value.id == name and type(n.targets[0]) in (ast.Tuple, ast.List)
+        and len(n.targets[0].elts) >= 2  # type: ignore[attr-defined]
+        and all(type(e) is ast.Name for e in n.targets[0].elts)  # type: ignore[attr-defined]
         for stmt in loop.body for n in walk(stmt))
 
 
@@ -279,7 +291,8 @@ class _Structure:
       (``torch.zeros(n).float().cuda()``, also through ``from torch import`` aliases, or
       wrapped in ``nn.Parameter(...)``/``Variable(...)``) given no keyword that places its
       result; or a name bound to such a chain (``h = torch.zeros(n)``) that some
-      ``h.cuda()``/``h.to(...)``/``h.type_as(t)`` moves.
+      ``h.cuda()``/``h.to(...)``/``h.type_as(t)`` moves, also after casts and reshapes
+      (``h.repeat(b, 1).to(device)``).
     - ``fact:optimizer-step``: ``x.step(...)`` on a receiver named like an optimizer or an
       AMP scaler (``opts[0].step()`` reads as ``opts``), the steps the training analysis
       (:mod:`memlint.analysis.loops`) counts; a scheduler's or an environment's ``step()``
@@ -534,7 +547,12 @@ class _Structure:
                   or (method == "type_as" and count == 1)
                   or (method == "type" and count == 1 and _names_cuda_type(node))):
                 self._moved_chain(func.value)
-                receiver = _dotted(func.value)
+                moved = func.value
+                while type(moved) is ast.Call and type(moved.func) is ast.Attribute:
+                    # `mask.repeat(b, 1, 1).to(device)`: the rule follows a name's casts and
+                    # reshapes to its move (its factory bound by the statement before).
+                    moved = moved.func.value
+                receiver = _dotted(moved)
                 if receiver is not None:
                     self.moved_names.add(receiver)
         elif type(func) is ast.Name:

@@ -1166,8 +1166,12 @@ class DataflowAnalysis:
                 (isinstance(loop.target, (cst.Tuple, cst.List))
                  and len(loop.target.elements) >= 2
                  and all(isinstance(e.value, cst.Name) for e in loop.target.elements))
-                # `for batch in self.train_data:`: one item, named for a batch
-                or (isinstance(loop.target, cst.Name) and BATCH_ITEM.match(loop.target.value)))):
+                # `for batch in self.train_data:`: one item, named for a batch, or unpacked
+                # into names in the body (`for data_pair in client_data: (data, target) =
+                # data_pair`)
+                or (isinstance(loop.target, cst.Name) and (
+                    BATCH_ITEM.match(loop.target.value)
+                    or self._unpacked_in(loop, loop.target.value))))):
             return None
         if isinstance(expr, cst.Call) and _call_name(expr) == "enumerate":
             return None  # `for i, item in enumerate(data)` unpacks an index, not a batch
@@ -1178,6 +1182,17 @@ class DataflowAnalysis:
             expr = expr.args[0].value
         name = _last_part(expr)
         return expr if name is not None and names_training_data(name) else None
+
+    def _unpacked_in(self, loop: cst.For, name: str) -> bool:
+        """Does the loop's body unpack ``name`` into plain names (``x, y = item``), as a loop
+        header that unpacks each item does?"""
+        return any(
+            isinstance(node, cst.Assign) and len(node.targets) == 1
+            and isinstance(node.value, cst.Name) and node.value.value == name
+            and isinstance(node.targets[0].target, (cst.Tuple, cst.List))
+            and len(node.targets[0].target.elements) >= 2
+            and all(isinstance(e.value, cst.Name) for e in node.targets[0].target.elements)
+            for node in self.tree.walk(loop.body))
 
     def _sources(
         self, expr: cst.BaseExpression, *, follow_names: bool = True

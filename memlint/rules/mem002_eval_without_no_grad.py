@@ -757,8 +757,14 @@ class EvalWithoutNoGrad(Rule):
                 def predict_batch(self, batch):
                     out = self.forward(batch)
                     return out.detach().cpu().numpy()
+                def predict_features(self, structure, converter):
+                    g = converter.get_graph(structure)
+                    if self.want_features:
+                        self(g=g)  # the forward records its layers in self.features
+                        return {k: v.detach() for k, v in self.features.items()}
+                    return self(g=g).detach()
             """,
-            lines=(9, 11),
+            lines=(9, 11, 16, 18),
         ),
         # A switch under a guard, or for each model of a collection, holds after the guard
         # and the loop too; a name switched to eval holds a module whatever it is called.
@@ -1875,11 +1881,14 @@ class EvalWithoutNoGrad(Rule):
         """A model method that runs itself (``self(x)``, ``self.forward(x)``) and detaches
         every such output itself (``return self(g).detach()``, ``out = self(x)`` then
         ``out.detach().numpy()``): nothing it hands out keeps the graph, so recording one
-        is waste whatever its caller does."""
+        is waste whatever its caller does. A run whose output is dropped at once (``self(g)``
+        as a statement, to fill the features its forward records) keeps nothing either."""
         tree = self.context.analysis.tree
         runs = [node for node in tree.walk(function.body)
                 if isinstance(node, cst.Call) and _runs_self(node)]
-        return bool(runs) and all(self._only_read_by(call, _DETACHING) for call in runs)
+        detached = [call for call in runs if self._only_read_by(call, _DETACHING)]
+        return bool(detached) and all(
+            call in detached or isinstance(tree.parent(call), cst.Expr) for call in runs)
 
     def _only_read_by(self, call: cst.Call, attributes: frozenset[str], *,
                       measured: bool = False) -> bool:

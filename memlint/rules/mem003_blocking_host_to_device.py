@@ -257,6 +257,14 @@ class BlockingHostToDevice(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # Items unpacked in the body of a loop that trains on nothing: what the parameter
+        # holds (a list of host tensors, a loader) is not known.
+        Valid("""
+            def score(model, client_data, device):
+                for pair in client_data:
+                    (data, target) = pair
+                    print(model(data.to(device)).argmax(1).eq(target.to(device)).sum())
+        """),
         # Only a method is the framework's hook: a local function of that name is called by
         # its own code, with whatever it is given.
         Valid("""
@@ -801,6 +809,34 @@ class BlockingHostToDevice(Rule):
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
+            """,
+        ),
+        # The same when the body unpacks each item (FedScale's client step).
+        Invalid(
+            """
+            class Client:
+                def train_step(self, client_data, model, optimizer, criterion):
+                    for data_pair in client_data:
+                        (data, target) = data_pair
+                        data = data.to(device=self.device)
+                        target = target.to(device=self.device)
+                        loss = criterion(model(data), target)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            lines=(6, 7),
+            fixed="""
+            class Client:
+                def train_step(self, client_data, model, optimizer, criterion):
+                    for data_pair in client_data:
+                        (data, target) = data_pair
+                        data = data.to(device=self.device, non_blocking=True)
+                        target = target.to(device=self.device, non_blocking=True)
+                        loss = criterion(model(data), target)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
             """,
         ),
         # A loop header that draws batches over what a parameter or an attribute hands in

@@ -200,6 +200,9 @@ _CONSTANT_METHODS = frozenset({
     "bernoulli_", "random_", "exponential_", "add_", "sub_", "mul_", "div_", "clamp_",
     "round", "floor", "ceil", "round_", "floor_", "ceil_",
 })
+# In-place initializers: they fill the tensor they are called on from scalars (a fill value,
+# a distribution's parameters) and return it, so the result is the factory's host tensor.
+_INITIALIZERS = frozenset({"fill_", "zero_", "normal_", "uniform_", "random_", "exponential_"})
 # A factory's arguments (parentheses nested up to two deep), for the trigger pattern: not
 # where one of its own arguments places the result (`device=`, `out=`, `pin_memory=`,
 # `generator=`, or `**options` that may hold one), which the rule leaves alone.
@@ -315,6 +318,11 @@ def _constant_transform_input(
         if first.keyword is None and all(_constant(a.value) for a in rest):
             return first.value
         return None
+    if _method(expr) in _INITIALIZERS:
+        # `torch.zeros(n, d).fill_(self.pad_idx)`: an in-place initializer hands back its
+        # own receiver, still on the host, whatever scalar it is given.
+        assert isinstance(expr.func, cst.Attribute)
+        return expr.func.value
     if _method(expr) in _CONSTANT_METHODS:
         assert isinstance(expr.func, cst.Attribute)
         return expr.func.value if all(
@@ -689,6 +697,13 @@ class FactoryThenMove(Rule):
     fix_safety = FixSafety.SAFE
 
     valid = (
+        # In-place arithmetic with data (`add_(batch)`) is no initializer: the values come
+        # from the host batch, which has to be copied anyway.
+        Valid("""
+            import torch
+            def accumulate(batch, device):
+                return torch.zeros(batch.size(0)).add_(batch).to(device)
+        """),
         # An empty placeholder (a literal zero size) holds no data: the move copies nothing.
         Valid("""
             import torch
@@ -1365,6 +1380,29 @@ class FactoryThenMove(Rule):
                 return torch.zeros(source.shape[0]).fill_(trunc).to(source.device)
             """,
             lines=(5,),
+        ),
+        # The mask bound on one line and moved, repeated per batch, on the next (its only
+        # use): built on the host only to be copied.
+        Invalid(
+            """
+            import torch
+            def mahalanobis_mask(dist):
+                identity = 1 - torch.eye(dist.shape[-1])
+                mask = identity.repeat(dist.shape[0], 1, 1).to(dist.device)
+                return dist * mask
+            """,
+            lines=(4,),
+        ),
+        # Filled in place with whatever value, the tensor is still the factory's, on the
+        # host (a convolutional decoder's padding, made per layer); no fix.
+        Invalid(
+            """
+            import torch
+            def pad(self, batch_size, hid_dim):
+                return torch.zeros(batch_size, hid_dim, self.kernel_size - 1).fill_(
+                    self.pad_idx).to(self.device)
+            """,
+            lines=(4,),
         ),
         # A move given a mapping that holds the device (the MAPPO `tpdv` idiom); no fix.
         Invalid(
