@@ -82,6 +82,12 @@ _MODULE_BASE_NAME = re.compile(
 _PREDICT_METHOD = re.compile(r"^(?:forward_\w+|predict\w*|infer\w*|inference\w*)$")
 
 
+# Methods of NumPy arrays (and pandas objects) that torch tensors lack, and methods both have
+# that keep the kind of array they are called on.
+_ARRAY_ONLY_METHODS = frozenset({"astype", "to_numpy"})
+_SHAPE_KEEPING = frozenset({"reshape", "ravel", "flatten", "squeeze", "copy", "transpose"})
+
+
 def last_name(expr: cst.BaseExpression) -> str | None:
     """The final identifier of a call target: ``self.opt.step`` -> ``step``."""
     if isinstance(expr, cst.Attribute):
@@ -433,7 +439,7 @@ class CallClassifier:
         gradients off itself). Methods named for anything but inference (``valid_length``,
         ``parse_sentences_no_grad``) are not."""
         func = call.func
-        if not isinstance(func, cst.Attribute) or not call.args:
+        if not isinstance(func, cst.Attribute) or not call.args or self.given_host_array(call):
             return False
         method = func.attr.value
         if EVAL_STEP_HOOK.match(method):
@@ -528,7 +534,45 @@ class CallClassifier:
             return False
         if self._holds_pipeline(call):
             return False
+        if self.given_host_array(call):
+            return False
         return forward_by_name(name)
+
+    def given_host_array(self, call: cst.Call) -> bool:
+        """``clf.predict(features)`` where ``features`` is a NumPy array
+        (``x.astype(np.float32)``, ``np.c_[x, y]``, ``np.stack(rows)``, also rebound through a
+        scaler's ``transform(features)``): another library's model (scikit-learn's), since a
+        torch module is given tensors."""
+        first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        return first is not None and self._host_array(first, call, frozenset())
+
+    def _host_array(self, expr: cst.BaseExpression, at: cst.CSTNode,
+                    seen: frozenset[str]) -> bool:
+        imports = self.tree.imports
+        if isinstance(expr, cst.Subscript):  # `np.c_[x, y]`
+            return (imports.qualified_name(expr.value) or "") in ("numpy.c_", "numpy.r_")
+        if isinstance(expr, cst.Call):
+            if (imports.qualified_name(expr.func) or "").startswith("numpy."):
+                return True
+            if not isinstance(expr.func, cst.Attribute):
+                return False
+            method = expr.func.attr.value
+            if method in _ARRAY_ONLY_METHODS:
+                return True  # torch tensors have neither
+            return method in _SHAPE_KEEPING and self._host_array(expr.func.value, at, seen)
+        if not isinstance(expr, cst.Name) or expr.value in seen:
+            return False
+        values = [a.value for a in self.tree.assignments_to(expr.value, at)]
+        seen = seen | {expr.value}
+        direct = False
+        for value in values:
+            if self._host_array(value, at, seen):
+                direct = True
+            elif not (isinstance(value, cst.Call) and any(
+                    isinstance(a.value, cst.Name) and a.value.value == expr.value
+                    for a in value.args)):
+                return False  # bound to something else (a transform of itself aside)
+        return direct
 
     def _holds_pipeline(self, call: cst.Call) -> bool:
         """``self.model(batch)`` where every binding of ``self.model`` in its class (of

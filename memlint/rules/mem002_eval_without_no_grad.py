@@ -309,6 +309,23 @@ class EvalWithoutNoGrad(Rule):
     skips_test_code = True
 
     valid = (
+        # The attack model of the other branch is scikit-learn's: it is given a NumPy array
+        # (`astype`, `np.c_`, a scaler's `transform`), which no torch module takes.
+        Valid("""
+            import numpy as np
+            import torch
+            class MembershipAttack:
+                def infer(self, x, y):
+                    features = self.estimator.predict(x).astype(np.float32)
+                    if self.attack_model_type == "nn":
+                        self.attack_model.eval()
+                        with torch.no_grad():
+                            return self.attack_model(torch.from_numpy(features)).numpy()
+                    features = np.c_[features, y]
+                    if self.scaler:
+                        features = self.scaler.transform(features)
+                    return self.attack_model.predict_proba(features)
+        """),
         # A frozen extractor's forward turns gradients off itself: its predict() records none.
         Valid(
             """
