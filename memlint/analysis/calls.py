@@ -289,6 +289,7 @@ class CallClassifier:
         self._module_class_cache: dict[cst.ClassDef, bool] = {}
         self._held_eval_cache: dict[cst.ClassDef, frozenset[str]] = {}
         self._switched_cache: dict[cst.CSTNode, frozenset[str]] = {}
+        self._switched_attributes: dict[cst.ClassDef, frozenset[str]] = {}
         self._sets_grad_cache: dict[cst.FunctionDef, bool] = {}
 
     def is_module_class(self, cls: cst.ClassDef) -> bool:
@@ -627,9 +628,9 @@ class CallClassifier:
         cls = self.tree.enclosing_class(node)
         if cls is None:
             return frozenset()
-        cached = self._switched_cache.get(cls)
+        cached = self._switched_attributes.get(cls)
         if cached is None:
-            cached = self._switched_cache[cls] = frozenset(
+            cached = self._switched_attributes[cls] = frozenset(
                 n.func.value.attr.value
                 for method in ("eval", "train")
                 for n in self.tree.calls_within(cls, method)
