@@ -33,7 +33,6 @@ from memlint.vocabulary import (
     EVAL_FUNCTION,
     EVAL_LOADER,
     EVAL_STEP_HOOK,
-    EVAL_WORDS,
     FOREIGN_FRAMEWORKS,
     FRAMEWORK_HOOK,
     FUNCTIONAL_LOSSES,
@@ -48,7 +47,9 @@ from memlint.vocabulary import (
     OOM_TEXT,
     OOM_TYPE,
     OPTIMIZER_NAME,
+    PASS_THROUGH,
     PREDICT_API,
+    PROGRESS_WRAPPER,
     RANDOM_FACTORIES,
     SCALER_NAME,
     STAGING_KEYWORDS,
@@ -58,6 +59,7 @@ from memlint.vocabulary import (
     framework_train_hook,
     is_test_code,
     names_a_loss,
+    names_evaluation,
     names_training_data,
 )
 
@@ -156,37 +158,57 @@ def _names_eval_loader(iterable: ast.expr) -> bool:
                for n in walk(iterable))
 
 
-def draws_batches(loop: ast.For | ast.AsyncFor) -> bool:
+def draws_batches(loop: ast.For | ast.AsyncFor, evaluating: bool = False) -> bool:
     """``for batch_idx, (x, y) in enumerate(data):``, ``for batch_idx, batch_data in
     enumerate(data):``: a loop header that says it draws batches; or ``for x, y in
-    self.train_data:`` (``for batch in self.train_data:``, or an item the body unpacks)
-    with a backward pass in the body, a loop that trains on what it
-    unpacks from data named as such (the dataflow analysis takes such an iterable for a
+    self.train_data:`` (``for batch in self.train_data:``, an item the body unpacks, ``for
+    step, (x, y) in enumerate(train_queue):``) with a backward pass in the body or in a
+    function named for evaluation (``evaluating``), a loop that trains or evaluates on what
+    it unpacks from data named as such (the dataflow analysis takes such an iterable for a
     loader when a parameter or an attribute hands it in)."""
     target, items = loop.target, loop.iter
-    if (type(items) is ast.Call and type(items.func) is ast.Name
-            and items.func.id == "enumerate" and type(target) is ast.Tuple
-            and len(target.elts) == 2 and type(target.elts[0]) is ast.Name
-            and BATCH_INDEX.match(target.elts[0].id) is not None
-            and (type(target.elts[1]) in (ast.Tuple, ast.List)
-                 or (type(target.elts[1]) is ast.Name
-                     and BATCH_ITEM.match(target.elts[1].id) is not None))):
-        return True
-    if not ((isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
-             and all(type(e) is ast.Name for e in target.elts))
-            or (type(target) is ast.Name and (BATCH_ITEM.match(target.id) is not None
-                                              or _unpacked_in(loop, target.id)))) or (
-            isinstance(items, ast.Call) and isinstance(items.func, ast.Name)
-            and items.func.id == "enumerate"):
-        return False  # `for i, item in enumerate(data)` unpacks an index, not a batch
+    enumerated = (isinstance(items, ast.Call) and isinstance(items.func, ast.Name)
+                  and items.func.id == "enumerate")
+    if enumerated:
+        # `for i, item in enumerate(data)` unpacks an index, not a batch; `for batch_idx,
+        # batch in enumerate(data)` draws batches, and so does `for step, (x, y) in
+        # enumerate(data)` in a loop that trains or evaluates
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2
+                and isinstance(index := target.elts[0], ast.Name)):
+            return False
+        item = target.elts[1]
+        if BATCH_INDEX.match(index.id) is not None and (
+                isinstance(item, (ast.Tuple, ast.List))
+                or (isinstance(item, ast.Name) and BATCH_ITEM.match(item.id) is not None)):
+            return True
+        if not _unpacks_into_names(item):
+            return False
+    elif not (_unpacks_into_names(target)
+              or (isinstance(target, ast.Name) and (BATCH_ITEM.match(target.id) is not None
+                                                    or _unpacked_in(loop, target.id)))):
+        return False
+    # The evaluation loops the analysis takes are over what a parameter or the object hands
+    # in, at most under progress bars (`tqdm(enumerate(test_data))`), not `zip(samples, s)`.
+    wrapped_only = True
     while isinstance(items, ast.Call) and items.args:  # `tqdm(self.data)`: the data itself
+        callee = items.func.attr if isinstance(items.func, ast.Attribute) else (
+            items.func.id if isinstance(items.func, ast.Name) else "")
+        wrapped_only = wrapped_only and (callee in PASS_THROUGH
+                                         or PROGRESS_WRAPPER.search(callee) is not None)
         items = items.args[0]
     name = items.id if isinstance(items, ast.Name) else (
         items.attr if isinstance(items, ast.Attribute) else None)
-    return name is not None and names_training_data(name) and any(
-        type(n) is ast.Call and type(n.func) is ast.Attribute
-        and n.func.attr in ("backward", "manual_backward")
-        for stmt in loop.body for n in walk(stmt))
+    return name is not None and names_training_data(name) and (
+        (evaluating and wrapped_only) or any(
+            type(n) is ast.Call and type(n.func) is ast.Attribute
+            and n.func.attr in ("backward", "manual_backward")
+            for stmt in loop.body for n in walk(stmt)))
+
+
+def _unpacks_into_names(target: ast.expr) -> bool:
+    """``x, y`` (or ``[x, y]``): a loop target that unpacks each item into plain names."""
+    return (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
+            and all(type(e) is ast.Name for e in target.elts))
 
 
 def _unpacked_in(loop: ast.For | ast.AsyncFor, name: str) -> bool:
@@ -425,7 +447,8 @@ class _Structure:
                     if not self.eval_loader_loop and _names_eval_loader(
                             node.iter):  # type: ignore[attr-defined]  # a for loop
                         self.eval_loader_loop = True
-                    if not self.batch_loop and draws_batches(node):  # type: ignore[arg-type]
+                    if not self.batch_loop and draws_batches(
+                            node, scope in self.eval_scopes):  # type: ignore[arg-type]
                         self.batch_loop = True
             elif kind is ast.ClassDef:
                 inner_class, inner_body = (*klass, id(node)), True
@@ -484,7 +507,7 @@ class _Structure:
         """``klass``: the class whose body holds the definition (0: not a method)."""
         name = node.name
         self.names.add(name)
-        if set(name.lower().split("_")) & EVAL_WORDS:
+        if names_evaluation(name):
             self.eval_scopes.add(key)
         if klass and name in PREDICT_API:
             self.predict_methods.add((klass, name))

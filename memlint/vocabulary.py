@@ -35,6 +35,15 @@ BATCH_INDEX = re.compile(rf"^{_BATCH_INDEX}$", re.IGNORECASE)
 BATCH_ITEM = re.compile(
     r"^(?:[a-z]+_)?(?:mini_?)?batch(?:_(?:data|dict|inputs?|samples?|items?|tensors?))?$",
     re.IGNORECASE)
+# Calls that hand their first iterable's items through unchanged (for loader provenance):
+# progress bars, `metric_logger.log_every(loader, freq, header)`, `itertools.cycle`.
+PASS_THROUGH = frozenset({
+    "enumerate", "tqdm", "tqdm_notebook", "islice", "iter", "track", "log_every", "cycle",
+})
+# Progress reporters defined elsewhere that take the loader beside other arguments
+# (`LogProgress(logger, loader, total=n)`, `ProgressBar(loader)`, `maybe_tqdm(loader,
+# desc=d, verbose=v)`): they hand on its items.
+PROGRESS_WRAPPER = re.compile(r"progress|progbar|tqdm", re.IGNORECASE)
 # What a loop that trains on the items it unpacks iterates, by the name it is kept under:
 # data for training or evaluation (`self.local_training_data`, `train_queue`, `dataset`),
 # not an agent's experience (`env_batches`, `rollouts`, `replay_buffer`), which no loader
@@ -71,6 +80,14 @@ EVAL_WORDS = frozenset({
     "prediction", "predictions", "infer", "inference", "test", "testing", "score", "embed",
     "extract", "encode",
 })
+
+
+def names_evaluation(name: str) -> bool:
+    """Is one ``_``-separated part of the function name ``name`` a word for evaluation
+    (``test_pytorch_model``, ``local_infer``, ``get_embeddings``)?"""
+    return not EVAL_WORDS.isdisjoint(name.lower().split("_"))
+
+
 # evaluate(), validate(), test(), predict(), infer*(), eval_epoch(), run_validation(), _evaluate().
 # Of the `test_*` names only the loop-shaped ones (`test_epoch`, `test_one_epoch`, `test_loop`)
 # count, and not in a test module: elsewhere `test_*` functions are pytest tests (MEM002).

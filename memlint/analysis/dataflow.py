@@ -50,8 +50,11 @@ from memlint.vocabulary import (
     DTYPE_NAME,
     LEGACY_TENSOR_TYPES,
     LOADER_NAME,
+    PASS_THROUGH,
+    PROGRESS_WRAPPER,
     TORCH_DTYPES,
     framework_batch_feed,
+    names_evaluation,
     names_training_data,
 )
 
@@ -83,7 +86,8 @@ class DeviceTarget(enum.Enum):
 
 TRANSFER_METHODS = frozenset({"to", "cuda", "cpu"})
 
-# `device`, `dev`, `gpu`, `local_rank`, `self.device`, `args.gpu`, `train_device`, `device_id`.
+# `device`, `dev`, `gpu`, `local_rank`, `self.device`, `args.gpu`, `train_device`, `device_id`
+# (and `self.device_`, trailing underscores aside).
 _DEVICE_NAME = re.compile(
     r"^(?:device|dev|gpu|gpu_id|device_id|local_rank|rank|cuda_device|target_device)$"
     r"|_device$|_dev$|_gpu$",
@@ -95,15 +99,6 @@ _DEVICES_NAME = re.compile(r"^(?:devices|gpus|device_ids|gpu_ids)$|_devices$|_gp
 _DEVICE_KEY = re.compile(r"(?:^|_)(?:device|gpu)(?:_key)?$", re.IGNORECASE)
 _OTHER_DEVICES = ("mps", "xpu", "meta", "hpu", "xla", "npu", "ipu", "privateuseone")
 
-# Calls that hand their first iterable's items through unchanged (for loader provenance):
-# progress bars, `metric_logger.log_every(loader, freq, header)`, `itertools.cycle`.
-_PASS_THROUGH = frozenset({
-    "enumerate", "tqdm", "tqdm_notebook", "islice", "iter", "track", "log_every", "cycle",
-})
-# Progress reporters defined elsewhere that take the loader beside other arguments
-# (`LogProgress(logger, loader, total=n)`, `ProgressBar(loader)`, `maybe_tqdm(loader,
-# desc=d, verbose=v)`): they hand on its items.
-_PROGRESS_WRAPPER = re.compile(r"progress|progbar|tqdm", re.IGNORECASE)
 # Framework calls that return loaders whose batches arrive on the device already.
 _PLACING_CALLS = ("prepare", "prepare_data_loader", "setup_dataloaders", "skip_first_batches")
 # Same-file helpers named like these return their argument on the device (`batch =
@@ -232,7 +227,8 @@ def classify_device_expr(expr: cst.BaseExpression, imports: ImportTable) -> Devi
     if isinstance(expr, (cst.Name, cst.Attribute)):
         if names_dtype(expr, imports):
             return DeviceTarget.NOT_A_MOVE
-        if _DEVICE_NAME.search(_last_part(expr) or ""):
+        # `self.device_`: scikit-learn's spelling of what `fit()` sets
+        if _DEVICE_NAME.search((_last_part(expr) or "").rstrip("_")):
             return DeviceTarget.ACCELERATOR
     if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
         # A device picked from a list of devices: `devices[0]`, `self.gpus[rank]`.
@@ -265,9 +261,17 @@ def names_dtype(expr: cst.BaseExpression, imports: ImportTable) -> bool:
         DTYPE_NAME.search(last))
 
 
+# Methods that hand back a tensor on the receiver's device, taking no arguments.
+_SAME_DEVICE_VIEWS = frozenset({"detach", "clone", "contiguous", "float", "double", "half"})
+
+
 def names_other_tensor(expr: cst.BaseExpression, imports: ImportTable) -> bool:
-    """Does a ``.to(expr)`` argument name another tensor (``.to(lprobs)``, ``.to(x.grad)``),
-    whose device and dtype the result takes? Not a device, a dtype or a literal."""
+    """Does a ``.to(expr)`` argument name another tensor (``.to(lprobs)``, ``.to(x.grad)``,
+    ``.type_as(output.detach())``), whose device and dtype the result takes? Not a device,
+    a dtype or a literal."""
+    while (isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute)
+           and expr.func.attr.value in _SAME_DEVICE_VIEWS):
+        expr = expr.func.value  # `output.detach()` is on `output`'s device
     if not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
         return False
     if classify_device_expr(expr, imports) is not DeviceTarget.NOT_A_MOVE:
@@ -416,12 +420,18 @@ def _handed_in(value: cst.BaseExpression, func: cst.FunctionDef) -> bool:
             and _is_progress_wrapper(value) and _handed_in(value.args[0].value, func))
 
 
+def _unpacks_into_names(target: cst.BaseExpression) -> bool:
+    """``x, y`` (or ``[x, y]``): a loop target that unpacks each item into plain names."""
+    return (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) >= 2
+            and all(isinstance(e.value, cst.Name) for e in target.elements))
+
+
 def _is_progress_wrapper(call: cst.Call) -> bool:
     """``tqdm(data, ...)``, ``enumerate(data)``, ``track(data)``: hands on its first
     argument's items."""
     name = _call_name(call)
-    return name is not None and (name in _PASS_THROUGH
-                                 or _PROGRESS_WRAPPER.search(name) is not None)
+    return name is not None and (name in PASS_THROUGH
+                                 or PROGRESS_WRAPPER.search(name) is not None)
 
 
 def _call_name(expr: cst.BaseExpression) -> str | None:
@@ -933,8 +943,8 @@ class DataflowAnalysis:
         if self.project is not None:  # wrappers defined in other modules of the project
             local |= {w.rsplit(".", 1)[-1] for w in self.project.wrappers}
         candidates: list[tuple[cst.Call, list[str]]] = []
-        progress = {n for n in self.tree.calls_by_name if _PROGRESS_WRAPPER.search(n)}
-        for name in sorted(_PASS_THROUGH | progress | (local & self.tree.calls_by_name.keys())):
+        progress = {n for n in self.tree.calls_by_name if PROGRESS_WRAPPER.search(n)}
+        for name in sorted(PASS_THROUGH | progress | (local & self.tree.calls_by_name.keys())):
             for call in self.tree.calls_by_name.get(name, ()):
                 parent = self.tree.parent(call)
                 if not call.args:
@@ -1155,28 +1165,36 @@ class DataflowAnalysis:
         return None
 
     def _trained_on_source(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
-        """``for x, labels in self.local_training_data:`` (or ``for batch in self.train_data:``)
-        with a backward pass in the body: a loop that unpacks each item into plain names (or
-        binds it whole to a name for a batch) and trains on them, over data (by its
-        name: not an agent's rollouts) that a parameter or the object hands in (also under
-        a progress bar), iterates a loader built elsewhere (FedML's clients). What the
+        """``for x, labels in self.local_training_data:`` (or ``for batch in self.train_data:``,
+        ``for step, (x, y) in enumerate(train_queue):``) with a backward pass in the body, or
+        in a function named for evaluation (``def local_infer(self, valid_queue, ...)``,
+        ``def test_model(model, test_data)``): a loop that unpacks each item into plain names
+        (or binds it whole to a name for a batch) and trains or evaluates on them, over data
+        (by its name: not an agent's rollouts) that a parameter or the object hands in (also
+        under a progress bar), iterates a loader built elsewhere (FedML's clients). What the
         function built itself (a list of slices) is left alone."""
         loop = self.tree.parent(expr)
-        if not (isinstance(loop, cst.For) and loop.iter is expr and (
-                (isinstance(loop.target, (cst.Tuple, cst.List))
-                 and len(loop.target.elements) >= 2
-                 and all(isinstance(e.value, cst.Name) for e in loop.target.elements))
-                # `for batch in self.train_data:`: one item, named for a batch, or unpacked
-                # into names in the body (`for data_pair in client_data: (data, target) =
-                # data_pair`)
-                or (isinstance(loop.target, cst.Name) and (
-                    BATCH_ITEM.match(loop.target.value)
-                    or self._unpacked_in(loop, loop.target.value))))):
+        if not (isinstance(loop, cst.For) and loop.iter is expr):
             return None
+        target = loop.target
         if isinstance(expr, cst.Call) and _call_name(expr) == "enumerate":
-            return None  # `for i, item in enumerate(data)` unpacks an index, not a batch
+            # `for i, item in enumerate(data)` unpacks an index, not a batch; `for step, (x,
+            # y) in enumerate(data)` unpacks the item too
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2
+                    and isinstance(target.elements[0].value, cst.Name)
+                    and _unpacks_into_names(target.elements[1].value)):
+                return None
+        elif not (_unpacks_into_names(target)
+                  # `for batch in self.train_data:`: one item, named for a batch, or unpacked
+                  # into names in the body (`for data_pair in client_data: (data, target) =
+                  # data_pair`)
+                  or (isinstance(target, cst.Name) and (
+                      BATCH_ITEM.match(target.value)
+                      or self._unpacked_in(loop, target.value)))):
+            return None
         func = self.tree.enclosing_function(loop)
-        if func is None or not _handed_in(expr, func) or not self.loops.runs_backward(loop):
+        if func is None or not _handed_in(expr, func) or not (
+                self.loops.runs_backward(loop) or names_evaluation(func.name.value)):
             return None
         while isinstance(expr, cst.Call):  # `tqdm(self.data)`: the data itself
             expr = expr.args[0].value
@@ -1274,9 +1292,9 @@ class DataflowAnalysis:
             index, param = self.project.wrappers[written]
             return nth_argument(call, index, param)
         first = call.args[0]
-        if name in _PASS_THROUGH and first.keyword is None and not first.star:
+        if name in PASS_THROUGH and first.keyword is None and not first.star:
             return first.value
-        if _PROGRESS_WRAPPER.search(name):
+        if PROGRESS_WRAPPER.search(name):
             for arg in call.args:  # the argument named like a loader
                 written = None if arg.star else dotted_name(_unsubscripted(arg.value))
                 if written is not None and LOADER_NAME.search(written.rsplit(".", 1)[-1]):
@@ -1546,7 +1564,7 @@ class DataflowAnalysis:
             return self._target_names(target.elements[1].value, iterable.args[0].value)
         if (
             isinstance(iterable, cst.Call)
-            and _call_name(iterable) in _PASS_THROUGH
+            and _call_name(iterable) in PASS_THROUGH
             and iterable.args
         ):
             return self._target_names(target, iterable.args[0].value)
@@ -2605,8 +2623,15 @@ class DataflowAnalysis:
         a same-file caller for it when it is a parameter."""
         if isinstance(source, cst.Call) and self.is_dataloader_call(source):
             return [source]
+        if not self.dataloader_calls:
+            return []
+        reaching = self._reaching_wrapped(source)
+        if reaching is not None:
+            # `loop = tqdm(enumerate(train_loader))`, later `loop = tqdm(enumerate(valid_loader))`:
+            # the binding that reaches this use says which loader it wraps
+            return self._dataloader_calls_for(reaching, file_wide=file_wide)
         key = self._key_of(source)
-        if key is None or not self.dataloader_calls:
+        if key is None:
             return []
         # (name, where it is used): a plain name only matches bindings in its own function.
         keys = [(k, source) for k in self._key_chain(key)]
@@ -2649,6 +2674,18 @@ class DataflowAnalysis:
             if call in direct_args
             or any(self._binds(call, k, at, file_wide=file_wide) for k, at in keys)
         ]
+
+    def _reaching_wrapped(self, source: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The loader expression a plain name's latest binding before this use wraps (``loop``
+        of ``loop = tqdm(enumerate(valid_loader))`` -> ``valid_loader``), when the name wraps
+        loaders at all; the file-wide table of wrapper names keeps only one per name."""
+        if not isinstance(source, cst.Name) or source.value not in self._loader_facts[1]:
+            return None
+        values = self._bindings_before(source, source.value, deep=False)[:1]
+        if not values or not isinstance(values[0], cst.Call):
+            return None
+        inner = self._wrapped_loader(values[0], self._loader_facts[0])
+        return inner if inner is not None and inner is not source else None
 
     @cached_property
     def _loader_positions(self) -> dict[int, int]:

@@ -13,7 +13,6 @@ outputs a model collects there are consumed by the caller's backward pass.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,7 @@ from memlint.analysis.calls import is_model_collection_name, method_name, receiv
 from memlint.analysis.dataflow import names_in
 from memlint.analysis.imports import dotted_name
 from memlint.analysis.tree import Loop
-from memlint.vocabulary import EVAL_WORDS, is_pytest_module
+from memlint.vocabulary import is_pytest_module, names_evaluation
 
 if TYPE_CHECKING:
     from memlint.analysis import ModuleAnalysis
@@ -219,8 +218,7 @@ class EvaluationCollections:
             if cls is not None and self.analysis.calls.is_module_class(cls):
                 return False
             name = func.name.value
-            words = set(re.split(r"_+", name.lower()))
-            if words & EVAL_WORDS and not (self._pytest_file and name.startswith("test_")):
+            if names_evaluation(name) and not (self._pytest_file and name.startswith("test_")):
                 return True
         for call in tree.calls_by_name.get("eval", ()):
             if (

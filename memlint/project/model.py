@@ -257,6 +257,10 @@ class ProjectModel:
         return self._decorator_mode(where, item, depth)
 
     def _factory_mode(self, module: str, factory: Function, depth: int) -> GradMode | None:
+        if factory.entered:
+            # A `@contextmanager`: the mode around its yields, when they all agree.
+            entered = [self._innermost(module, switches, depth) for switches in factory.entered]
+            return entered[0] if all(m == entered[0] for m in entered) else None
         modes: list[GradMode | None] = []
         for returned in factory.returns:
             if returned.kind == "switch":

@@ -37,7 +37,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 19
+SCHEMA = 20
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
@@ -147,6 +147,10 @@ class Function:
     # x.float()``, ``return batch["image"]``), and nothing is moved: a method that keeps a
     # batch a host batch (``self.convert_tensor_type(data["image"])``).
     host_cast: bool = False
+    # A ``@contextmanager``: the ``with`` switches around each of its ``yield``s (outermost
+    # first), which set the grad mode of the block that enters it (``with torch.no_grad():
+    # yield``: MONAI's ``eval_mode(net)``).
+    entered: tuple[tuple[Switch, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -467,6 +471,8 @@ class _Scope:
     # parameters that hold Python numbers (``_number_params``)
     numbers: frozenset[str] = frozenset()
     yields: bool = False
+    # the ``with`` switches around each ``yield`` (outermost first)
+    yield_switches: list[tuple[Switch, ...]] = field(default_factory=list)
     clears_grad: bool = False
     # Might the scope (nested scopes included) hold what :func:`_data_facts` looks for: a
     # yield, a ``.to()``/``.cuda()`` call, or code the statement walk does not read (a
@@ -750,6 +756,7 @@ class _Builder:
                 if isinstance(sub, (ast.Yield, ast.YieldFrom)):
                     scope.yields = True
                     scope.data = True
+                    scope.yield_switches.append(switches)
                 elif type(sub) is ast.Lambda:
                     scope.data = True
                 if not isinstance(sub, ast.Call):
@@ -834,6 +841,8 @@ class _Builder:
             falls_through=scope.yields or not _always_returns(node.body),
             clears_grad=scope.clears_grad,
             host_cast=host_cast,
+            entered=tuple(scope.yield_switches) if any(
+                d.name.rpartition(".")[2] == "contextmanager" for d in decorators) else (),
             **(_data_facts(node, scope.params) if scope.data else {}),
         ))
 

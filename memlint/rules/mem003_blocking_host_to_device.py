@@ -59,11 +59,16 @@ class BlockingHostToDevice(Rule):
     so is what a parameter or the object hands to a loop whose header says it draws
     batches, also under a progress bar: ``for batch_idx, (x, y) in enumerate(train_data):``,
     ``for batch_index, batch_data in enumerate(tqdm(data_generator)):``, or to a loop that
-    unpacks each item into names (or binds it whole to a name for a batch) and trains on
-    them, a backward pass in its body: ``for x, labels in self.local_training_data:``, ``for
-    batch in self.train_data:``),
+    unpacks each item into names (or binds it whole to a name for a batch, or unpacks it
+    beside an index: ``for step, (x, y) in enumerate(train_queue):``) and trains on them, a
+    backward pass in its body, or evaluates them in a function named for evaluation: ``for
+    x, labels in self.local_training_data:``, ``for batch in self.train_data:``, ``def
+    test_model(model, test_data): for data, target in test_data:``; a device attribute
+    spelled the scikit-learn way, ``self.device_``, is a device like ``self.device``),
     and the loop back to
-    its ``DataLoader`` through the names it is kept under: a factory that returns it (also by
+    its ``DataLoader`` through the names it is kept under (the binding of a name that
+    reaches the loop: a progress bar rebound for each loader draws from the latest one):
+    a factory that returns it (also by
     name, beside a sampler: ``loader = DataLoader(...)`` ... ``return loader, sampler``) and a
     second name it is stored under (``self.train_loader = train_loader``). The batch goes:
 
@@ -534,6 +539,19 @@ class BlockingHostToDevice(Rule):
                 for batch_idx, batch in enumerate(chunks):
                     model(batch.to(device))
         """),
+        # Without a backward pass or a name for evaluation, what a parameter hands in may be
+        # anything (pairs a caller cut, tensors already placed); nor is an agent's
+        # experience a loader's batches, evaluated or not.
+        Valid(
+            """
+            def plot_samples(model, test_data, device):
+                for step, (x, y) in enumerate(test_data):
+                    show(model(x.to(device)), y)
+            def evaluate(agent, rollouts, device):
+                for obs, action in rollouts:
+                    agent(obs.to(device))
+            """,
+        ),
     )
     invalid = (
         # A dict built of the batch (Hugging Face's `{**batch, ...}`) holds its tensors.
@@ -907,6 +925,91 @@ class BlockingHostToDevice(Rule):
                             loss = self.criterion(self.model(x), labels)
                             loss.backward()
                             self.optimizer.step()
+            """,
+        ),
+        # One progress-bar name rebound for each loader (TSB-AD's detectors): each loop
+        # draws from the loader its latest binding wraps, so both go unpinned to the GPU.
+        Invalid(
+            """
+            import tqdm
+            from torch.utils.data import DataLoader
+            def fit(model, train_data, valid_data, device):
+                train_loader = DataLoader(train_data, batch_size=32, shuffle=True)
+                valid_loader = DataLoader(valid_data, batch_size=32)
+                loop = tqdm.tqdm(enumerate(train_loader), total=len(train_loader))
+                for idx, (x, y) in loop:
+                    model(x.to(device, non_blocking=True)).sum().backward()
+                loop = tqdm.tqdm(enumerate(valid_loader), total=len(valid_loader))
+                for idx, (x, y) in loop:
+                    model(x.to(device, non_blocking=True))
+            """,
+            lines=(5, 6),
+        ),
+        # A device kept under scikit-learn's trailing underscore (`self.device_`, set by
+        # `fit()`) is the accelerator the user asked for, as `self.device` is.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+            class Regressor:
+                def fit(self, X, y):
+                    self.device_ = torch.device(self.device)
+                    for xb, yb in DataLoader(list(zip(X, y)), batch_size=32):
+                        loss = self.loss_(self.module_(xb.to(self.device_)), yb)
+                        loss.backward()
+            """,
+            lines=(7, 8),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+            class Regressor:
+                def fit(self, X, y):
+                    self.device_ = torch.device(self.device)
+                    for xb, yb in DataLoader(list(zip(X, y)), batch_size=32):
+                        loss = self.loss_(self.module_(xb.to(self.device_, non_blocking=True)), yb)
+                        loss.backward()
+            """,
+        ),
+        # An index beside the unpacked item (FedNAS's `for step, (input, target) in
+        # enumerate(train_queue)`), in a loop that trains or in a function named for
+        # evaluation (`local_infer`, `test_model`): the same loader's batches.
+        Invalid(
+            """
+            class Trainer:
+                def local_train(self, train_queue, model, criterion, optimizer):
+                    for step, (input, target) in enumerate(train_queue):
+                        input = input.to(self.device)
+                        loss = criterion(model(input), target)
+                        loss.backward()
+                        optimizer.step()
+                def local_infer(self, valid_queue, model):
+                    model.eval()
+                    for step, (input, target) in enumerate(valid_queue):
+                        input = input.to(self.device)
+                        logits = model(input)
+            def test_model(model, test_data, device):
+                for data, target in test_data:
+                    data = data.to(device=device)
+                    output = model(data)
+            """,
+            lines=(5, 12, 16),
+            fixed="""
+            class Trainer:
+                def local_train(self, train_queue, model, criterion, optimizer):
+                    for step, (input, target) in enumerate(train_queue):
+                        input = input.to(self.device, non_blocking=True)
+                        loss = criterion(model(input), target)
+                        loss.backward()
+                        optimizer.step()
+                def local_infer(self, valid_queue, model):
+                    model.eval()
+                    for step, (input, target) in enumerate(valid_queue):
+                        input = input.to(self.device, non_blocking=True)
+                        logits = model(input)
+            def test_model(model, test_data, device):
+                for data, target in test_data:
+                    data = data.to(device=device, non_blocking=True)
+                    output = model(data)
             """,
         ),
         # The same header with the batch kept whole under a batch's name, over a parameter

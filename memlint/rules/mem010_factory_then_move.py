@@ -147,6 +147,27 @@ def _sized_legacy_constructor(call: cst.Call) -> bool:
         _is_size(positional[0].value) or _is_torch_size(positional[0].value)))
 
 
+# What `_factory_chain` names a tensor constructor given a Python range (its message differs).
+_RANGE = "range"
+
+
+def _range_data(call: cst.Call) -> bool:
+    """``torch.LongTensor(list(range(n)))``, ``torch.tensor(range(a, b), dtype=torch.long)``:
+    a constructor whose only data is a Python range, what ``torch.arange`` builds without
+    a list of Python ints in between."""
+    positional = _positional(call)
+    if len(positional) != 1 or positional[0].star or any(
+            a.keyword is not None and a.keyword.value != "dtype" for a in call.args):
+        return False
+    value = positional[0].value
+    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+            and value.func.value == "list" and len(value.args) == 1):
+        value = value.args[0].value
+    return (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+            and value.func.value == "range" and 1 <= len(value.args) <= 3
+            and not any(a.star or a.keyword is not None for a in value.args))
+
+
 def _adds_dimensions(expr: cst.BaseExpression) -> bool:
     """``x[None, :]``, ``x[:, None]``, ``x[..., None]``: an index made only of ``None``, full
     slices and ``...``, a view that adds dimensions (like ``unsqueeze``)."""
@@ -587,7 +608,9 @@ class FactoryThenMove(Rule):
     Data-copying constructors (``torch.tensor``, ``torch.as_tensor``, ``torch.from_numpy``)
     are not reported: their data is a Python list, a NumPy array or a host tensor, so even
     ``torch.tensor(data, device="cuda")`` builds the tensor on the host and copies it over.
-    Passing ``device=`` there saves no transfer.
+    Passing ``device=`` there saves no transfer. A constructor whose only data is a Python
+    range (``torch.LongTensor(list(range(n)))``, ``torch.tensor(range(a, b))``) is the
+    exception: ``torch.arange(..., device=...)`` builds it on the device with no copy.
 
     ## Example
     ```python
@@ -641,6 +664,10 @@ class FactoryThenMove(Rule):
         "tensor is created on the CPU by the legacy `torch.{factory}` constructor and then "
         "copied to the device; use `torch.empty(..., dtype=..., device=...)` instead"
     )
+    range_message = (
+        "a Python range is copied into a CPU tensor and then to the device; use "
+        "`torch.arange(..., device=...)` instead"
+    )
     # `).to(`, a chain continued on the next line (`)\n        .to(device)`), or a name moved
     # by the statement after the one that built it (`h = h.cuda()`).
     triggers = (".cuda(", ".to(", ".type_as(", "torch.cuda.")
@@ -654,13 +681,13 @@ class FactoryThenMove(Rule):
         rb"|FloatTensor|DoubleTensor|HalfTensor|BFloat16Tensor|LongTensor|IntTensor"
         rb"|ShortTensor|CharTensor|ByteTensor|BoolTensor|Tensor)"
         + _FACTORY_ARGS +
-        rb"(?:\s*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
+        rb"(?:[\s\\]*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\)|\[[^\[\]\n]*\])*"
         # Closed by a wrapper's other arguments, or by a comparison or arithmetic with a
         # constant inside parentheses (`(torch.ones(n) == 1).to(device)`), maybe with more
         # elementwise steps after it (`(torch.rand(s) * 4).round().clamp_(0, 3).cuda()`).
         rb"(?:\s*(?:[,=!<>*/+-](?:[^()]|\([^()]*\))*)?\)"
-        rb"(?:\s*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\))*)?"
-        rb"\s*\.(?:cuda\(|to\(|type_as\(|type\(\s*torch\.cuda\.)"
+        rb"(?:[\s\\]*\." + _CHAIN_METHODS + rb"\((?:[^()]|\([^()]*\))*\))*)?"
+        rb"[\s\\]*\.(?:cuda\(|to\(|type_as\(|type\(\s*torch\.cuda\.)"
         # Or the statement that built it ends there and the next one (maybe under an `if`)
         # rebinds a name to its own move: `h = torch.zeros(b, d)` / `h = h.cuda()`.
         rb"|(?:zeros|ones|full|empty|arange|eye|linspace|logspace|rand\w*|normal"
@@ -1148,6 +1175,46 @@ class FactoryThenMove(Rule):
             """,
             lines=(4, 8),
         ),
+        # A Python range copied into a tensor (pykg2vec's evaluator, once per test triple) is a
+        # host `arange` with a list of ints in between.
+        Invalid(
+            """
+            import torch
+            def rank_tails(config, h, r):
+                entities = torch.LongTensor(list(range(config.tot_entity))).to(config.device)
+                offsets = torch.tensor(range(1, 9), dtype=torch.long).cuda()
+                return entities, offsets
+            """,
+            lines=(4, 5),
+        ),
+        # The tensor given to `.type_as()` may be a view of one (pywick's Dice loss), and
+        # the chain may go on over backslash-continued lines (neuralhydrology's sampling).
+        Invalid(
+            """
+            import torch
+            def dice(output, weights=None):
+                if weights is None:
+                    weights = torch.ones(output.size(1)).type_as(output.detach())
+                return weights
+            def sample(p_sub, pis):
+                mask = torch.zeros(p_sub.shape, dtype=torch.bool) \\
+                    .to(device=p_sub.device) \\
+                    .scatter_(2, pis.unsqueeze(2), True)
+                return mask
+            """,
+            lines=(5, 8),
+            fixed="""
+            import torch
+            def dice(output, weights=None):
+                if weights is None:
+                    weights = torch.ones(output.size(1)).type_as(output.detach())
+                return weights
+            def sample(p_sub, pis):
+                mask = torch.zeros(p_sub.shape, dtype=torch.bool, device=p_sub.device) \\
+                    .scatter_(2, pis.unsqueeze(2), True)
+                return mask
+            """,
+        ),
         # The same with the factory inside a shape function, its closing parenthesis on a
         # line of its own (rectools' inverse positions).
         Invalid(
@@ -1573,6 +1640,10 @@ class FactoryThenMove(Rule):
         short = qualified[len("torch."):]
         if short in LEGACY_TENSOR_TYPES and _sized_legacy_constructor(factory):
             return factory, short, casts, True  # no `device=` to add: reported without a fix
+        if (short in LEGACY_TENSOR_TYPES or short == "tensor") and _range_data(factory):
+            # `torch.LongTensor(list(range(n)))`: a host `arange`, copied element by element;
+            # no fix (the call itself changes)
+            return factory, _RANGE, casts, True
         if short not in DETERMINISTIC_FACTORIES and short not in RANDOM_FACTORIES:
             return None
         if short == "normal" and not (_normal_sized(factory) or self._host_mean(factory)):
@@ -1659,6 +1730,8 @@ class FactoryThenMove(Rule):
         return bool(bindings) and all(b.value is not None and factory(b.value) for b in bindings)
 
     def _message(self, short: str) -> str:
+        if short == _RANGE:
+            return self.range_message
         if short in LEGACY_TENSOR_TYPES:
             return self.legacy_message.format(factory=short)
         return self.message.format(factory=short)

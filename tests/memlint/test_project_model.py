@@ -101,6 +101,51 @@ def test_decorators_that_apply_a_switch_or_hand_back_the_function() -> None:
     assert m.switch_mode("tools", Switch("mixed", True)) is None  # the alternatives disagree
 
 
+def test_a_context_manager_of_another_module_sets_the_mode_around_its_yields() -> None:
+    """MONAI's ``eval_mode(net)``: a ``@contextmanager`` that yields under ``no_grad`` (inside a
+    ``try``) turns grad off for the block that enters it, in the module that imports it; one
+    whose yields disagree, or that yields outside any switch, sets nothing."""
+    m = model(utils="""
+        import contextlib
+        from contextlib import contextmanager
+        import torch
+
+        @contextmanager
+        def eval_mode(*nets):
+            try:
+                with torch.no_grad():
+                    yield [n.eval() for n in nets]
+            finally:
+                pass
+
+        @contextlib.contextmanager
+        def maybe(flag):
+            if flag:
+                with torch.no_grad():
+                    yield
+            else:
+                yield
+
+        @contextmanager
+        def timer():
+            yield
+    """, finder="""
+        from utils import eval_mode, maybe, timer
+    """)
+    assert m.switch_mode("finder", Switch("eval_mode", True, True)) == "off"
+    assert m.switch_mode("finder", Switch("maybe", True, True)) is None
+    assert m.switch_mode("finder", Switch("timer", True)) is None
+    restored = ModuleSummary.from_json(json.loads(json.dumps(summary("""
+        from contextlib import contextmanager
+        import torch
+        @contextmanager
+        def off():
+            with torch.no_grad():
+                yield
+    """).to_json())))
+    assert restored.functions[0].entered == ((Switch("torch.no_grad", True),),)
+
+
 def test_grad_mode_from_callers_and_runners_and_cycles() -> None:
     m = model(
         lib="""
