@@ -54,6 +54,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind37       # the 37th blind set (bench/blind37_labels.csv)
     python bench/ecosystem.py --set blind38       # the 38th blind set (bench/blind38_labels.csv)
     python bench/ecosystem.py --set blind39       # the 39th blind set (bench/blind39_labels.csv)
+    python bench/ecosystem.py --set blind40       # the 40th blind set (bench/blind40_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -849,6 +850,19 @@ BLIND39_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# blind40: time-series anomaly detection, recommenders, chest X-ray models, bioacoustics,
+# tabular graph learning, OCR and knowledge-graph embeddings; labelled by a helper session
+# against memlint at the start of the twenty-third session.
+BLIND40_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("TSB-AD", "1.5"),
+    ("rectorch", "0.0.9b0"),
+    ("torchxrayvision", "1.5.7"),
+    ("batdetect2", "1.3.1"),
+    ("carte-ai", "0.0.9"),
+    ("python-doctr", "1.1.0"),
+    ("pykg2vec", "0.0.52"),
+)
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -897,6 +911,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind37": _blind("blind37", BLIND37_PACKAGES),
     "blind38": _blind("blind38", BLIND38_PACKAGES),
     "blind39": _blind("blind39", BLIND39_PACKAGES),
+    "blind40": _blind("blind40", BLIND40_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
