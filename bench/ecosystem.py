@@ -55,6 +55,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind38       # the 38th blind set (bench/blind38_labels.csv)
     python bench/ecosystem.py --set blind39       # the 39th blind set (bench/blind39_labels.csv)
     python bench/ecosystem.py --set blind40       # the 40th blind set (bench/blind40_labels.csv)
+    python bench/ecosystem.py --set blind41       # the 41st blind set (bench/blind41_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -863,6 +864,19 @@ BLIND40_PACKAGES: tuple[tuple[str, str], ...] = (
     ("pykg2vec", "0.0.52"),
 )
 
+# blind41: federated learning, data valuation, adversarial robustness, survival analysis,
+# ensembles, speech enhancement and PDE discovery; labelled by a helper session against the
+# twenty-third session's first changes (8e97982).
+BLIND41_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("fluke-fl", "0.8.1"),
+    ("opendataval", "1.3.0"),
+    ("robustness", "1.2.1.post2"),
+    ("pysurvival", "0.1.2"),
+    ("torchensemble", "0.1.9"),
+    ("resemble-enhance", "0.0.1"),
+    ("deepymod", "2.2.0"),
+)
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -912,6 +926,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind38": _blind("blind38", BLIND38_PACKAGES),
     "blind39": _blind("blind39", BLIND39_PACKAGES),
     "blind40": _blind("blind40", BLIND40_PACKAGES),
+    "blind41": _blind("blind41", BLIND41_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule

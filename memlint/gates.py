@@ -205,6 +205,15 @@ def draws_batches(loop: ast.For | ast.AsyncFor, evaluating: bool = False) -> boo
             for stmt in loop.body for n in walk(stmt)))
 
 
+def _names_no_grad(decorator: ast.expr) -> bool:
+    """``@torch.no_grad()``, ``@no_grad``, ``@torch.inference_mode()``: by its last name, a
+    looser test than the analysis's import-resolved one."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = target.attr if isinstance(target, ast.Attribute) else (
+        target.id if isinstance(target, ast.Name) else "")
+    return name in ("no_grad", "inference_mode")
+
+
 def _unpacks_into_names(target: ast.expr) -> bool:
     """``x, y`` (or ``[x, y]``): a loop target that unpacks each item into plain names."""
     return (isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2
@@ -384,6 +393,7 @@ class _Structure:
         self.broad_handlers: list[tuple[int, int]] = []  # their first and last lines
         self.eval_loader_loop = False
         self.batch_loop = False  # `for batch_idx, (x, y) in enumerate(data):`, `feed_data`
+        self.inference_scopes: set[int] = set()  # functions decorated with a no-grad switch
         self.imported: set[str] = set()  # top-level packages of absolute imports
         self.loss_entry = False  # `out["loss"]`
         self.optimizer_step = False  # `optimizer.step()`, `scaler.step(opt)`
@@ -448,7 +458,8 @@ class _Structure:
                             node.iter):  # type: ignore[attr-defined]  # a for loop
                         self.eval_loader_loop = True
                     if not self.batch_loop and draws_batches(
-                            node, scope in self.eval_scopes):  # type: ignore[arg-type]
+                            node,  # type: ignore[arg-type]
+                            scope in self.eval_scopes or scope in self.inference_scopes):
                         self.batch_loop = True
             elif kind is ast.ClassDef:
                 inner_class, inner_body = (*klass, id(node)), True
@@ -509,6 +520,8 @@ class _Structure:
         self.names.add(name)
         if names_evaluation(name):
             self.eval_scopes.add(key)
+        elif any(_names_no_grad(d) for d in node.decorator_list):
+            self.inference_scopes.add(key)  # `@torch.no_grad()`: inference code by its mode
         if klass and name in PREDICT_API:
             self.predict_methods.add((klass, name))
         if framework_batch_feed(name, bool(klass)):
@@ -535,6 +548,14 @@ class _Structure:
                     func.value.id == "self"):
                 self.self_runs.add(scope)
                 self.forward_call = True  # `self.forward()` too: a run over inputs it holds
+            if method == "__call__" and type(func.value) is ast.Name:
+                # `net.__call__(x)` is `net(x)`
+                if func.value.id == "self":
+                    self.self_runs.add(scope)
+                if count:
+                    self.name_calls.add(func.value.id)
+                    if func.value.id == "self" or forward_by_name(func.value.id):
+                        self.forward_call = True
             if count and not self.forward_call and (
                     method == "forward" or INFERENCE_METHOD.match(method)
                     or EVAL_STEP_HOOK.match(method) or forward_by_name(method)):

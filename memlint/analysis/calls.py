@@ -510,6 +510,8 @@ class CallClassifier:
         out unless asked for, because Hugging Face already runs it under no_grad.
         """
         func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "__call__":
+            func = func.value  # `self.__call__(*batch)` runs the module as `self(*batch)` does
         name = last_name(func)
         if name is None:
             return False

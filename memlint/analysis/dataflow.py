@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from memlint.analysis.grad import bool_literal
 from memlint.analysis.imports import ImportTable, dotted_name
 from memlint.analysis.loops import LoopAnalysis
 from memlint.analysis.tree import Loop, TreeIndex, class_methods
@@ -54,6 +55,7 @@ from memlint.vocabulary import (
     PROGRESS_WRAPPER,
     TORCH_DTYPES,
     framework_batch_feed,
+    grad_switch,
     names_evaluation,
     names_training_data,
 )
@@ -1194,12 +1196,28 @@ class DataflowAnalysis:
             return None
         func = self.tree.enclosing_function(loop)
         if func is None or not _handed_in(expr, func) or not (
-                self.loops.runs_backward(loop) or names_evaluation(func.name.value)):
+                self.loops.runs_backward(loop) or names_evaluation(func.name.value)
+                or self._decorated_without_grad(func)):
             return None
         while isinstance(expr, cst.Call):  # `tqdm(self.data)`: the data itself
             expr = expr.args[0].value
         name = _last_part(expr)
         return expr if name is not None and names_training_data(name) else None
+
+    def _decorated_without_grad(self, func: cst.FunctionDef) -> bool:
+        """``@torch.no_grad()`` / ``@torch.inference_mode()``: inference code whatever its
+        name (FL-bench's ``compute_mean_cov`` over a client's training data)."""
+        imports = self.tree.imports
+        for decorator in (d.decorator for d in func.decorators):
+            call = decorator if isinstance(decorator, cst.Call) else None
+            name = imports.qualified_name(call.func if call is not None else decorator)
+            flag = (bool_literal(call.args[0].value)
+                    if call is not None and call.args else None)
+            if name is not None and grad_switch(
+                    name, call is not None, bool(call is not None and call.args),
+                    flag) == "off":
+                return True
+        return False
 
     def _unpacked_in(self, loop: cst.For, name: str) -> bool:
         """Does the loop's body unpack ``name`` into plain names (``x, y = item``), as a loop

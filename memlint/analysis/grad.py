@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 Block = cst.IndentedBlock | cst.Module
 
 
-def _bool_literal(expr: cst.BaseExpression) -> bool | None:
+def bool_literal(expr: cst.BaseExpression) -> bool | None:
+    """``True`` / ``False`` written as such (a switch's flag), else None."""
     if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
         return expr.value == "True"
     return None
@@ -87,7 +88,7 @@ class GradModeAnalysis:
         if name is None:
             return None
         has_args = call is not None and bool(call.args)
-        flag = _bool_literal(call.args[0].value) if call is not None and call.args else None
+        flag = bool_literal(call.args[0].value) if call is not None and call.args else None
         mode = grad_switch(name, call is not None, has_args, flag)
         if mode is None and self.project is not None:
             written = dotted_name(target)
@@ -153,7 +154,7 @@ class GradModeAnalysis:
             if argument is not None:
                 name = self.tree.imports.qualified_name(expr.func)
                 if name is not None:
-                    return grad_switch(name, True, True, _bool_literal(argument))
+                    return grad_switch(name, True, True, bool_literal(argument))
         return self.switch_mode(expr)
 
     @cached_property

@@ -859,12 +859,17 @@ class ProjectModel:
             if depth >= _MAX_DEPTH or not self._builds_no_loader(found[0], found[1], depth + 1):
                 return False
         prefix = f"{klass.qualname}."
+        own = klass.qualname.rsplit(".", 1)[-1]
         # A call named like a loader (`DataLoader(...)`, `_make_data_loader(...)`, a helper
-        # that builds one) in any of its methods: it wraps real loaders.
+        # that builds one) in its constructor, its iteration or their private helpers: it
+        # wraps real loaders. A public method that hands out a DataLoader built from the
+        # data (fluke's `as_dataloader()`) or a copy of itself (`clone()`) does not feed
+        # its own iteration.
         return not any(
-            LOADER_NAME.search(site.callee.rsplit(".", 1)[-1])
+            LOADER_NAME.search(callee := site.callee.rsplit(".", 1)[-1]) and callee != own
             for function in self.summaries[module].functions
             if function.qualname.startswith(prefix)
+            and function.qualname[len(prefix):].startswith("_")
             for site in function.sites
         )
 

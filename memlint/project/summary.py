@@ -37,7 +37,7 @@ from memlint.vocabulary import (
     returns_indices,
 )
 
-SCHEMA = 20
+SCHEMA = 21
 
 # A file that no rule applies to is summarised only when it may define what other modules ask
 # about: a grad-switching factory or wrapper, an ExitStack switch, a caller that switches a
@@ -1007,6 +1007,21 @@ def _unsteady(loop: ast.For) -> bool:
         for stmt in loop.body for sub in walk(stmt))
 
 
+def _assigned_pairs(assign: ast.Assign) -> list[tuple[ast.expr, ast.expr]]:
+    """(target, value) pairs of an assignment: a tuple assigned a tuple of the same length
+    element by element (``a, b = x[0], x[1]``), anything else whole."""
+    pairs: list[tuple[ast.expr, ast.expr]] = []
+    for target in assign.targets:
+        value = assign.value
+        if (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+                and len(target.elts) == len(value.elts)
+                and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))):
+            pairs.extend(zip(target.elts, value.elts, strict=True))
+        else:
+            pairs.append((target, value))
+    return pairs
+
+
 def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
                 params: tuple[str, ...]) -> dict[str, Any]:
     """What the function does with the data it is given: re-yields a parameter's items, or
@@ -1037,10 +1052,11 @@ def _data_facts(node: ast.FunctionDef | ast.AsyncFunctionDef,
                 if isinstance(target, ast.Name):
                     iterated[target.id] = sub.iter.id
         if isinstance(sub, ast.Assign):
-            # `inputs, targets = batch`, `images = batch["image"]`: parts of it too.
-            root = _root_name(sub.value)
-            if root in parts:
-                for bound in sub.targets:
+            # `inputs, targets = batch`, `images = batch["image"]`: parts of it too; and
+            # `data, target = element[0], element[1]`, pair by pair.
+            for bound, value in _assigned_pairs(sub):
+                root = _root_name(value)
+                if root in parts:
                     for name in walk(bound):
                         if isinstance(name, ast.Name):
                             parts[name.id] = parts[root]

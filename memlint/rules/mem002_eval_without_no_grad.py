@@ -759,6 +759,20 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        # `self.__call__(*batch)` runs the module as `self(*batch)` does (opendataval's BERT
+        # `predict`).
+        Invalid(
+            """
+            from torch import nn
+            class BertClassifier(nn.Module):
+                def forward(self, ids, mask):
+                    return self.head(self.bert(ids, mask))
+                def predict(self, batches):
+                    self.eval()
+                    return [self.__call__(*batch).argmax(1) for batch in batches]
+            """,
+            lines=(8,),
+        ),
         # A model's prediction helper that detaches its own output itself: nothing it hands
         # out keeps the graph its forward recorded (matgl's `predict_structure`).
         Invalid(

@@ -61,7 +61,8 @@ class BlockingHostToDevice(Rule):
     ``for batch_index, batch_data in enumerate(tqdm(data_generator)):``, or to a loop that
     unpacks each item into names (or binds it whole to a name for a batch, or unpacks it
     beside an index: ``for step, (x, y) in enumerate(train_queue):``) and trains on them, a
-    backward pass in its body, or evaluates them in a function named for evaluation: ``for
+    backward pass in its body, or evaluates them in a function named for evaluation or
+    decorated to run without grad (``@torch.no_grad()``): ``for
     x, labels in self.local_training_data:``, ``for batch in self.train_data:``, ``def
     test_model(model, test_data): for data, target in test_data:``; a device attribute
     spelled the scikit-learn way, ``self.device_``, is a device like ``self.device``),
@@ -944,6 +945,39 @@ class BlockingHostToDevice(Rule):
                     model(x.to(device, non_blocking=True))
             """,
             lines=(5, 6),
+        ),
+        # A function decorated to run without grad is inference code whatever its name
+        # (FL-bench's feature statistics over a client's training data).
+        Invalid(
+            """
+            import torch
+            class Client:
+                def fit(self):
+                    for X, y in self.train_set:
+                        X = X.to(self.device)
+                        self.loss(self.model(X), y).backward()
+                @torch.no_grad()
+                def compute_mean_cov(self):
+                    feats = []
+                    for _, (X, y) in enumerate(self.train_set):
+                        feats.append(self.model.encoder(X.to(self.device)))
+                    return feats
+            """,
+            lines=(6, 12),
+            fixed="""
+            import torch
+            class Client:
+                def fit(self):
+                    for X, y in self.train_set:
+                        X = X.to(self.device, non_blocking=True)
+                        self.loss(self.model(X), y).backward()
+                @torch.no_grad()
+                def compute_mean_cov(self):
+                    feats = []
+                    for _, (X, y) in enumerate(self.train_set):
+                        feats.append(self.model.encoder(X.to(self.device, non_blocking=True)))
+                    return feats
+            """,
         ),
         # A device kept under scikit-learn's trailing underscore (`self.device_`, set by
         # `fit()`) is the accelerator the user asked for, as `self.device` is.

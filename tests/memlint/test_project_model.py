@@ -146,6 +146,62 @@ def test_a_context_manager_of_another_module_sets_the_mode_around_its_yields() -
     assert restored.functions[0].entered == ((Switch("torch.no_grad", True),),)
 
 
+def test_a_loader_class_that_batches_itself_is_plain_whatever_its_public_methods_build(
+) -> None:
+    """fluke's ``FastDataLoader`` slices host tensors itself; its ``as_dataloader()`` hands out
+    a real DataLoader and ``clone()`` a copy of itself, neither of which feeds its iteration.
+    A class whose constructor or iteration builds a loader wraps one."""
+    m = model(data="""
+        from torch.utils.data import DataLoader
+
+        class FastDataLoader:
+            def __init__(self, *tensors, batch_size=32):
+                self.tensors = tensors
+            def __iter__(self):
+                return self
+            def as_dataloader(self, **kwargs):
+                return DataLoader(self.tensors, **kwargs)
+            def clone(self):
+                return FastDataLoader(*self.tensors)
+
+        class WrappingLoader:
+            def __init__(self, dataset):
+                self.loader = DataLoader(dataset, batch_size=8)
+            def __iter__(self):
+                return iter(self.loader)
+
+        class LazyLoader:
+            def __iter__(self):
+                return iter(self._make_data_loader())
+            def _make_data_loader(self):
+                return DataLoader(self.dataset)
+    """)
+    assert m.is_plain_loader("data.FastDataLoader")
+    assert not m.is_plain_loader("data.WrappingLoader")
+    assert not m.is_plain_loader("data.LazyLoader")
+
+
+def test_a_helper_that_copies_parts_it_unpacks_pair_by_pair_moves_its_parameter() -> None:
+    """torchensemble's ``split_data_target``: ``data, target = element[0], element[1]`` then
+    both copied; a value assigned whole to a tuple of names still hands its parts on."""
+    found = summary("""
+        def split_data_target(element, device, logger=None):
+            data, target = element[0], element[1]
+            return [data.to(device)], target.to(device)
+
+        def split_whole(batch, device):
+            x, y = batch
+            return x.cuda(), y
+
+        def keep(element, device, other):
+            data, target = other[0], element[1]
+            return data.to(device)
+    """)
+    moves = {f.qualname: f.moves_params for f in found.functions}
+    assert moves == {"split_data_target": ("element",), "split_whole": ("batch",),
+                     "keep": ("other",)}
+
+
 def test_grad_mode_from_callers_and_runners_and_cycles() -> None:
     m = model(
         lib="""
