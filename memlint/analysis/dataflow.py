@@ -1170,11 +1170,12 @@ class DataflowAnalysis:
         """``for x, labels in self.local_training_data:`` (or ``for batch in self.train_data:``,
         ``for step, (x, y) in enumerate(train_queue):``) with a backward pass in the body, or
         in a function named for evaluation (``def local_infer(self, valid_queue, ...)``,
-        ``def test_model(model, test_data)``): a loop that unpacks each item into plain names
-        (or binds it whole to a name for a batch) and trains or evaluates on them, over data
-        (by its name: not an agent's rollouts) that a parameter or the object hands in (also
-        under a progress bar), iterates a loader built elsewhere (FedML's clients). What the
-        function built itself (a list of slices) is left alone."""
+        ``def test_model(model, test_data)``) or decorated to run without grad: a loop that
+        unpacks each item into plain names (or binds it whole to a name for a batch) and
+        trains or evaluates on them, over data (by its name: not an agent's rollouts) that a
+        parameter or the object hands in (also under a progress bar), iterates a loader
+        built elsewhere (FedML's clients). What the function built itself (a list of slices)
+        is left alone."""
         loop = self.tree.parent(expr)
         if not (isinstance(loop, cst.For) and loop.iter is expr):
             return None
