@@ -56,6 +56,7 @@ it before labelling anything new, so that it stays a measure of generalisation.
     python bench/ecosystem.py --set blind39       # the 39th blind set (bench/blind39_labels.csv)
     python bench/ecosystem.py --set blind40       # the 40th blind set (bench/blind40_labels.csv)
     python bench/ecosystem.py --set blind41       # the 41st blind set (bench/blind41_labels.csv)
+    python bench/ecosystem.py --set blind42       # the 42nd blind set (bench/blind42_labels.csv)
     python bench/ecosystem.py --set blind --labels other.csv
 """
 
@@ -877,6 +878,18 @@ BLIND41_PACKAGES: tuple[tuple[str, str], ...] = (
     ("deepymod", "2.2.0"),
 )
 
+# blind42: causal discovery, cell segmentation, molecule generation, MIDI generation,
+# single-cell mapping and trajectory prediction; labelled by a helper session against the
+# twenty-third session's last analysis change (8e6c1d4).
+BLIND42_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("gcastle", "1.0.4"),
+    ("instanseg-torch", "0.1.2"),
+    ("molsets", "0.3.1"),
+    ("notochord", "0.8.0b6"),
+    ("scArches", "0.6.1"),
+    ("traja", "25.0.1"),
+)
+
 def _blind(name: str, packages: tuple[tuple[str, str], ...],
            ) -> tuple[tuple[tuple[str, str], ...], Path, Path]:
     """A blind set's packages, its folder under ``bench/.work/`` and its labels file."""
@@ -927,6 +940,7 @@ SETS: dict[str, tuple[tuple[tuple[str, str], ...], Path, Path]] = {
     "blind39": _blind("blind39", BLIND39_PACKAGES),
     "blind40": _blind("blind40", BLIND40_PACKAGES),
     "blind41": _blind("blind41", BLIND41_PACKAGES),
+    "blind42": _blind("blind42", BLIND42_PACKAGES),
 }
 
 Key = tuple[str, str, int, str]  # package, path inside it, line, rule
