@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 # Attributes of the autograd graph itself: reading them needs the graph recorded.
 _GRAPH_ATTRIBUTES = frozenset({"grad_fn", "next_functions"})
 _NEEDS_INPUT_GRAD = re.compile(
-    r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain",
+    r"attack|adversar|fgsm|pgd|saliency|grad_?cam|integrated_grad|smooth_?grad|attribut|explain"
+    r"|grad(?:ient)?_?penalty",  # WGAN-GP: gradients of the critic at its inputs
     re.IGNORECASE,
 )
 # Words of a name for data or settings, not work: `_get_attack_dataset_no_label`,
@@ -75,6 +76,38 @@ _TORCH_ECOSYSTEM = ("torch", "lightning", "pytorch_lightning", "transformers", "
 
 # A region is evaluation code: an eval-named function, or the statements after `m.eval()`.
 Region = cst.CSTNode
+
+
+def _optional_test(test: cst.BaseExpression) -> tuple[str, bool] | None:
+    """A test of whether a parameter was given: ``optimizer is None`` -> (``optimizer``,
+    False), ``optimizer is not None`` and ``train`` -> (name, True), ``not train`` -> (name,
+    False): the name, and whether the test holds when the parameter is given."""
+    if isinstance(test, cst.Name):
+        return test.value, True
+    if (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+            and isinstance(test.expression, cst.Name)):
+        return test.expression.value, False
+    if (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name)
+            and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"):
+        operator = test.comparisons[0].operator
+        if isinstance(operator, cst.Is):
+            return test.left.value, False
+        if isinstance(operator, cst.IsNot):
+            return test.left.value, True
+    return None
+
+
+def _optional_parameter(function: cst.FunctionDef, name: str) -> int | None:
+    """The position of ``function``'s parameter ``name`` when it defaults to ``None`` or
+    ``False`` (``optimizer=None``, ``train=False``): left out, the function does not train."""
+    for index, param in enumerate(function.params.params):
+        if param.name.value == name:
+            default = param.default
+            return index if (isinstance(default, cst.Name)
+                             and default.value in ("None", "False")) else None
+    return None
 
 
 def _names_eval_loader(iterable: cst.BaseExpression) -> bool:
@@ -177,6 +210,9 @@ class EvalWithoutNoGrad(Rule):
     them (``model.encoder(x)`` then ``model.decoder(z)`` are two), a forward nested in
     another's arguments once. An evaluation-named function that trains (a probe fitted with
     a backward pass) is not evaluation code as a whole, but its own ``m.eval()`` blocks are.
+    One epoch function for both (``def run_epoch(model, loader, optimizer=None): if
+    optimizer is None: model.eval()``, training only under ``if optimizer is not None:``)
+    evaluates where a call in the file leaves the optimizer out with grad on.
     In a loop over a DataLoader, a method called with arguments on
     a plain name the function switched to eval is a forward too (``model.eval()`` then, per
     batch, ``model.deeptabular(X)``: a sub-network, or a method computing from the batch),
@@ -309,6 +345,38 @@ class EvalWithoutNoGrad(Rule):
     skips_test_code = True
 
     valid = (
+        # The same epoch function where every call passes an optimizer, where the call that
+        # leaves it out runs under no_grad, or where the evaluation path needs gradients (a
+        # WGAN-GP critic's gradient penalty).
+        Valid("""
+            import torch
+            def run_epoch(model, loader, criterion, optimizer=None):
+                if optimizer is None:
+                    model.eval()
+                else:
+                    model.train()
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    if optimizer is not None:
+                        loss.backward()
+                        optimizer.step()
+            def fit(model, train_loader, val_loader, criterion, optimizer):
+                run_epoch(model, train_loader, criterion, optimizer)
+                with torch.no_grad():
+                    run_epoch(model, val_loader, criterion)
+            def critic_epoch(gan, critic, loader, optimizer=None):
+                if optimizer is None:
+                    gan.eval()
+                for real, fake in loader:
+                    penalty = gan.compute_gradient_penalty(real, fake, critic)
+                    loss = critic(fake).mean() - critic(real).mean() + penalty
+                    if optimizer is not None:
+                        loss.backward()
+                        optimizer.step()
+            def fit_gan(gan, critic, loader, val_loader, optimizer):
+                critic_epoch(gan, critic, loader, optimizer)
+                critic_epoch(gan, critic, val_loader)
+        """),
         # The attack model of the other branch is scikit-learn's: it is given a NumPy array
         # (`astype`, `np.c_`, a scaler's `transform`), which no torch module takes.
         Valid("""
@@ -759,6 +827,29 @@ class EvalWithoutNoGrad(Rule):
         ),
     )
     invalid = (
+        # One epoch function for training and validation, told apart by whether an optimizer
+        # is given (MOSES's trainers): called without one it evaluates, with autograd on.
+        Invalid(
+            """
+            import torch
+            class Trainer:
+                def _train_epoch(self, model, loader, criterion, optimizer=None):
+                    if optimizer is None:
+                        model.eval()
+                    else:
+                        model.train()
+                    for x, y in loader:
+                        loss = criterion(model(x), y)
+                        if optimizer is not None:
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+                def fit(self, model, train_loader, val_loader, criterion, optimizer):
+                    self._train_epoch(model, train_loader, criterion, optimizer)
+                    self._train_epoch(model, val_loader, criterion)
+            """,
+            lines=(10,),
+        ),
         # `self.__call__(*batch)` runs the module as `self(*batch)` does (opendataval's BERT
         # `predict`).
         Invalid(
@@ -1263,6 +1354,9 @@ class EvalWithoutNoGrad(Rule):
         self._in_shared = False  # inside _shared_step: no second level
         self._shared: dict[tuple[int, str], bool] = {}
         self._statement_positions: dict[Region, dict[int, int]] = {}
+        # An eval block opened under a test that a parameter off by default was left out
+        # (`if optimizer is None: model.eval()`): its function and the parameter.
+        self._optional_modes: dict[Region, tuple[cst.FunctionDef, str]] = {}
 
     # -- facts built once per file ------------------------------------------------------
 
@@ -1318,6 +1412,8 @@ class EvalWithoutNoGrad(Rule):
             if not isinstance(block, (cst.IndentedBlock, cst.Module)):
                 continue
             self._extend_region(statement, statement, block, regions)
+            if self._optional_switch(statement, block, regions):
+                continue
             # A switch under a guard or for each model of a collection (`if isinstance(m,
             # nn.Module): m.eval()`, `for m in models.values(): m.eval()`) holds for what
             # follows the guard or the loop too.
@@ -1344,16 +1440,22 @@ class EvalWithoutNoGrad(Rule):
         statement: cst.CSTNode,
         block: cst.IndentedBlock | cst.Module,
         regions: dict[cst.CSTNode, Region],
+        *,
+        override: bool = False,
     ) -> bool:
         """The statements after ``statement`` in ``block`` follow ``switch`` up to the next
-        ``.train()``; False when one switches back."""
+        ``.train()``; False when one switches back. ``override``: they follow it even where
+        an earlier switch holds them."""
         body: list[cst.CSTNode] = list(block.body)
         following = body[body.index(statement) + 1:]
         for index, sibling in enumerate(following):
             if self._calls_train(sibling):
                 self._region_tail.setdefault(switch, following[index:])
                 return False
-            regions.setdefault(sibling, switch)
+            if override:
+                regions[sibling] = switch
+            else:
+                regions.setdefault(sibling, switch)
         return True
 
     def _calls_train(self, statement: cst.CSTNode) -> bool:
@@ -1361,6 +1463,82 @@ class EvalWithoutNoGrad(Rule):
         return any(
             isinstance(node, cst.Call) and _is_train_switch(node) for node in tree.walk(statement)
         )
+
+    def _optional_switch(self, statement: cst.CSTNode, block: cst.CSTNode,
+                         regions: dict[cst.CSTNode, Region]) -> bool:
+        """``def _train_epoch(model, loader, optimizer=None): if optimizer is None:
+        model.eval() else: model.train()`` (MOSES's trainers): one function for training and
+        validation, whose eval switch holds, when the parameter is left out, for what follows
+        the ``if``. Recorded as an eval block of its own (:meth:`_optional_mode_forward`)."""
+        tree = self.context.analysis.tree
+        owner = tree.parent(block)
+        in_else = isinstance(owner, cst.Else)
+        guard = tree.parent(owner) if in_else and owner is not None else owner
+        if not isinstance(guard, cst.If) or (not in_else and guard.body is not block):
+            return False
+        test = _optional_test(guard.test)
+        function = tree.enclosing_function(guard)
+        if test is None or test[1] != in_else or function is None or _optional_parameter(
+                function, test[0]) is None:
+            return False
+        outer = tree.parent(guard)
+        if not isinstance(outer, cst.IndentedBlock) or tree.parent(outer) is not function:
+            return False
+        # The model the parameter switches decides (`model.discriminator.eval()` before the
+        # test of the optimizer keeps the critic in eval for both uses).
+        self._extend_region(statement, guard, outer, regions, override=True)
+        self._optional_modes[statement] = (function, test[0])
+        return True
+
+    def _outside_training_branches(self, node: cst.CSTNode, name: str) -> Iterator[cst.CSTNode]:
+        """``node`` and the nodes under it, without the branches that run only when the
+        parameter ``name`` is given (``if optimizer is not None: loss.backward()``)."""
+        if isinstance(node, cst.If):
+            test = _optional_test(node.test)
+            if test is not None and test[0] == name:
+                yield node.test
+                kept = node.orelse if test[1] else node.body
+                if kept is not None:
+                    yield from self._outside_training_branches(kept, name)
+                return
+        yield node
+        for child in node.children:
+            yield from self._outside_training_branches(child, name)
+
+    def _optional_mode_forward(self, call: cst.Call, region: Region) -> bool:
+        """A forward in such a block is evaluation code where the block trains only in
+        branches for the parameter (``if optimizer is not None: loss.backward()``), the
+        forward is in none, it runs with grad on in its function, and a call of the function
+        in this file leaves the parameter out (or passes ``None``/``False``) with grad on."""
+        function, name = self._optional_modes[region]
+        if any(self._needs_grad(node) for statement in self._statements_of(region)
+               for node in self._outside_training_branches(statement, name)):
+            return False
+        if not any(call is node for statement in self._statements_of(region)
+                   for node in self._outside_training_branches(statement, name)):
+            return False  # in a branch that runs only for training
+        grad = self.context.analysis.grad
+        if grad.grad_mode_at(call, callers=False) != "on":
+            return False
+        found = _optional_parameter(function, name)
+        assert found is not None
+        tree = self.context.analysis.tree
+        bound = bool(function.params.params) and (
+            function.params.params[0].name.value in ("self", "cls"))
+        for site in tree.calls_of(function):
+            # `self._train_epoch(...)`: `self` is not among the arguments
+            position = found - 1 if bound and isinstance(site.func, cst.Attribute) else found
+            given = [a for a in site.args if a.keyword is None and not a.star]
+            passed = next((a.value for a in site.args
+                           if a.keyword is not None and a.keyword.value == name),
+                          given[position].value if len(given) > position else None)
+            if any(a.star for a in site.args) and passed is None:
+                continue  # `*args` / `**kwargs` may hold it
+            left_out = passed is None or (isinstance(passed, cst.Name)
+                                          and passed.value in ("None", "False"))
+            if left_out and grad.grad_mode_at(site) == "on":
+                return True
+        return False
 
     # -- what counts as evaluation code ---------------------------------------------------
 
@@ -1970,6 +2148,11 @@ class EvalWithoutNoGrad(Rule):
         region = self._region_of(node)
         if region is None or any(
                 anc in self._reported for anc in self.context.analysis.tree.ancestors(node)):
+            return
+        if region in self._optional_modes:
+            if not shared and self._optional_mode_forward(node, region):
+                self._reported.add(node)
+                self.report(node)
             return
         if shared and isinstance(region, cst.FunctionDef) and not any(
                 _is_eval_switch(c) for c in self.context.analysis.tree.calls_within(
