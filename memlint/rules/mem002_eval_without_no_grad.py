@@ -1357,6 +1357,7 @@ class EvalWithoutNoGrad(Rule):
         # An eval block opened under a test that a parameter off by default was left out
         # (`if optimizer is None: model.eval()`): its function and the parameter.
         self._optional_modes: dict[Region, tuple[cst.FunctionDef, str]] = {}
+        self._evaluated_nodes: dict[Region, frozenset[int] | None] = {}
 
     # -- facts built once per file ------------------------------------------------------
 
@@ -1511,12 +1512,17 @@ class EvalWithoutNoGrad(Rule):
         forward is in none, it runs with grad on in its function, and a call of the function
         in this file leaves the parameter out (or passes ``None``/``False``) with grad on."""
         function, name = self._optional_modes[region]
-        if any(self._needs_grad(node) for statement in self._statements_of(region)
-               for node in self._outside_training_branches(statement, name)):
-            return False
-        if not any(call is node for statement in self._statements_of(region)
-                   for node in self._outside_training_branches(statement, name)):
-            return False  # in a branch that runs only for training
+        evaluated = self._evaluated_nodes.get(region)
+        if evaluated is None:
+            # The block's nodes outside its training branches, or None when one of them
+            # needs gradients: once per block, for every forward in it.
+            nodes = {id(node): node for statement in self._statements_of(region)
+                     for node in self._outside_training_branches(statement, name)}
+            evaluated = self._evaluated_nodes[region] = (
+                None if any(self._needs_grad(node) for node in nodes.values())
+                else frozenset(nodes))
+        if evaluated is None or id(call) not in evaluated:
+            return False  # training needs the block, or the forward is in a training branch
         grad = self.context.analysis.grad
         if grad.grad_mode_at(call, callers=False) != "on":
             return False
